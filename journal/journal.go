@@ -1,0 +1,463 @@
+// Package journal is thatch's memory: a SQLite database (modernc.org/sqlite) holding the
+// runtime's state, the entry bodies, the outbox of host calls, the applied event ids and
+// the consumer position. One connection writes; every change of one batch commits in one
+// transaction. The file is private to its user (0600 in a 0700 folder).
+package journal
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/thatch-dev/thatch/runtime"
+	_ "modernc.org/sqlite"
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// MaxDeadLetters bounds the dead-letter table; older rows are dropped.
+const MaxDeadLetters = 1000
+
+// maxDeadBody bounds a dead letter's kept body.
+const maxDeadBody = 4096
+
+// Store is the journal. It is not safe for concurrent writers: the runtime's owner
+// goroutine is its only one.
+type Store struct {
+	db   *sql.DB
+	path string
+}
+
+var _ runtime.Journal = (*Store)(nil)
+
+// Open opens (creating when absent) the journal at path.
+func Open(path string) (*Store, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("create journal folder: %w", err)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open journal %s: %w", path, err)
+	}
+	f.Close()
+	if err := os.Chmod(path, 0o600); err != nil {
+		return nil, fmt.Errorf("make journal private: %w", err)
+	}
+	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(5000)&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(ON)&_txlock=immediate"
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open journal %s: %w", path, err)
+	}
+	db.SetMaxOpenConns(1)
+	s := &Store{db: db, path: path}
+	if err := s.migrate(); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Path is the journal file.
+func (s *Store) Path() string { return s.path }
+
+// Close closes the database.
+func (s *Store) Close() error { return s.db.Close() }
+
+// DB exposes the database to tests and to read-only tooling.
+func (s *Store) DB() *sql.DB { return s.db }
+
+func (s *Store) migrate() error {
+	if _, err := s.db.Exec(`CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY)`); err != nil {
+		return fmt.Errorf("migrate journal: %w", err)
+	}
+	var current int
+	if err := s.db.QueryRow(`SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&current); err != nil {
+		return fmt.Errorf("migrate journal: %w", err)
+	}
+	names, err := fs.Glob(migrations, "migrations/*.sql")
+	if err != nil {
+		return err
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		v, err := strconv.Atoi(strings.SplitN(filepath.Base(name), "_", 2)[0])
+		if err != nil {
+			return fmt.Errorf("migration %s is not numbered", name)
+		}
+		if v <= current {
+			continue
+		}
+		script, _ := migrations.ReadFile(name)
+		err = s.withTx(func(tx *sql.Tx) error {
+			if _, err := tx.Exec(string(script)); err != nil {
+				return err
+			}
+			_, err := tx.Exec(`INSERT INTO schema_migrations (version) VALUES (?)`, v)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("apply migration %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// withTx runs fn in a transaction, rolling back unless fn and the commit succeed.
+func (s *Store) withTx(fn func(*sql.Tx) error) error {
+	tx, err := s.db.BeginTx(context.Background(), nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if err := fn(tx); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+func ms(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
+func fromMS(v int64) time.Time {
+	if v == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(v).UTC()
+}
+
+// Commit persists one batch atomically.
+func (s *Store) Commit(b *runtime.Batch) error {
+	err := s.withTx(func(tx *sql.Tx) error {
+		fx := b.Effects
+		if fx == nil {
+			fx = runtime.NewEffects()
+		}
+		for id := range fx.Hosts {
+			h := b.State.Hosts[id]
+			if h == nil {
+				if _, err := tx.Exec(`DELETE FROM hosts WHERE host_id = ?`, id); err != nil {
+					return err
+				}
+				continue
+			}
+			data, _ := json.Marshal(h)
+			if _, err := tx.Exec(`INSERT INTO hosts (host_id, data) VALUES (?, ?)
+				ON CONFLICT (host_id) DO UPDATE SET data = excluded.data`, id, data); err != nil {
+				return err
+			}
+		}
+		for id := range fx.Sessions {
+			sess := b.State.Sessions[id]
+			if sess == nil {
+				if _, err := tx.Exec(`DELETE FROM sessions WHERE session_id = ?`, id); err != nil {
+					return err
+				}
+				continue
+			}
+			data, _ := json.Marshal(sess)
+			if _, err := tx.Exec(`INSERT INTO sessions (session_id, host_id, directory, touched_at, data) VALUES (?, ?, ?, ?, ?)
+				ON CONFLICT (session_id) DO UPDATE SET host_id = excluded.host_id, directory = excluded.directory,
+				touched_at = excluded.touched_at, data = excluded.data`,
+				id, sess.HostID, sess.Directory, ms(sess.Touched), data); err != nil {
+				return err
+			}
+		}
+		if err := writeEntries(tx, fx.Entries); err != nil {
+			return err
+		}
+		for i := range fx.Calls {
+			c := &fx.Calls[i]
+			data, _ := json.Marshal(c)
+			res, err := tx.Exec(`INSERT INTO outbox (host_id, call, created_at) VALUES (?, ?, ?)`, c.Host, data, ms(b.Now))
+			if err != nil {
+				return err
+			}
+			if c.ID, err = res.LastInsertId(); err != nil {
+				return err
+			}
+		}
+		for _, id := range b.Done {
+			if _, err := tx.Exec(`DELETE FROM outbox WHERE id = ?`, id); err != nil {
+				return err
+			}
+		}
+		for _, a := range b.Applied {
+			if _, err := tx.Exec(`INSERT OR IGNORE INTO applied (event_id, stream_seq, applied_at) VALUES (?, ?, ?)`,
+				a.ID, a.Seq, ms(b.Now)); err != nil {
+				return err
+			}
+		}
+		for _, d := range b.DeadLetters {
+			body := d.Body
+			if len(body) > maxDeadBody {
+				body = body[:maxDeadBody]
+			}
+			if _, err := tx.Exec(`INSERT INTO dead_letters (at, stream_seq, subject, reason, body) VALUES (?, ?, ?, ?, ?)`,
+				ms(b.Now), d.Seq, d.Subject, d.Reason, body); err != nil {
+				return err
+			}
+		}
+		if len(b.DeadLetters) > 0 {
+			if _, err := tx.Exec(`DELETE FROM dead_letters WHERE id <= (SELECT max(id) FROM dead_letters) - ?`, MaxDeadLetters); err != nil {
+				return err
+			}
+		}
+		if fx.Counters || len(b.DeadLetters) > 0 {
+			if err := putMeta(tx, "counters", b.State.Counters); err != nil {
+				return err
+			}
+		}
+		if b.StreamSeq > 0 {
+			if err := putMeta(tx, "stream_seq", b.StreamSeq); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("commit journal batch: %w", err)
+	}
+	return nil
+}
+
+func writeEntries(tx *sql.Tx, ops []runtime.EntryOp) error {
+	for _, op := range ops {
+		var err error
+		switch op.Kind {
+		case runtime.EntryInsert:
+			body, _ := json.Marshal(op.Body)
+			_, err = tx.Exec(`INSERT OR IGNORE INTO entries (root_id, entry_id, tool, created_at, body) VALUES (?, ?, ?, ?, ?)`,
+				op.Root, op.ID, op.Body.Tool, ms(op.At), body)
+		case runtime.EntryClaim:
+			_, err = tx.Exec(`UPDATE entries SET claimed_by = ?, claimed_at = ? WHERE root_id = ? AND entry_id = ?`,
+				op.Claimant, ms(op.At), op.Root, op.ID)
+		case runtime.EntryRelease:
+			_, err = tx.Exec(`UPDATE entries SET claimed_by = '', claimed_at = 0 WHERE root_id = ? AND entry_id = ?`, op.Root, op.ID)
+		case runtime.EntryDelete:
+			_, err = tx.Exec(`DELETE FROM entries WHERE root_id = ? AND entry_id = ?`, op.Root, op.ID)
+		case runtime.EntryMove:
+			// A new row keeps arrival order: the moved entry goes last, as it does in memory.
+			_, err = tx.Exec(`INSERT OR IGNORE INTO entries (root_id, entry_id, tool, claimed_by, claimed_at, created_at, body)
+				SELECT ?, entry_id, tool, claimed_by, claimed_at, created_at, body FROM entries WHERE root_id = ? AND entry_id = ?`,
+				op.Root, op.From, op.ID)
+			if err == nil {
+				_, err = tx.Exec(`DELETE FROM entries WHERE root_id = ? AND entry_id = ?`, op.From, op.ID)
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("entry %s of %s: %w", op.ID, op.Root, err)
+		}
+	}
+	return nil
+}
+
+func putMeta(tx *sql.Tx, key string, v any) error {
+	data, _ := json.Marshal(v)
+	_, err := tx.Exec(`INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value`, key, string(data))
+	return err
+}
+
+// Applied returns which of ids were applied already.
+func (s *Store) Applied(ids []string) (map[string]bool, error) {
+	seen := map[string]bool{}
+	const chunk = 500
+	for len(ids) > 0 {
+		n := min(chunk, len(ids))
+		args := make([]any, n)
+		for i, id := range ids[:n] {
+			args[i] = id
+		}
+		rows, err := s.db.Query(`SELECT event_id FROM applied WHERE event_id IN (?`+strings.Repeat(",?", n-1)+`)`, args...)
+		if err != nil {
+			return nil, fmt.Errorf("read applied ids: %w", err)
+		}
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			seen[id] = true
+		}
+		if err := rows.Close(); err != nil {
+			return nil, err
+		}
+		ids = ids[n:]
+	}
+	return seen, nil
+}
+
+// Load rebuilds the state from the journal.
+func (s *Store) Load() (*runtime.State, []runtime.Call, uint64, error) {
+	st := runtime.NewState()
+	var pos uint64
+	if err := getMeta(s.db, "counters", &st.Counters); err != nil {
+		return nil, nil, 0, err
+	}
+	if err := getMeta(s.db, "stream_seq", &pos); err != nil {
+		return nil, nil, 0, err
+	}
+	if err := scanJSON(s.db, `SELECT data FROM hosts`, func(data []byte) error {
+		h := &runtime.Host{}
+		if err := json.Unmarshal(data, h); err != nil {
+			return err
+		}
+		st.Hosts[h.ID] = h
+		return nil
+	}); err != nil {
+		return nil, nil, 0, fmt.Errorf("load hosts: %w", err)
+	}
+	if err := scanJSON(s.db, `SELECT data FROM sessions`, func(data []byte) error {
+		sess := &runtime.Session{}
+		if err := json.Unmarshal(data, sess); err != nil {
+			return err
+		}
+		st.Sessions[sess.ID] = sess
+		return nil
+	}); err != nil {
+		return nil, nil, 0, fmt.Errorf("load sessions: %w", err)
+	}
+	rows, err := s.db.Query(`SELECT root_id, entry_id, tool, claimed_by, claimed_at FROM entries ORDER BY id`)
+	if err != nil {
+		return nil, nil, 0, fmt.Errorf("load entries: %w", err)
+	}
+	defer rows.Close()
+	tools := map[string]string{} // interned: a journal holds few distinct tool names
+	var root, id, tool, claimant string
+	var at int64
+	var last *runtime.Session
+	for rows.Next() {
+		if err := rows.Scan(&root, &id, &tool, &claimant, &at); err != nil {
+			return nil, nil, 0, fmt.Errorf("load entries: %w", err)
+		}
+		if last == nil || last.ID != root {
+			last = st.Sessions[root]
+			if last == nil {
+				continue // rows of a forgotten session: the journal sweep drops them
+			}
+		}
+		if t, ok := tools[tool]; ok {
+			tool = t
+		} else {
+			tools[tool] = tool
+		}
+		last.Entries = append(last.Entries, runtime.Entry{ID: id, Tool: tool, Claimant: claimant, ClaimedAt: fromMS(at)})
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, 0, fmt.Errorf("load entries: %w", err)
+	}
+	var calls []runtime.Call
+	crows, err := s.db.Query(`SELECT id, call FROM outbox ORDER BY id`)
+	if err != nil {
+		return nil, nil, 0, fmt.Errorf("load outbox: %w", err)
+	}
+	defer crows.Close()
+	for crows.Next() {
+		var c runtime.Call
+		var data []byte
+		if err := crows.Scan(&c.ID, &data); err != nil {
+			return nil, nil, 0, fmt.Errorf("load outbox: %w", err)
+		}
+		if err := json.Unmarshal(data, &c); err != nil {
+			return nil, nil, 0, fmt.Errorf("load outbox call %d: %w", c.ID, err)
+		}
+		calls = append(calls, c)
+	}
+	return st, calls, pos, crows.Err()
+}
+
+func getMeta(db *sql.DB, key string, v any) error {
+	var data string
+	err := db.QueryRow(`SELECT value FROM meta WHERE key = ?`, key).Scan(&data)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read %s: %w", key, err)
+	}
+	return json.Unmarshal([]byte(data), v)
+}
+
+func scanJSON(db *sql.DB, query string, fn func([]byte) error) error {
+	rows, err := db.Query(query)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var data []byte
+		if err := rows.Scan(&data); err != nil {
+			return err
+		}
+		if err := fn(data); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
+// Payload reads the bodies of the entries of root claimed by claimant.
+func (s *Store) Payload(root, claimant string) ([]runtime.PayloadEntry, error) {
+	rows, err := s.db.Query(`SELECT entry_id, body FROM entries WHERE root_id = ? AND claimed_by = ? ORDER BY id`, root, claimant)
+	if err != nil {
+		return nil, fmt.Errorf("read payload of %s: %w", root, err)
+	}
+	defer rows.Close()
+	var out []runtime.PayloadEntry
+	for rows.Next() {
+		var e runtime.PayloadEntry
+		var body []byte
+		if err := rows.Scan(&e.ID, &body); err != nil {
+			return nil, err
+		}
+		if err := json.Unmarshal(body, &e.Body); err != nil {
+			return nil, fmt.Errorf("entry %s of %s: %w", e.ID, root, err)
+		}
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+// DeadLetter is one stored rejected message.
+type DeadLetter struct {
+	At      time.Time
+	Seq     uint64
+	Subject string
+	Reason  string
+	Body    []byte
+}
+
+// DeadLetters returns the kept rejected messages, oldest first.
+func (s *Store) DeadLetters() ([]DeadLetter, error) {
+	rows, err := s.db.Query(`SELECT at, stream_seq, subject, reason, body FROM dead_letters ORDER BY id`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []DeadLetter
+	for rows.Next() {
+		var d DeadLetter
+		var at int64
+		if err := rows.Scan(&at, &d.Seq, &d.Subject, &d.Reason, &d.Body); err != nil {
+			return nil, err
+		}
+		d.At = fromMS(at)
+		out = append(out, d)
+	}
+	return out, rows.Err()
+}

@@ -1,0 +1,203 @@
+package runtime
+
+import (
+	"encoding/json"
+	"log/slog"
+	"time"
+)
+
+// Input is what Step consumes: an Event, a ToolCall, a Result or a Tick.
+type Input interface{ input() }
+
+func (Event) input()    {}
+func (ToolCall) input() {}
+func (Result) input()   {}
+func (Tick) input()     {}
+
+// Op is a host operation, independent of the host's API generation: the adapters map
+// each to the methods of protocol §2.
+type Op string
+
+const (
+	OpCreate   Op = "session.create"
+	OpPrompt   Op = "session.prompt"
+	OpDelete   Op = "session.delete"
+	OpList     Op = "session.list"
+	OpProjects Op = "project.list"
+	OpMove     Op = "session.move"
+	OpMessages Op = "messages" // v1 session.messages, v2 session.context
+	OpCompact  Op = "compact"  // v1 tui.executeCommand, v2 session.compact
+	OpClose    Op = "close"    // v1 tui.publish app.exit, v2 bridge.emit exit-tab-closed
+	OpToast    Op = "toast"    // v1 tui.showToast, v2 bridge.emit toast
+)
+
+// Purpose says what a call's result continues. A call without one is fire-and-forget:
+// its failure is logged and nothing else.
+type Purpose string
+
+const (
+	PurposeNone     Purpose = ""
+	PurposeExtract  Purpose = "extract"   // create an extraction child, then prompt it
+	PurposeInstruct Purpose = "instruct"  // the extraction child's instruction prompt
+	PurposeWrapIdle Purpose = "wrap-idle" // messages for a wrap-up armed before this idle
+	PurposeWrapExec Purpose = "wrap-exec" // messages for a wrap-up seen only as command.executed
+	PurposeResync   Purpose = "resync"    // session.list after a Host-Seq gap
+)
+
+// Call is one host call. It is journaled in the outbox with the state change that implies
+// it and performed after the commit; a crash repeats it.
+type Call struct {
+	ID        int64   `json:"-"` // outbox id, assigned by the journal
+	Host      string  `json:"host"`
+	Op        Op      `json:"op"`
+	Purpose   Purpose `json:"purpose,omitempty"`
+	SessionID string  `json:"sessionID,omitempty"` // the session the call concerns; create: the parent
+	Title     string  `json:"title,omitempty"`     // create, toast
+	Text      string  `json:"text,omitempty"`      // prompt text, toast message
+	NoReply   bool    `json:"noReply,omitempty"`
+	Synthetic bool    `json:"synthetic,omitempty"`
+	Variant   string  `json:"variant,omitempty"`   // toast: info, success, warning, error
+	Directory string  `json:"directory,omitempty"` // move
+	WrapUp    WrapUp  `json:"wrapUp,omitempty"`    // messages for a wrap-up
+}
+
+// Result is the outcome of a Call, fed back to Step.
+type Result struct {
+	Call Call
+	Err  *HostError // nil on success
+
+	Session  *SessionInfo  // create
+	Messages []Message     // messages
+	Sessions []SessionInfo // list
+	Projects []Project     // project.list
+}
+
+// HostError is a failed host call. NoResponder means the host does not offer the method.
+type HostError struct {
+	Name        string `json:"name"`
+	Message     string `json:"message"`
+	NoResponder bool   `json:"-"`
+}
+
+func (e *HostError) Error() string { return e.Name + ": " + e.Message }
+
+// Message is one session message in opencode's v1 shape.
+type Message struct {
+	Info struct {
+		ID   string `json:"id"`
+		Role string `json:"role"`
+	} `json:"info"`
+	Parts []Part `json:"parts"`
+}
+
+// Part is one part of a message; only text parts matter to thatch.
+type Part struct {
+	Type string `json:"type"`
+	Text string `json:"text,omitempty"`
+}
+
+// Project is a project's canonical checkout.
+type Project struct {
+	ID       string `json:"id"`
+	Worktree string `json:"worktree"`
+}
+
+// ToolCall is a call of one of thatch's tools by a host session's model.
+type ToolCall struct {
+	Name      string
+	SessionID string
+	CallID    string
+	Args      json.RawMessage
+}
+
+// Tick is the periodic timer, an input like any other so tests drive time.
+type Tick struct{}
+
+// Reply answers a ToolCall. Payload, when set, asks the driver to read the claimed
+// entries' bodies from the journal after the commit and render them with FormatPayload.
+type Reply struct {
+	Output   string
+	Metadata any
+	Err      *HostError
+	Payload  *PayloadRef
+}
+
+// PayloadRef names a claimant's claimed set.
+type PayloadRef struct {
+	Root     string
+	Claimant string
+}
+
+// EntryOpKind is a change to one journaled entry.
+type EntryOpKind int
+
+const (
+	EntryInsert  EntryOpKind = iota // a new pending entry, with its body
+	EntryClaim                      // claimed by Claimant at At
+	EntryRelease                    // back to pending
+	EntryDelete                     // completed or dropped
+	EntryMove                       // moved from root From to Root
+)
+
+// EntryOp is one change to the entries table.
+type EntryOp struct {
+	Kind     EntryOpKind
+	Root     string
+	ID       string
+	Claimant string
+	At       time.Time
+	From     string
+	Body     *Body
+}
+
+// Body is the journaled content of an entry: never held in State.
+type Body struct {
+	Tool     string          `json:"tool"`
+	Args     json.RawMessage `json:"args,omitempty"`
+	Title    string          `json:"title,omitempty"`
+	Output   string          `json:"output,omitempty"`
+	Metadata json.RawMessage `json:"metadata,omitempty"`
+}
+
+// Note is something worth logging, returned rather than logged so Step stays pure.
+type Note struct {
+	Level slog.Level
+	Msg   string
+	Attrs []any
+}
+
+// Effects is what one or more Steps imply. The driver commits it in one transaction and
+// only then performs the calls.
+type Effects struct {
+	Sessions map[string]bool // sessions to upsert (when still in State) or delete
+	Hosts    map[string]bool // hosts to upsert
+	Counters bool            // counters changed
+	Entries  []EntryOp
+	Calls    []Call
+	Notes    []Note
+	Reply    *Reply // the answer to a ToolCall
+}
+
+// NewEffects returns empty effects.
+func NewEffects() *Effects {
+	return &Effects{Sessions: map[string]bool{}, Hosts: map[string]bool{}}
+}
+
+// Merge appends o to e, so a batch of inputs commits as one.
+func (e *Effects) Merge(o *Effects) {
+	for id := range o.Sessions {
+		e.Sessions[id] = true
+	}
+	for id := range o.Hosts {
+		e.Hosts[id] = true
+	}
+	e.Counters = e.Counters || o.Counters
+	e.Entries = append(e.Entries, o.Entries...)
+	e.Calls = append(e.Calls, o.Calls...)
+	e.Notes = append(e.Notes, o.Notes...)
+}
+
+// Empty reports whether e changes nothing.
+func (e *Effects) Empty() bool {
+	return len(e.Sessions) == 0 && len(e.Hosts) == 0 && !e.Counters && len(e.Entries) == 0 && len(e.Calls) == 0
+}

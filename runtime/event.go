@@ -1,0 +1,277 @@
+package runtime
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+)
+
+// MaxEventBytes is the largest event body thatch accepts.
+const MaxEventBytes = 1 << 20
+
+var hostIDPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// ValidHostID reports whether id is a protocol host id.
+func ValidHostID(id string) bool { return hostIDPattern.MatchString(id) }
+
+// Event is one decoded host bus event.
+type Event struct {
+	ID      string // the event id: applied at most once
+	Type    string
+	HostID  string
+	Seq     uint64 // stream sequence
+	HostSeq int64  // Host-Seq header, 0 when absent
+
+	SessionID string
+	Info      *SessionInfo // session.created/updated/deleted
+	Status    Status       // session.status
+	Error     *ErrorInfo   // session.error
+	Tool      *ToolExec    // tool.execute.after
+	Command   string       // command.execute.before (command), command.executed (name)
+	Arguments string
+	MessageID string
+	Hello     *Hello // host.hello
+	BootID    string // host.hello, host.goodbye
+}
+
+// SessionInfo is the part of opencode's Session object thatch uses.
+type SessionInfo struct {
+	ID        string `json:"id"`
+	ParentID  string `json:"parentID,omitempty"`
+	Title     string `json:"title"`
+	Directory string `json:"directory"`
+	ProjectID string `json:"projectID,omitempty"`
+}
+
+// ErrorInfo is a session error as opencode reports it.
+type ErrorInfo struct {
+	Name string `json:"name"`
+	Data struct {
+		Message string `json:"message"`
+	} `json:"data"`
+}
+
+// ToolExec is one finished tool call, from the tool.execute.after plugin hook.
+type ToolExec struct {
+	CallID   string          `json:"callID"`
+	Tool     string          `json:"tool"`
+	Args     json.RawMessage `json:"args"`
+	Title    string          `json:"title"`
+	Output   string          `json:"output"`
+	Metadata json.RawMessage `json:"metadata"`
+}
+
+// Hello is a host's announcement of itself.
+type Hello struct {
+	HostID    string       `json:"hostID"`
+	API       string       `json:"api"`
+	Version   string       `json:"version"`
+	BootID    string       `json:"bootID"`
+	Directory string       `json:"directory"`
+	Worktree  string       `json:"worktree"`
+	ProjectID string       `json:"projectID"`
+	Caps      Capabilities `json:"capabilities"`
+	Resumed   []string     `json:"resumed"`
+}
+
+// ErrBadEvent is wrapped by every DecodeEvent error: the message is rejected, not retried.
+var ErrBadEvent = errors.New("bad event")
+
+func bad(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrBadEvent, fmt.Sprintf(format, args...))
+}
+
+// Known reports whether thatch acts on events of type t.
+func Known(t string) bool {
+	switch t {
+	case "host.hello", "host.goodbye",
+		"session.created", "session.updated", "session.deleted",
+		"session.status", "session.idle", "session.error",
+		"session.compacting", "session.compacted",
+		"tool.execute.after", "command.execute.before", "command.executed":
+		return true
+	}
+	return false
+}
+
+// DecodeEvent decodes one message of subject prefix.<host>.event.<type>. A body that is
+// not a JSON object with string id and type, a body over MaxEventBytes, or properties of
+// the wrong shape for a known type is an error wrapping ErrBadEvent. Unknown types decode
+// without their properties; the caller ignores them.
+func DecodeEvent(prefix, subject string, data []byte) (Event, error) {
+	var ev Event
+	rest, ok := strings.CutPrefix(subject, prefix+".")
+	if !ok {
+		return ev, bad("subject %q is not under %q", subject, prefix)
+	}
+	// The type in the body wins over the subject's tail, so the tail is not read.
+	host, _, ok := strings.Cut(rest, ".event.")
+	if !ok || !ValidHostID(host) {
+		return ev, bad("subject %q is not %s.<host>.event.<type> with a host id of 1-64 [A-Za-z0-9_-]", subject, prefix)
+	}
+	ev.HostID = host
+	if len(data) > MaxEventBytes {
+		return ev, bad("body of %d bytes is over the %d-byte limit", len(data), MaxEventBytes)
+	}
+	var env struct {
+		ID         *string         `json:"id"`
+		Type       *string         `json:"type"`
+		Properties json.RawMessage `json:"properties"`
+	}
+	if err := json.Unmarshal(data, &env); err != nil {
+		return ev, bad("body is not a JSON object: %v", err)
+	}
+	if env.ID == nil || *env.ID == "" {
+		return ev, bad("body has no string id")
+	}
+	if env.Type == nil || *env.Type == "" {
+		return ev, bad("body has no string type")
+	}
+	ev.ID, ev.Type = *env.ID, *env.Type
+	if !Known(ev.Type) {
+		return ev, nil
+	}
+	props := env.Properties
+	if len(bytes.TrimSpace(props)) == 0 || bytes.Equal(bytes.TrimSpace(props), []byte("null")) {
+		props = []byte("{}")
+	}
+	if err := decodeProperties(&ev, props); err != nil {
+		return ev, bad("%s properties: %v", ev.Type, err)
+	}
+	return ev, nil
+}
+
+func decodeProperties(ev *Event, props []byte) error {
+	var p struct {
+		SessionID *string                `json:"sessionID"`
+		Info      *SessionInfo           `json:"info"`
+		Status    *struct{ Type string } `json:"status"`
+		Error     *ErrorInfo             `json:"error"`
+		Command   string                 `json:"command"`
+		Name      string                 `json:"name"`
+		Arguments json.RawMessage        `json:"arguments"`
+		MessageID string                 `json:"messageID"`
+		BootID    string                 `json:"bootID"`
+	}
+	if err := strictObject(props, &p); err != nil {
+		return err
+	}
+	if p.SessionID != nil {
+		ev.SessionID = *p.SessionID
+	}
+	need := func() error {
+		if ev.SessionID == "" {
+			return errors.New("sessionID is missing")
+		}
+		return nil
+	}
+	switch ev.Type {
+	case "host.hello":
+		var h Hello
+		if err := json.Unmarshal(props, &h); err != nil {
+			return err
+		}
+		if h.BootID == "" {
+			return errors.New("bootID is missing")
+		}
+		if h.API == "" {
+			h.API = "v1"
+		}
+		if h.API != "v1" && h.API != "v2" {
+			return fmt.Errorf("api %q is neither v1 nor v2", h.API)
+		}
+		ev.Hello, ev.BootID = &h, h.BootID
+	case "host.goodbye":
+		ev.BootID = p.BootID
+	case "session.created", "session.updated", "session.deleted":
+		if p.Info == nil || p.Info.ID == "" {
+			return errors.New("info with a string id is missing")
+		}
+		if ev.SessionID == "" {
+			ev.SessionID = p.Info.ID
+		}
+		if ev.SessionID != p.Info.ID {
+			return fmt.Errorf("sessionID %q differs from info.id %q", ev.SessionID, p.Info.ID)
+		}
+		ev.Info = p.Info
+	case "session.status":
+		if err := need(); err != nil {
+			return err
+		}
+		if p.Status == nil || p.Status.Type == "" {
+			return errors.New("status.type is missing")
+		}
+		switch p.Status.Type {
+		case "idle":
+			ev.Status = StatusIdle
+		case "busy", "retry":
+			ev.Status = StatusBusy
+		default:
+			return fmt.Errorf("status.type %q is not idle, busy or retry", p.Status.Type)
+		}
+	case "session.idle", "session.compacting", "session.compacted":
+		return need()
+	case "session.error":
+		ev.Error = p.Error
+	case "tool.execute.after":
+		if err := need(); err != nil {
+			return err
+		}
+		var t ToolExec
+		if err := json.Unmarshal(props, &t); err != nil {
+			return err
+		}
+		if t.CallID == "" || t.Tool == "" {
+			return errors.New("callID and tool are required")
+		}
+		if len(t.Args) > 0 && !bytes.Equal(t.Args, []byte("null")) && bytes.TrimSpace(t.Args)[0] != '{' {
+			return errors.New("args is not an object")
+		}
+		ev.Tool = &t
+	case "command.execute.before", "command.executed":
+		if err := need(); err != nil {
+			return err
+		}
+		ev.Command = p.Command
+		if ev.Type == "command.executed" {
+			ev.Command = p.Name
+		}
+		ev.Command = strings.TrimPrefix(ev.Command, "/")
+		if ev.Command == "" {
+			return errors.New("command name is missing")
+		}
+		ev.Arguments = rawString(p.Arguments)
+		ev.MessageID = p.MessageID
+	}
+	return nil
+}
+
+// strictObject decodes an object into v, reporting a type mismatch of a known field.
+func strictObject(data []byte, v any) error {
+	if t := bytes.TrimSpace(data); len(t) == 0 || t[0] != '{' {
+		return errors.New("properties is not an object")
+	}
+	return json.Unmarshal(data, v)
+}
+
+func rawString(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	return string(raw)
+}
+
+// WrapUpFor returns the wrap-up a command name arms, or WrapNone.
+func WrapUpFor(command string) WrapUp {
+	switch strings.TrimPrefix(command, "/") {
+	case "thatch/compact":
+		return WrapCompact
+	case "thatch/exit":
+		return WrapExit
+	}
+	return WrapNone
+}

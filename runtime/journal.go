@@ -1,0 +1,43 @@
+package runtime
+
+import "time"
+
+// Journal is where the driver persists state. Commit writes one Batch atomically: the
+// state rows the effects touched, the entry changes, the outbox calls, the applied event
+// ids, the dead letters, the finished outbox calls and the consumer position.
+type Journal interface {
+	// Load rebuilds the state and returns the outbox calls not yet performed and the
+	// consumer position.
+	Load() (*State, []Call, uint64, error)
+	// Applied returns which of ids were applied already.
+	Applied(ids []string) (map[string]bool, error)
+	// Commit persists b and assigns outbox ids to b.Effects.Calls.
+	Commit(b *Batch) error
+	// Payload reads the bodies of the entries of root claimed by claimant, oldest first.
+	Payload(root, claimant string) ([]PayloadEntry, error)
+}
+
+// Batch is one journal transaction.
+type Batch struct {
+	Now         time.Time
+	State       *State
+	Effects     *Effects
+	Applied     []Applied
+	DeadLetters []DeadLetter
+	Done        []int64 // outbox ids performed
+	StreamSeq   uint64  // consumer position after the batch; 0 leaves it
+}
+
+// Applied is one applied event id.
+type Applied struct {
+	ID  string
+	Seq uint64
+}
+
+// DeadLetter is one rejected message.
+type DeadLetter struct {
+	Seq     uint64
+	Subject string
+	Reason  string
+	Body    []byte
+}

@@ -1,0 +1,354 @@
+package scenario
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/thatch-dev/thatch/runtime"
+)
+
+// Epoch is the scenario clock's start.
+var Epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// Harness drives runtime.Step from script commands. It numbers the host calls it sees so
+// that a later "result N" can answer call #N.
+type Harness struct {
+	Rules runtime.Rules
+	State *runtime.State
+	Now   time.Time
+
+	// AfterStep, when set, sees every input and the effects Step returned for it: the
+	// journal tests commit them and compare the reloaded state.
+	AfterStep func(in runtime.Input, fx *runtime.Effects)
+
+	seq    uint64
+	events int
+	calls  []runtime.Call
+	bodies map[string]runtime.Body // root/id → body, standing in for the journal
+}
+
+// New returns a harness over an empty state.
+func New() *Harness {
+	return &Harness{Rules: runtime.DefaultRules, State: runtime.NewState(), Now: Epoch, bodies: map[string]runtime.Body{}}
+}
+
+// Exec runs one command and returns its output.
+func (h *Harness) Exec(c Cmd) string {
+	switch c.Name {
+	case "event":
+		ev, err := h.event(c)
+		if err != nil {
+			return "rejected: " + err.Error()
+		}
+		return h.step(ev)
+	case "tool":
+		return h.step(runtime.ToolCall{Name: c.Keys[0], SessionID: c.Args["session"], Args: json.RawMessage(c.Args["args"])})
+	case "result":
+		n, err := strconv.Atoi(c.Keys[0])
+		if err != nil || n < 1 || n > len(h.calls) {
+			return fmt.Sprintf("error: no call #%s", c.Keys[0])
+		}
+		return h.step(h.result(h.calls[n-1], c))
+	case "advance":
+		d, err := time.ParseDuration(c.Keys[0])
+		if err != nil {
+			return "error: " + err.Error()
+		}
+		h.Now = h.Now.Add(d)
+		return ""
+	case "tick":
+		return h.step(runtime.Tick{})
+	case "state":
+		return Dump(h.State, h.Now)
+	}
+	return "error: unknown command " + c.Name
+}
+
+func (h *Harness) step(in runtime.Input) string {
+	fx := h.Rules.Step(h.State, in, h.Now)
+	if h.AfterStep != nil {
+		h.AfterStep(in, fx)
+	}
+	var out []string
+	for _, op := range fx.Entries {
+		if op.Kind == runtime.EntryInsert {
+			h.bodies[op.Root+"/"+op.ID] = *op.Body
+		}
+	}
+	if r := fx.Reply; r != nil {
+		out = append(out, h.reply(r))
+	}
+	for _, c := range fx.Calls {
+		h.calls = append(h.calls, c)
+		out = append(out, fmt.Sprintf("call #%d %s", len(h.calls), FormatCall(c)))
+	}
+	for _, n := range fx.Notes {
+		line := fmt.Sprintf("note %s: %s", strings.ToLower(n.Level.String()), n.Msg)
+		for i := 0; i+1 < len(n.Attrs); i += 2 {
+			line += fmt.Sprintf(" %v=%v", n.Attrs[i], n.Attrs[i+1])
+		}
+		out = append(out, line)
+	}
+	return strings.Join(out, "\n")
+}
+
+func (h *Harness) reply(r *runtime.Reply) string {
+	if r.Err != nil {
+		return "reply error " + r.Err.Name + ": " + r.Err.Message
+	}
+	meta, _ := json.Marshal(r.Metadata)
+	s := "reply " + string(meta)
+	if p := r.Payload; p != nil {
+		root := h.State.Sessions[p.Root]
+		var entries []runtime.PayloadEntry
+		for _, id := range root.Claimed(p.Claimant) {
+			entries = append(entries, runtime.PayloadEntry{ID: id, Body: h.bodies[p.Root+"/"+id]})
+		}
+		s += "\n" + indent(runtime.FormatPayload(p.Root, entries))
+	} else if r.Output != "" {
+		s += "\n" + indent(r.Output)
+	}
+	return s
+}
+
+func indent(s string) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	for i, l := range lines {
+		if l == "" {
+			lines[i] = "  ."
+		} else {
+			lines[i] = "  " + l
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+// FormatCall renders a call on one line, fields in a fixed order.
+func FormatCall(c runtime.Call) string {
+	parts := []string{c.Host, string(c.Op)}
+	add := func(k, v string) {
+		if v != "" {
+			if strings.ContainsAny(v, " \n") {
+				v = strconv.Quote(firstLine(v))
+			}
+			parts = append(parts, k+"="+v)
+		}
+	}
+	add("session", c.SessionID)
+	add("title", c.Title)
+	add("text", c.Text)
+	add("variant", c.Variant)
+	add("dir", c.Directory)
+	add("wrapup", string(c.WrapUp))
+	if c.NoReply {
+		parts = append(parts, "noReply")
+	}
+	if c.Synthetic {
+		parts = append(parts, "synthetic")
+	}
+	add("purpose", string(c.Purpose))
+	return strings.Join(parts, " ")
+}
+
+func firstLine(s string) string {
+	l, rest, _ := strings.Cut(s, "\n")
+	if rest != "" {
+		return l + "…"
+	}
+	return l
+}
+
+// event builds an event from a command: event TYPE key=value...
+func (h *Harness) event(c Cmd) (runtime.Event, error) {
+	a := c.Args
+	get := func(k, def string) string {
+		if v, ok := a[k]; ok {
+			return v
+		}
+		return def
+	}
+	typ := c.Keys[0]
+	h.events++
+	id := get("id", fmt.Sprintf("evt_%03d", h.events))
+	var seq uint64
+	if s, ok := a["seq"]; ok {
+		seq, _ = strconv.ParseUint(s, 10, 64)
+	} else {
+		h.seq++
+		seq = h.seq
+	}
+	props := map[string]any{}
+	sid := get("session", "")
+	if sid != "" {
+		props["sessionID"] = sid
+	}
+	switch typ {
+	case "host.hello":
+		caps := map[string]bool{}
+		for _, k := range strings.Split(get("caps", "tui,compact,move,list"), ",") {
+			if k != "" {
+				caps[k] = true
+			}
+		}
+		props = map[string]any{"hostID": get("host", "h1"), "api": get("api", "v1"), "version": "1.0",
+			"bootID": get("boot", "b1"), "directory": get("dir", "/w"), "worktree": get("worktree", "/w"),
+			"projectID": "p1", "capabilities": caps, "resumed": splitList(get("resumed", ""))}
+	case "host.goodbye":
+		props = map[string]any{"hostID": get("host", "h1"), "bootID": get("boot", "b1")}
+	case "session.created", "session.updated", "session.deleted":
+		info := map[string]any{"id": sid, "title": get("title", "t"), "directory": get("dir", "/w")}
+		if p := get("parent", ""); p != "" {
+			info["parentID"] = p
+		}
+		props["info"] = info
+	case "session.status":
+		props["status"] = map[string]any{"type": get("status", "idle")}
+	case "session.error":
+		if n := get("error", ""); n != "" {
+			props["error"] = map[string]any{"name": n, "data": map[string]any{"message": "scripted"}}
+		}
+	case "tool.execute.after":
+		args := json.RawMessage(get("args", `{"command":"ls"}`))
+		props["callID"], props["tool"], props["args"] = get("call", "c1"), get("tool", "bash"), args
+		props["title"], props["output"], props["metadata"] = get("title", ""), get("output", "out"), map[string]any{}
+	case "command.execute.before":
+		props["command"], props["arguments"] = get("command", "thatch/compact"), get("arguments", "")
+	case "command.executed":
+		props["name"], props["arguments"], props["messageID"] = get("command", "thatch/compact"), get("arguments", ""), "msg_1"
+	}
+	body, _ := json.Marshal(map[string]any{"id": id, "type": typ, "properties": props})
+	if raw, ok := a["body"]; ok {
+		body = []byte(raw)
+	}
+	ev, err := runtime.DecodeEvent("opencode", "opencode."+get("host", "h1")+".event."+typ, body)
+	if err != nil {
+		return ev, err
+	}
+	ev.Seq = seq
+	if s, ok := a["hostseq"]; ok {
+		ev.HostSeq, _ = strconv.ParseInt(s, 10, 64)
+	}
+	return ev, nil
+}
+
+func splitList(s string) []string {
+	if s == "" {
+		return []string{}
+	}
+	return strings.Split(s, ",")
+}
+
+// result answers call c: result N [session=ID] [err=Name] [noresponder] [text=...] [sessions=id|dir|title|parent;...]
+func (h *Harness) result(c runtime.Call, cmd Cmd) runtime.Result {
+	a := cmd.Args
+	r := runtime.Result{Call: c}
+	if _, ok := a["noresponder"]; ok {
+		r.Err = &runtime.HostError{Name: "NoResponderError", Message: "no responder", NoResponder: true}
+	} else if e, ok := a["err"]; ok {
+		r.Err = &runtime.HostError{Name: e, Message: "scripted"}
+	}
+	if s, ok := a["session"]; ok {
+		r.Session = &runtime.SessionInfo{ID: s, ParentID: c.SessionID, Title: c.Title, Directory: "/w"}
+	}
+	if t, ok := a["text"]; ok {
+		m := runtime.Message{Parts: []runtime.Part{{Type: "text", Text: strings.ReplaceAll(t, `\n`, "\n")}}}
+		m.Info.ID, m.Info.Role = "msg_1", "assistant"
+		r.Messages = []runtime.Message{m}
+	}
+	if s, ok := a["sessions"]; ok {
+		for _, row := range strings.Split(s, ";") {
+			f := strings.Split(row, "|")
+			for len(f) < 4 {
+				f = append(f, "")
+			}
+			r.Sessions = append(r.Sessions, runtime.SessionInfo{ID: f[0], Directory: f[1], Title: f[2], ParentID: f[3]})
+		}
+	}
+	return r
+}
+
+// Dump renders s in a stable text form.
+func Dump(s *runtime.State, now time.Time) string {
+	var out []string
+	c := s.Counters
+	out = append(out, fmt.Sprintf("counters applied=%d rejected=%d gaps=%d stale=%d healed=%d swept=%d",
+		c.Applied, c.Rejected, c.Gaps, c.StaleRequeued, c.Healed, c.Swept))
+	hosts := make([]string, 0, len(s.Hosts))
+	for id := range s.Hosts {
+		hosts = append(hosts, id)
+	}
+	sort.Strings(hosts)
+	for _, id := range hosts {
+		ho := s.Hosts[id]
+		line := fmt.Sprintf("host %s %s boot=%s seq=%d", ho.ID, ho.API, ho.BootID, ho.Seq)
+		if ho.Online {
+			line += " online"
+		}
+		if len(ho.Resumed) > 0 {
+			line += " resumed=" + strings.Join(ho.Resumed, ",")
+		}
+		out = append(out, line)
+	}
+	ids := make([]string, 0, len(s.Sessions))
+	for id := range s.Sessions {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		out = append(out, dumpSession(s.Sessions[id])...)
+	}
+	return strings.Join(out, "\n")
+}
+
+func dumpSession(x *runtime.Session) []string {
+	line := fmt.Sprintf("session %s %s %s host=%s", x.ID, x.Kind, x.Status, x.HostID)
+	if x.ParentID != "" {
+		line += " parent=" + x.ParentID
+	}
+	flags := []struct {
+		on   bool
+		name string
+	}{{x.Reminded, "reminded"}, {x.Extracting, "extracting"}, {x.Compacting, "compacting"}, {x.Resolving, "resolving"}, {x.Exited, "exited"}}
+	for _, f := range flags {
+		if f.on {
+			line += " " + f.name
+		}
+	}
+	if x.Child != "" {
+		line += " child=" + x.Child
+	}
+	if x.WrapUp != runtime.WrapNone {
+		line += " wrapup=" + string(x.WrapUp)
+	}
+	if x.Resolved != runtime.WrapNone {
+		line += " resolved=" + string(x.Resolved)
+	}
+	if x.Metrics.Total() > 0 {
+		line += fmt.Sprintf(" metrics=%d/%d/%d", x.Metrics.New, x.Metrics.Updated, x.Metrics.Deleted)
+	}
+	if len(x.Snapshot) > 0 {
+		line += " snapshot=" + strings.Join(x.Snapshot, ",")
+	}
+	lines := []string{line}
+	for _, e := range x.Entries {
+		l := fmt.Sprintf("  entry %s %s pending", e.ID, e.Tool)
+		if e.Accepted() {
+			l = fmt.Sprintf("  entry %s %s accepted by=%s at=+%s", e.ID, e.Tool, e.Claimant, e.ClaimedAt.Sub(Epoch))
+		}
+		lines = append(lines, l)
+	}
+	return lines
+}
+
+// Scripts lists the golden scripts under dir.
+func Scripts(dir string) []string {
+	out, _ := filepath.Glob(filepath.Join(dir, "*.txt"))
+	slices.Sort(out)
+	return out
+}

@@ -1,0 +1,196 @@
+package runtime
+
+import (
+	"slices"
+	"strings"
+	"time"
+)
+
+// ExtractionTitle is the exact title of the child sessions thatch creates to extract memories.
+const ExtractionTitle = "thatch-extraction"
+
+// Kind says what a session is to thatch.
+type Kind string
+
+const (
+	KindTop        Kind = "top"        // a session without a parent
+	KindExtraction Kind = "extraction" // a child thatch created, titled ExtractionTitle
+	KindTask       Kind = "task"       // any other child: a sub-agent the host spawned
+)
+
+// Status is the last known run state of a session. A retrying session counts as busy.
+type Status string
+
+const (
+	StatusUnknown Status = "unknown"
+	StatusIdle    Status = "idle"
+	StatusBusy    Status = "busy"
+)
+
+// WrapUp is an armed wrap-up command.
+type WrapUp string
+
+const (
+	WrapNone    WrapUp = ""
+	WrapCompact WrapUp = "compact"
+	WrapExit    WrapUp = "exit"
+)
+
+// Token is the greenlight token the model ends its reply with when the wrap-up may proceed.
+func (w WrapUp) Token() string {
+	switch w {
+	case WrapCompact:
+		return "THATCH_COMPACT_READY"
+	case WrapExit:
+		return "THATCH_EXIT_READY"
+	}
+	return ""
+}
+
+// Command is the slash command (without its leading slash) that arms w.
+func (w WrapUp) Command() string { return "thatch/" + string(w) }
+
+// State is everything thatch knows. Entry bodies are not here: they stay in the journal,
+// so memory grows with the number of entries, not with their size.
+type State struct {
+	Hosts    map[string]*Host
+	Sessions map[string]*Session
+	Counters Counters
+}
+
+// NewState returns an empty state.
+func NewState() *State {
+	return &State{Hosts: map[string]*Host{}, Sessions: map[string]*Session{}}
+}
+
+// Counters are the status figures and the hygiene signals that outlive a restart.
+type Counters struct {
+	Applied  int64 // events of known types applied
+	Rejected int64 // bad input acknowledged and dead-lettered
+	Gaps     int64 // Host-Seq gaps detected
+
+	// Hygiene signals since the last session-start reminder.
+	StaleRequeued int64 // accepted entries put back by the stale-claim rule
+	Healed        int64 // stranded sessions deleted or moved
+	Swept         int64 // sessions whose journal rows the journal sweep dropped
+}
+
+// Host is one host that said hello.
+type Host struct {
+	ID        string
+	API       string // "v1" or "v2"; a host that never said hello is treated as v1
+	Version   string
+	BootID    string
+	Directory string
+	Worktree  string
+	ProjectID string
+	Caps      Capabilities
+	Resumed   []string // sessions the host resumed at start: their rows are always kept
+	Online    bool
+	Seq       int64 // last Host-Seq seen in this boot; 0 before the baseline
+}
+
+// Capabilities are what a host said it can do in its hello.
+type Capabilities struct {
+	TUI     bool `json:"tui"`
+	Compact bool `json:"compact"`
+	Move    bool `json:"move"`
+	List    bool `json:"list"`
+}
+
+// Session is one host session thatch tracks.
+type Session struct {
+	ID        string
+	HostID    string
+	ParentID  string
+	Kind      Kind
+	Title     string
+	Directory string
+	ProjectID string
+	Status    Status
+
+	Reminded   bool   // top: the session-start reminder was sent
+	Extracting bool   // top: an extraction child is being created or is running
+	Child      string // top: the running extraction child, once the host named it
+	Compacting bool
+	WrapUp     WrapUp // armed wrap-up command
+	Resolving  bool   // top: the armed wrap-up's messages were asked for; the idle waits for them
+	Resolved   WrapUp // top: the last wrap-up resolved at an idle, so command.executed does not resolve it twice
+	Exited     bool   // left the live directory through a greenlit /thatch/exit; busy again brings it back
+
+	Metrics  Metrics  // child: what it reported with thatch_extraction_done
+	Snapshot []string // child: the parent's pending entry ids when it was created (recovery data only)
+	Entries  []Entry  `json:"-"` // top: journaled entries, oldest first (rows of their own)
+
+	Seq     uint64    // highest stream sequence applied to this session
+	Touched time.Time // last event or tool call that concerned it
+}
+
+// Metrics are an extraction child's report of the memories it wrote.
+type Metrics struct {
+	New     int64 `json:"new"`
+	Updated int64 `json:"updated"`
+	Deleted int64 `json:"deleted"`
+}
+
+// Total is the number of memories written.
+func (m Metrics) Total() int64 { return m.New + m.Updated + m.Deleted }
+
+// Entry is one buffered tool interaction of a top-level session. It is pending while
+// Claimant is empty and accepted once a session claimed it.
+type Entry struct {
+	ID        string // the tool call's callID
+	Tool      string
+	Claimant  string
+	ClaimedAt time.Time
+}
+
+// Accepted reports whether a session claimed e.
+func (e Entry) Accepted() bool { return e.Claimant != "" }
+
+// Root returns the top-level session whose entries id's work belongs to: id itself for a
+// top-level session, its nearest top-level ancestor for a child. It returns "" when the
+// chain is broken or loops.
+func (s *State) Root(id string) string {
+	for hops := 0; hops < 64; hops++ {
+		sess := s.Sessions[id]
+		if sess == nil {
+			return ""
+		}
+		if sess.ParentID == "" {
+			return id
+		}
+		id = sess.ParentID
+	}
+	return ""
+}
+
+// Pending counts s's entries that no session claimed.
+func (s *Session) Pending() int {
+	n := 0
+	for _, e := range s.Entries {
+		if !e.Accepted() {
+			n++
+		}
+	}
+	return n
+}
+
+// Claimed returns the ids of the entries of s claimed by claimant, oldest first.
+func (s *Session) Claimed(claimant string) []string {
+	var ids []string
+	for _, e := range s.Entries {
+		if e.Claimant == claimant {
+			ids = append(ids, e.ID)
+		}
+	}
+	return ids
+}
+
+func slicesSortByID(ss []*Session) {
+	slices.SortFunc(ss, func(a, b *Session) int { return strings.Compare(a.ID, b.ID) })
+}
+
+func (s *Session) entry(id string) int {
+	return slices.IndexFunc(s.Entries, func(e Entry) bool { return e.ID == id })
+}

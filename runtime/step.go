@@ -1,0 +1,691 @@
+package runtime
+
+import (
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+)
+
+// Rules are the tunables of the decision core.
+type Rules struct {
+	StaleAccepted time.Duration // an accepted entry older than this goes back at the root's idle
+	OutputMax     int           // journaled outputs and top-level string args are cut to this many characters
+}
+
+// DefaultRules are the protocol's defaults.
+var DefaultRules = Rules{StaleAccepted: 15 * time.Minute, OutputMax: 2000}
+
+// Tool names thatch serves (protocol §3). Their own calls are never buffered.
+const (
+	ToolPayload = "thatch_get_extraction_payload"
+	ToolDone    = "thatch_extraction_done"
+)
+
+// step carries one Step's arguments so the handlers stay short.
+type step struct {
+	Rules
+	s   *State
+	fx  *Effects
+	now time.Time
+}
+
+// Step applies one input to s and returns what it implies. It is pure: the same state,
+// input and time give the same result.
+func (r Rules) Step(s *State, in Input, now time.Time) *Effects {
+	t := &step{Rules: r, s: s, fx: NewEffects(), now: now}
+	switch in := in.(type) {
+	case Event:
+		t.event(in)
+	case ToolCall:
+		t.fx.Reply = t.tool(in)
+	case Result:
+		t.result(in)
+	case Tick:
+	}
+	return t.fx
+}
+
+func (t *step) note(level slog.Level, msg string, attrs ...any) {
+	t.fx.Notes = append(t.fx.Notes, Note{Level: level, Msg: msg, Attrs: attrs})
+}
+
+func (t *step) call(c Call) { t.fx.Calls = append(t.fx.Calls, c) }
+
+func (t *step) dirty(sess *Session) {
+	sess.Touched = t.now
+	t.fx.Sessions[sess.ID] = true
+}
+
+func (t *step) forget(sess *Session) {
+	delete(t.s.Sessions, sess.ID)
+	t.fx.Sessions[sess.ID] = true
+}
+
+func (t *step) count(c *int64, n int64) {
+	*c += n
+	t.fx.Counters = true
+}
+
+func (t *step) toast(host, title, message, variant string) {
+	t.call(Call{Host: host, Op: OpToast, Title: title, Text: message, Variant: variant})
+}
+
+// host returns the host record for id, creating a v1 record for a host that never said hello.
+func (t *step) host(id string) *Host {
+	h := t.s.Hosts[id]
+	if h == nil {
+		h = &Host{ID: id, API: "v1"}
+		t.s.Hosts[id] = h
+		t.fx.Hosts[id] = true
+	}
+	return h
+}
+
+func (t *step) event(ev Event) {
+	if !Known(ev.Type) {
+		return
+	}
+	t.count(&t.s.Counters.Applied, 1)
+	h := t.host(ev.HostID)
+	if ev.Type == "host.hello" {
+		t.hello(h, ev)
+		return
+	}
+	t.hostSeq(h, ev)
+	switch ev.Type {
+	case "host.goodbye":
+		if h.Online {
+			h.Online = false
+			t.fx.Hosts[h.ID] = true
+		}
+	case "session.created", "session.updated":
+		t.upsert(ev)
+	case "session.deleted":
+		t.deleted(ev)
+	case "session.status":
+		if ev.Status == StatusIdle {
+			t.idle(ev)
+		} else {
+			t.busy(ev)
+		}
+	case "session.idle":
+		t.idle(ev)
+	case "session.error":
+		t.errored(ev)
+	case "session.compacting", "session.compacted":
+		if sess := t.s.Sessions[ev.SessionID]; sess != nil {
+			sess.Compacting = ev.Type == "session.compacting"
+			t.dirty(sess)
+		}
+	case "tool.execute.after":
+		t.buffer(ev)
+	case "command.execute.before":
+		t.arm(ev)
+	case "command.executed":
+		t.executed(ev)
+	}
+}
+
+// hello handles a host (re)start (rule 7). A new bootID finalizes the host's extraction
+// children and resets its sessions' volatile flags; entries stay.
+func (t *step) hello(h *Host, ev Event) {
+	hi := ev.Hello
+	restarted := h.BootID != hi.BootID
+	h.API, h.Version, h.BootID = hi.API, hi.Version, hi.BootID
+	h.Directory, h.Worktree, h.ProjectID = hi.Directory, hi.Worktree, hi.ProjectID
+	h.Caps, h.Resumed, h.Online = hi.Caps, hi.Resumed, true
+	t.fx.Hosts[h.ID] = true
+	if !restarted {
+		return
+	}
+	h.Seq = ev.HostSeq // the first event of a boot sets the baseline
+	for _, sess := range t.s.sorted() {
+		if sess.HostID != h.ID {
+			continue
+		}
+		if sess.Kind == KindExtraction {
+			t.releaseClaims(sess)
+			t.endExtraction(sess, true)
+			continue
+		}
+		if sess.Status == StatusBusy || sess.Compacting || sess.WrapUp != WrapNone || sess.Resolving || (sess.Extracting && sess.Child == "") {
+			if sess.Status == StatusBusy {
+				sess.Status = StatusUnknown
+			}
+			sess.Compacting, sess.WrapUp, sess.Resolving = false, WrapNone, false
+			if sess.Child == "" {
+				sess.Extracting = false
+			}
+			t.dirty(sess)
+		}
+	}
+	t.note(slog.LevelInfo, "host started", "host", h.ID, "api", h.API, "boot_id", h.BootID)
+}
+
+// hostSeq checks Host-Seq continuity within a boot (rule 10).
+func (t *step) hostSeq(h *Host, ev Event) {
+	switch {
+	case ev.HostSeq <= 0:
+		return
+	case h.Seq == 0 || ev.HostSeq == h.Seq+1:
+		h.Seq = ev.HostSeq
+	case ev.HostSeq > h.Seq+1:
+		t.count(&t.s.Counters.Gaps, 1)
+		t.note(slog.LevelWarn, "events lost upstream of the stream: resyncing the host's sessions",
+			"host", h.ID, "missing_from", h.Seq+1, "missing_to", ev.HostSeq-1)
+		t.call(Call{Host: h.ID, Op: OpList, Purpose: PurposeResync})
+		h.Seq = ev.HostSeq
+	default:
+		return // a redelivery or a reordering: already counted
+	}
+	t.fx.Hosts[h.ID] = true
+}
+
+// ensure returns the session id, recording a placeholder top-level session of host when
+// thatch has not seen it yet (a host that ran before thatch, or a missed creation).
+func (t *step) ensure(id, host string) *Session {
+	sess := t.s.Sessions[id]
+	if sess == nil {
+		sess = &Session{ID: id, HostID: host, Kind: KindTop, Status: StatusUnknown}
+		t.s.Sessions[id] = sess
+		t.dirty(sess)
+	}
+	return sess
+}
+
+// upsert handles session.created and session.updated (rule 2).
+func (t *step) upsert(ev Event) {
+	info := ev.Info
+	_, known := t.s.Sessions[info.ID]
+	sess := t.ensure(info.ID, ev.HostID)
+	sess.Title, sess.Directory = info.Title, info.Directory
+	if info.ProjectID != "" {
+		sess.ProjectID = info.ProjectID
+	}
+	t.dirty(sess)
+	if info.ParentID == "" {
+		if sess.ParentID != "" {
+			return // an update that omits the parent does not make a child top-level
+		}
+		if ev.Type == "session.created" && !sess.Reminded {
+			sess.Reminded = true
+			t.call(Call{Host: sess.HostID, Op: OpPrompt, SessionID: sess.ID, Text: t.reminder(),
+				NoReply: true, Synthetic: true})
+		}
+		return
+	}
+	wasTop := sess.ParentID == ""
+	sess.ParentID = info.ParentID
+	sess.Kind = KindTask
+	if info.Title == ExtractionTitle {
+		sess.Kind = KindExtraction
+	}
+	parent := t.ensure(info.ParentID, ev.HostID)
+	root := t.s.Sessions[t.s.Root(sess.ID)]
+	if root == nil {
+		t.note(slog.LevelWarn, "session parent chain loops; treating it as its own root", "session", sess.ID)
+		return
+	}
+	if wasTop && len(sess.Entries) > 0 {
+		t.moveEntries(sess, root) // a placeholder turned out to be a child
+	}
+	if !known || wasTop {
+		sess.Snapshot = root.pendingIDs()
+	}
+	if sess.Kind == KindExtraction && parent.ID == root.ID {
+		t.adoptExtraction(root, sess, false)
+	}
+}
+
+// adoptExtraction decides whether child is the parent's running extraction. The host
+// names the child twice, in its session.created event and in the create call's result,
+// in either order; a create repeated after a crash names a second child, which is deleted
+// so thatch never leaves its own machinery behind.
+func (t *step) adoptExtraction(parent, child *Session, fromResult bool) bool {
+	switch {
+	case parent.Child == child.ID:
+		return true
+	case parent.Extracting && parent.Child == "" && fromResult:
+		parent.Child = child.ID
+		t.dirty(parent)
+		return true
+	case parent.Extracting && parent.Child == "":
+		return false // the create's result will say whether it is ours
+	}
+	t.note(slog.LevelWarn, "deleting a stray extraction child", "session", child.ID, "parent", parent.ID)
+	t.forget(child)
+	t.call(Call{Host: child.HostID, Op: OpDelete, SessionID: child.ID})
+	return false
+}
+
+func (t *step) moveEntries(from, to *Session) {
+	for _, e := range from.Entries {
+		if to.entry(e.ID) < 0 {
+			to.Entries = append(to.Entries, e)
+			t.fx.Entries = append(t.fx.Entries, EntryOp{Kind: EntryMove, From: from.ID, Root: to.ID, ID: e.ID})
+		} else {
+			t.fx.Entries = append(t.fx.Entries, EntryOp{Kind: EntryDelete, Root: from.ID, ID: e.ID})
+		}
+	}
+	from.Entries = nil
+	t.dirty(to)
+}
+
+func (s *Session) pendingIDs() []string {
+	var ids []string
+	for _, e := range s.Entries {
+		if !e.Accepted() {
+			ids = append(ids, e.ID)
+		}
+	}
+	return ids
+}
+
+// buffer adds a tool interaction to its root's entries (rule 1).
+func (t *step) buffer(ev Event) {
+	x := ev.Tool
+	if x.Tool == ToolPayload || x.Tool == ToolDone {
+		return
+	}
+	sess := t.ensure(ev.SessionID, ev.HostID)
+	if sess.Kind == KindExtraction {
+		return
+	}
+	root := t.s.Sessions[t.s.Root(sess.ID)]
+	if root == nil {
+		t.note(slog.LevelWarn, "session parent chain loops; interaction not buffered", "session", sess.ID, "call_id", x.CallID)
+		return
+	}
+	t.dirty(sess)
+	if root.entry(x.CallID) >= 0 {
+		return
+	}
+	root.Entries = append(root.Entries, Entry{ID: x.CallID, Tool: x.Tool})
+	t.dirty(root)
+	t.fx.Entries = append(t.fx.Entries, EntryOp{Kind: EntryInsert, Root: root.ID, ID: x.CallID, At: t.now,
+		Body: &Body{Tool: x.Tool, Args: cutArgs(x.Args, t.OutputMax), Title: x.Title,
+			Output: cut(x.Output, t.OutputMax), Metadata: x.Metadata}})
+}
+
+// stale reports whether ev is older than the last status change applied to sess: a
+// redelivery that must not undo newer state.
+func stale(sess *Session, ev Event) bool { return ev.Seq != 0 && ev.Seq < sess.Seq }
+
+func (t *step) busy(ev Event) {
+	sess := t.s.Sessions[ev.SessionID]
+	if sess == nil || stale(sess, ev) {
+		return
+	}
+	sess.Seq = max(sess.Seq, ev.Seq)
+	if sess.Status != StatusBusy || sess.Exited {
+		sess.Status, sess.Exited = StatusBusy, false
+		t.dirty(sess)
+	}
+}
+
+// idle handles one idle transition (rules 3, 4 and 6): a session already idle, or an
+// idle older than the session's last status change, counts for nothing.
+func (t *step) idle(ev Event) {
+	sess := t.s.Sessions[ev.SessionID]
+	if sess == nil || stale(sess, ev) || sess.Status == StatusIdle {
+		return
+	}
+	sess.Seq = max(sess.Seq, ev.Seq)
+	sess.Status = StatusIdle
+	t.dirty(sess)
+	switch sess.Kind {
+	case KindExtraction:
+		t.extractionIdle(sess)
+	case KindTask:
+		if root := t.s.Sessions[t.s.Root(sess.ID)]; root != nil {
+			t.complete(root, sess.ID)
+		}
+	case KindTop:
+		if sess.WrapUp != WrapNone {
+			sess.Resolving, sess.Resolved = true, sess.WrapUp
+			t.call(Call{Host: sess.HostID, Op: OpMessages, Purpose: PurposeWrapIdle, SessionID: sess.ID, WrapUp: sess.WrapUp})
+			return // the idle goes on when the messages arrive
+		}
+		t.topIdle(sess)
+	}
+}
+
+// topIdle is rule 3 after the wrap-up: requeue stale claims, then maybe extract.
+func (t *step) topIdle(sess *Session) {
+	requeued := int64(0)
+	for i, e := range sess.Entries {
+		if !e.Accepted() || t.now.Sub(e.ClaimedAt) < t.StaleAccepted {
+			continue
+		}
+		if c := t.s.Sessions[e.Claimant]; c != nil && c.Status == StatusBusy {
+			continue // a claimant still working keeps its claim: the check repeats at the next idle
+		}
+		sess.Entries[i].Claimant, sess.Entries[i].ClaimedAt = "", time.Time{}
+		t.fx.Entries = append(t.fx.Entries, EntryOp{Kind: EntryRelease, Root: sess.ID, ID: e.ID})
+		requeued++
+	}
+	if requeued > 0 {
+		t.count(&t.s.Counters.StaleRequeued, requeued)
+		t.note(slog.LevelInfo, "stale claims requeued", "session", sess.ID, "entries", requeued)
+	}
+	if sess.Compacting || sess.Extracting || sess.Pending() == 0 {
+		return
+	}
+	sess.Extracting = true
+	t.call(Call{Host: sess.HostID, Op: OpCreate, Purpose: PurposeExtract, SessionID: sess.ID, Title: ExtractionTitle})
+}
+
+// extractionIdle is rule 4 for an extraction child.
+func (t *step) extractionIdle(child *Session) {
+	if root := t.s.Sessions[t.s.Root(child.ID)]; root != nil {
+		t.complete(root, child.ID)
+	}
+	if m := child.Metrics; m.Total() > 0 {
+		t.toast(child.HostID, "thatch", fmt.Sprintf("Memories: %d new, %d updated, %d deleted", m.New, m.Updated, m.Deleted), "success")
+	}
+	t.endExtraction(child, true)
+}
+
+// endExtraction forgets an extraction child, unflags its parent and, unless the host
+// already deleted it, deletes it on the host.
+func (t *step) endExtraction(child *Session, del bool) {
+	if parent := t.s.Sessions[child.ParentID]; parent != nil && (parent.Child == child.ID || parent.Child == "") {
+		parent.Extracting, parent.Child = false, ""
+		t.dirty(parent)
+	}
+	t.forget(child)
+	if del {
+		t.call(Call{Host: child.HostID, Op: OpDelete, SessionID: child.ID})
+	}
+}
+
+// complete drops the entries of root claimed by claimant and returns how many.
+func (t *step) complete(root *Session, claimant string) int {
+	kept := root.Entries[:0]
+	n := 0
+	for _, e := range root.Entries {
+		if e.Claimant == claimant {
+			t.fx.Entries = append(t.fx.Entries, EntryOp{Kind: EntryDelete, Root: root.ID, ID: e.ID})
+			n++
+			continue
+		}
+		kept = append(kept, e)
+	}
+	clear(root.Entries[len(kept):])
+	root.Entries = kept
+	if len(kept) == 0 {
+		root.Entries = nil // as the journal reloads it
+	}
+	if n > 0 {
+		t.dirty(root)
+	}
+	return n
+}
+
+// release puts the entries of root accepted by claimant (any claimant when claimant is
+// "") back to pending and returns how many.
+func (t *step) release(root *Session, claimant string) int {
+	n := 0
+	for i, e := range root.Entries {
+		if e.Accepted() && (claimant == "" || e.Claimant == claimant) {
+			root.Entries[i].Claimant, root.Entries[i].ClaimedAt = "", time.Time{}
+			t.fx.Entries = append(t.fx.Entries, EntryOp{Kind: EntryRelease, Root: root.ID, ID: e.ID})
+			n++
+		}
+	}
+	if n > 0 {
+		t.dirty(root)
+	}
+	return n
+}
+
+// releaseClaims is the shared first step of a child's error and deletion (rule 5): its
+// own claims go back; an extraction child that claimed none returns its parent's whole
+// accepted set, since the error or deletion says that delivery was never processed.
+func (t *step) releaseClaims(child *Session) {
+	root := t.s.Sessions[t.s.Root(child.ID)]
+	if root == nil {
+		return
+	}
+	if t.release(root, child.ID) == 0 && child.Kind == KindExtraction {
+		t.release(root, "")
+	}
+}
+
+func (t *step) errored(ev Event) {
+	sess := t.s.Sessions[ev.SessionID]
+	if sess == nil || sess.Kind == KindTop {
+		return // a top-level error is followed by its idle, which is handled as usual
+	}
+	t.releaseClaims(sess)
+	if sess.Kind == KindExtraction {
+		msg := ""
+		if ev.Error != nil {
+			msg = ev.Error.Name + ": " + ev.Error.Data.Message
+		}
+		t.note(slog.LevelWarn, "extraction child failed; its entries go back to pending", "session", sess.ID, "parent", sess.ParentID, "error", msg)
+		t.endExtraction(sess, true)
+		return
+	}
+	t.forget(sess)
+}
+
+func (t *step) deleted(ev Event) {
+	sess := t.s.Sessions[ev.SessionID]
+	if sess == nil {
+		return
+	}
+	switch sess.Kind {
+	case KindExtraction:
+		t.releaseClaims(sess)
+		t.endExtraction(sess, false)
+	case KindTask:
+		if root := t.s.Sessions[t.s.Root(sess.ID)]; root != nil {
+			t.release(root, sess.ID)
+		}
+		t.forget(sess)
+	case KindTop:
+		for _, e := range sess.Entries {
+			t.fx.Entries = append(t.fx.Entries, EntryOp{Kind: EntryDelete, Root: sess.ID, ID: e.ID})
+		}
+		sess.Entries = nil
+		for _, c := range t.s.sorted() {
+			if c.ParentID == sess.ID {
+				t.forget(c) // a host that deletes the parent first takes the children with it
+			}
+		}
+		t.forget(sess)
+	}
+}
+
+// arm handles command.execute.before for a wrap-up command (rule 6).
+func (t *step) arm(ev Event) {
+	w := WrapUpFor(ev.Command)
+	sess := t.s.Sessions[ev.SessionID]
+	if w == WrapNone || sess == nil || sess.Kind != KindTop {
+		return
+	}
+	if stale(sess, ev) && sess.Status == StatusIdle {
+		return // the idle that would have resolved it is already past
+	}
+	sess.WrapUp, sess.Resolved = w, WrapNone
+	t.dirty(sess)
+}
+
+// executed handles command.executed: it resolves a wrap-up that no idle resolved.
+func (t *step) executed(ev Event) {
+	w := WrapUpFor(ev.Command)
+	sess := t.s.Sessions[ev.SessionID]
+	if w == WrapNone || sess == nil || sess.Kind != KindTop {
+		return
+	}
+	if sess.Resolved == w {
+		sess.Resolved = WrapNone
+		t.dirty(sess)
+		return
+	}
+	sess.WrapUp = WrapNone
+	t.dirty(sess)
+	t.call(Call{Host: sess.HostID, Op: OpMessages, Purpose: PurposeWrapExec, SessionID: sess.ID, WrapUp: w})
+}
+
+// Greenlit reports whether the last assistant message's last non-empty line, trimmed, is
+// exactly token.
+func Greenlit(msgs []Message, token string) bool {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Info.Role != "assistant" {
+			continue
+		}
+		var text strings.Builder
+		for _, p := range msgs[i].Parts {
+			if p.Type == "text" {
+				text.WriteString(p.Text)
+				text.WriteString("\n")
+			}
+		}
+		lines := strings.Split(text.String(), "\n")
+		for j := len(lines) - 1; j >= 0; j-- {
+			if l := strings.TrimSpace(lines[j]); l != "" {
+				return l == token
+			}
+		}
+		return false
+	}
+	return false
+}
+
+// resolve finishes a wrap-up from the session's messages. It reports whether the action
+// ran, which ends that idle's handling.
+func (t *step) resolve(sess *Session, w WrapUp, res Result) bool {
+	sess.WrapUp, sess.Resolving = WrapNone, false
+	t.dirty(sess)
+	if res.Err == nil && Greenlit(res.Messages, w.Token()) {
+		switch w {
+		case WrapCompact:
+			sess.Compacting = true
+			t.call(Call{Host: sess.HostID, Op: OpCompact, SessionID: sess.ID})
+		case WrapExit:
+			t.exit(sess)
+		}
+		t.note(slog.LevelInfo, "wrap-up greenlit", "session", sess.ID, "command", w.Command())
+		return true
+	}
+	why := "the reply does not end with " + w.Token() + ": see the blockers it lists"
+	if res.Err != nil {
+		why = "its messages could not be read (" + res.Err.Error() + ")"
+	}
+	t.toast(sess.HostID, "thatch", "/"+w.Command()+" did not proceed: "+why, "warning")
+	return false
+}
+
+// exit records the session's death, removes it from the live directory, then closes it.
+// Its entries stay journaled until deletion or the TTL.
+func (t *step) exit(sess *Session) {
+	t.note(slog.LevelInfo, "session exited", "session", sess.ID, "host", sess.HostID)
+	sess.Status = StatusUnknown
+	sess.Exited = true
+	t.dirty(sess)
+	t.call(Call{Host: sess.HostID, Op: OpClose, SessionID: sess.ID})
+}
+
+func (t *step) result(res Result) {
+	c := res.Call
+	if res.Err != nil && c.Purpose == PurposeNone {
+		if !(c.Op == OpDelete && res.Err.Name == "NotFoundError") {
+			t.note(slog.LevelWarn, "host call failed", "host", c.Host, "method", string(c.Op), "session", c.SessionID, "error", res.Err.Error())
+		}
+		return
+	}
+	switch c.Purpose {
+	case PurposeExtract:
+		t.created(c, res)
+	case PurposeInstruct:
+		if res.Err != nil {
+			t.note(slog.LevelWarn, "extraction prompt failed; the next idle retries", "host", c.Host, "session", c.SessionID, "error", res.Err.Error())
+			if child := t.s.Sessions[c.SessionID]; child != nil {
+				t.endExtraction(child, true)
+			}
+		}
+	case PurposeWrapIdle:
+		sess := t.s.Sessions[c.SessionID]
+		if sess == nil || !sess.Resolving {
+			return
+		}
+		if !t.resolve(sess, c.WrapUp, res) && sess.Status == StatusIdle {
+			t.topIdle(sess)
+		}
+	case PurposeWrapExec:
+		if sess := t.s.Sessions[c.SessionID]; sess != nil {
+			t.resolve(sess, c.WrapUp, res)
+		}
+	case PurposeResync:
+		t.resync(c.Host, res)
+	}
+}
+
+// created continues an extraction once the host created (or failed to create) the child.
+func (t *step) created(c Call, res Result) {
+	parent := t.s.Sessions[c.SessionID]
+	if res.Err != nil || res.Session == nil || res.Session.ID == "" {
+		msg := "the host returned no session"
+		if res.Err != nil {
+			msg = res.Err.Error()
+		}
+		t.note(slog.LevelWarn, "extraction child could not be created; the next idle retries", "host", c.Host, "session", c.SessionID, "error", msg)
+		if parent != nil && parent.Child == "" && parent.Extracting {
+			parent.Extracting = false
+			t.dirty(parent)
+		}
+		return
+	}
+	info := res.Session
+	child := t.s.Sessions[info.ID]
+	if child == nil {
+		child = &Session{ID: info.ID, HostID: c.Host, ParentID: c.SessionID, Kind: KindExtraction,
+			Title: ExtractionTitle, Directory: info.Directory, ProjectID: info.ProjectID, Status: StatusUnknown}
+		if parent != nil {
+			child.Snapshot = parent.pendingIDs()
+		}
+		t.s.Sessions[child.ID] = child
+		t.dirty(child)
+	}
+	if parent == nil {
+		t.note(slog.LevelWarn, "deleting an extraction child whose parent is gone", "session", child.ID)
+		t.forget(child)
+		t.call(Call{Host: c.Host, Op: OpDelete, SessionID: child.ID})
+		return
+	}
+	if t.adoptExtraction(parent, child, true) {
+		t.call(Call{Host: c.Host, Op: OpPrompt, Purpose: PurposeInstruct, SessionID: child.ID, Text: ExtractionPrompt})
+	}
+}
+
+// resync refreshes what thatch knows of a host's sessions from session.list (rule 10).
+// A session the list omits is never deleted.
+func (t *step) resync(host string, res Result) {
+	if res.Err != nil {
+		t.note(slog.LevelWarn, "resync failed", "host", host, "error", res.Err.Error())
+		return
+	}
+	for _, info := range res.Sessions {
+		sess := t.s.Sessions[info.ID]
+		if sess == nil || sess.HostID != host {
+			continue
+		}
+		if sess.Title != info.Title || sess.Directory != info.Directory || (info.ParentID != "" && sess.ParentID == "") {
+			t.upsert(Event{Type: "session.updated", HostID: host, SessionID: info.ID, Info: &info})
+		}
+	}
+}
+
+// sorted returns the sessions in id order, so that iteration (and so the order of the
+// effects) is deterministic.
+func (s *State) sorted() []*Session {
+	out := make([]*Session, 0, len(s.Sessions))
+	for _, sess := range s.Sessions {
+		out = append(out, sess)
+	}
+	slicesSortByID(out)
+	return out
+}

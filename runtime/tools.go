@@ -1,0 +1,177 @@
+package runtime
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+)
+
+// Payload cuts (protocol §3): what an extractor reads of each entry.
+const (
+	PayloadOutputMax = 500
+	PayloadArgsMax   = 120
+)
+
+func toolError(name, format string, args ...any) *Reply {
+	return &Reply{Err: &HostError{Name: name, Message: fmt.Sprintf(format, args...)}}
+}
+
+// tool decides one tool call (protocol §3). The claim is a state change: the driver
+// commits it before it replies.
+func (t *step) tool(c ToolCall) *Reply {
+	caller := t.s.Sessions[c.SessionID]
+	if caller == nil {
+		return toolError("UnknownSessionError", "session %q is not tracked by thatch: it never appeared in the host's events", c.SessionID)
+	}
+	root := t.s.Sessions[t.s.Root(caller.ID)]
+	if root == nil {
+		return toolError("UnknownSessionError", "session %q has no top-level ancestor thatch tracks", c.SessionID)
+	}
+	switch c.Name {
+	case ToolPayload:
+		if err := argsObject(c.Args); err != nil {
+			return toolError("BadRequestError", "%s takes an empty object: %v", ToolPayload, err)
+		}
+		claimed := 0
+		for i, e := range root.Entries {
+			if !e.Accepted() {
+				root.Entries[i].Claimant, root.Entries[i].ClaimedAt = caller.ID, t.now
+				t.fx.Entries = append(t.fx.Entries, EntryOp{Kind: EntryClaim, Root: root.ID, ID: e.ID, Claimant: caller.ID, At: t.now})
+				claimed++
+			}
+		}
+		t.dirty(caller)
+		if claimed > 0 {
+			t.dirty(root)
+		}
+		ids := root.Claimed(caller.ID)
+		if ids == nil {
+			ids = []string{}
+		}
+		return &Reply{Metadata: map[string]any{"parentID": root.ID, "entryIDs": ids},
+			Payload: &PayloadRef{Root: root.ID, Claimant: caller.ID}}
+	case ToolDone:
+		m, err := doneArgs(c.Args)
+		if err != nil {
+			return toolError("BadRequestError", "%s takes {new, updated, deleted} as non-negative integers: %v", ToolDone, err)
+		}
+		caller.Metrics.New += m.New
+		caller.Metrics.Updated += m.Updated
+		caller.Metrics.Deleted += m.Deleted
+		t.dirty(caller)
+		n := t.complete(root, caller.ID)
+		return &Reply{Output: fmt.Sprintf("Extraction recorded: %d entries completed (%d new, %d updated, %d deleted memories).",
+			n, m.New, m.Updated, m.Deleted), Metadata: map[string]any{"completed": n}}
+	}
+	return toolError("BadRequestError", "unknown tool %q: thatch serves %s and %s", c.Name, ToolPayload, ToolDone)
+}
+
+func argsObject(raw json.RawMessage) error {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		return nil
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return fmt.Errorf("args are not a JSON object")
+	}
+	return nil
+}
+
+func doneArgs(raw json.RawMessage) (Metrics, error) {
+	var m Metrics
+	if err := argsObject(raw); err != nil {
+		return m, err
+	}
+	if len(bytes.TrimSpace(raw)) == 0 || bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
+		return m, nil
+	}
+	var fields map[string]json.RawMessage
+	_ = json.Unmarshal(raw, &fields)
+	for name, dst := range map[string]*int64{"new": &m.New, "updated": &m.Updated, "deleted": &m.Deleted} {
+		v, ok := fields[name]
+		if !ok {
+			continue
+		}
+		var n json.Number
+		dec := json.NewDecoder(bytes.NewReader(v))
+		dec.UseNumber()
+		if err := dec.Decode(&n); err != nil {
+			return m, fmt.Errorf("%s is not a number", name)
+		}
+		i, err := n.Int64()
+		if err != nil || i < 0 {
+			return m, fmt.Errorf("%s is %s", name, v)
+		}
+		*dst = i
+	}
+	return m, nil
+}
+
+// PayloadEntry is one claimed entry as the extractor reads it.
+type PayloadEntry struct {
+	ID   string
+	Body Body
+}
+
+// FormatPayload renders a claimed set for the extractor's model, each output cut to
+// PayloadOutputMax characters and its args to PayloadArgsMax.
+func FormatPayload(root string, entries []PayloadEntry) string {
+	if len(entries) == 0 {
+		return "No entries to extract: nothing is pending for session " + root + ". Call " + ToolDone +
+			" with {\"new\":0,\"updated\":0,\"deleted\":0}."
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d tool interactions of session %s to extract memories from.\n", len(entries), root)
+	for i, e := range entries {
+		fmt.Fprintf(&b, "\n## %d. %s (%s)\n", i+1, e.Body.Tool, e.ID)
+		if e.Body.Title != "" {
+			fmt.Fprintf(&b, "title: %s\n", cut(e.Body.Title, PayloadArgsMax))
+		}
+		if args := bytes.TrimSpace(e.Body.Args); len(args) > 0 && string(args) != "{}" && string(args) != "null" {
+			fmt.Fprintf(&b, "args: %s\n", cut(string(args), PayloadArgsMax))
+		}
+		fmt.Fprintf(&b, "output:\n%s\n", cut(e.Body.Output, PayloadOutputMax))
+	}
+	fmt.Fprintf(&b, "\nWhen the memories are written, call %s with the counts of memories you created, updated and deleted.\n", ToolDone)
+	return b.String()
+}
+
+// cut returns s cut to at most n characters (runes), marking the cut.
+func cut(s string, n int) string {
+	if n <= 0 || utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	i := 0
+	for j := range s {
+		if i == n {
+			return s[:j] + "…"
+		}
+		i++
+	}
+	return s
+}
+
+// cutArgs cuts every string value at the top level of an args object.
+func cutArgs(raw json.RawMessage, n int) json.RawMessage {
+	var m map[string]json.RawMessage
+	if len(raw) == 0 || json.Unmarshal(raw, &m) != nil {
+		return raw
+	}
+	changed := false
+	for k, v := range m {
+		var s string
+		if json.Unmarshal(v, &s) == nil && utf8.RuneCountInString(s) > n {
+			b, _ := json.Marshal(cut(s, n))
+			m[k] = b
+			changed = true
+		}
+	}
+	if !changed {
+		return raw
+	}
+	out, _ := json.Marshal(m)
+	return out
+}

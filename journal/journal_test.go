@@ -3,9 +3,9 @@ package journal_test
 import (
 	"encoding/json"
 	"maps"
-	"slices"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 

@@ -1,0 +1,195 @@
+// Package host talks to protocol hosts (§2): it maps each runtime.Call to the method of
+// the host's API generation (v1 or v2), performs it with NATS request/reply on
+// <prefix>.<host>.api.<method>, and maps the reply back into the v1 shapes the runtime
+// reads. A method the host does not serve (no responder) is logged once per host and
+// method and reported as a failed call; it is never retried in a loop.
+package host
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/thatch-dev/thatch/runtime"
+)
+
+// Client performs host calls over NATS.
+type Client struct {
+	NC      *nats.Conn
+	Prefix  string        // host subject prefix, "opencode" by default
+	Timeout time.Duration // per request
+	Log     *slog.Logger
+
+	mu      sync.Mutex
+	missing map[string]bool // host/method pairs that had no responder, logged once
+}
+
+var _ runtime.Caller = (*Client)(nil)
+
+// Request is one protocol method call: the wire form of a runtime.Call.
+type Request struct {
+	Method string
+	Params any
+}
+
+// Encode maps c to the method and parameters of an api host.
+func Encode(api string, c runtime.Call) (Request, error) {
+	v2 := api == "v2"
+	switch c.Op {
+	case runtime.OpCreate:
+		p := map[string]any{"title": c.Title}
+		if c.SessionID != "" {
+			p["parentID"] = c.SessionID
+		}
+		return Request{"session.create", p}, nil
+	case runtime.OpPrompt:
+		part := map[string]any{"type": "text", "text": c.Text}
+		if c.Synthetic {
+			part["synthetic"] = true
+		}
+		p := map[string]any{"sessionID": c.SessionID, "parts": []any{part}}
+		if c.NoReply {
+			p["noReply"] = true
+		}
+		return Request{"session.prompt", p}, nil
+	case runtime.OpDelete:
+		return Request{"session.delete", map[string]any{"sessionID": c.SessionID}}, nil
+	case runtime.OpList:
+		return Request{"session.list", map[string]any{}}, nil
+	case runtime.OpProjects:
+		return Request{"project.list", map[string]any{}}, nil
+	case runtime.OpMove:
+		return Request{"session.move", map[string]any{"sessionID": c.SessionID, "directory": c.Directory}}, nil
+	case runtime.OpMessages:
+		if v2 {
+			return Request{"session.context", map[string]any{"sessionID": c.SessionID}}, nil
+		}
+		return Request{"session.messages", map[string]any{"sessionID": c.SessionID}}, nil
+	case runtime.OpCompact:
+		if v2 {
+			return Request{"session.compact", map[string]any{"sessionID": c.SessionID}}, nil
+		}
+		return Request{"tui.executeCommand", map[string]any{"command": "session_compact"}}, nil
+	case runtime.OpClose:
+		if v2 {
+			return Request{"bridge.emit", map[string]any{"type": "exit-tab-closed", "properties": map[string]any{"sessionID": c.SessionID}}}, nil
+		}
+		return Request{"tui.publish", map[string]any{"type": "tui.command.execute", "properties": map[string]any{"command": "app.exit"}}}, nil
+	case runtime.OpToast:
+		p := map[string]any{"title": c.Title, "message": c.Text, "variant": c.Variant}
+		if v2 {
+			return Request{"bridge.emit", map[string]any{"type": "toast", "properties": p}}, nil
+		}
+		return Request{"tui.showToast", p}, nil
+	}
+	return Request{}, fmt.Errorf("no host method for operation %q", c.Op)
+}
+
+// Decode reads a successful result of c from an api host into res.
+func Decode(api string, c runtime.Call, result json.RawMessage, res *runtime.Result) error {
+	switch c.Op {
+	case runtime.OpCreate:
+		var s runtime.SessionInfo
+		if err := json.Unmarshal(result, &s); err != nil || s.ID == "" {
+			return fmt.Errorf("session.create result is not a Session with an id")
+		}
+		res.Session = &s
+	case runtime.OpList:
+		if err := json.Unmarshal(result, &res.Sessions); err != nil {
+			return fmt.Errorf("session.list result is not a list of sessions: %v", err)
+		}
+	case runtime.OpProjects:
+		if err := json.Unmarshal(result, &res.Projects); err != nil {
+			return fmt.Errorf("project.list result is not a list of projects: %v", err)
+		}
+	case runtime.OpMessages:
+		if api != "v2" {
+			if err := json.Unmarshal(result, &res.Messages); err != nil {
+				return fmt.Errorf("session.messages result is not a list of messages: %v", err)
+			}
+			return nil
+		}
+		var ctx struct {
+			Messages []struct {
+				ID      string         `json:"id"`
+				Role    string         `json:"role"`
+				Content []runtime.Part `json:"content"`
+			} `json:"messages"`
+		}
+		if err := json.Unmarshal(result, &ctx); err != nil {
+			return fmt.Errorf("session.context result is not {messages: [...]}: %v", err)
+		}
+		for _, m := range ctx.Messages {
+			var msg runtime.Message
+			msg.Info.ID, msg.Info.Role, msg.Parts = m.ID, m.Role, m.Content
+			res.Messages = append(res.Messages, msg)
+		}
+	}
+	return nil
+}
+
+// Do performs c on its host.
+func (cl *Client) Do(ctx context.Context, api string, c runtime.Call) runtime.Result {
+	res := runtime.Result{Call: c}
+	req, err := Encode(api, c)
+	if err != nil {
+		res.Err = &runtime.HostError{Name: "BadRequestError", Message: err.Error()}
+		return res
+	}
+	data, _ := json.Marshal(req.Params)
+	subject := cl.Prefix + "." + c.Host + ".api." + req.Method
+	rctx, cancel := context.WithTimeout(ctx, cl.Timeout)
+	defer cancel()
+	msg, err := cl.NC.RequestWithContext(rctx, subject, data)
+	switch {
+	case errors.Is(err, nats.ErrNoResponders):
+		cl.noResponder(c.Host, req.Method)
+		res.Err = &runtime.HostError{Name: "NoResponderError", Message: "host " + c.Host + " does not serve " + req.Method, NoResponder: true}
+		return res
+	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout):
+		res.Err = &runtime.HostError{Name: "TimeoutError", Message: fmt.Sprintf("host %s did not answer %s within %s", c.Host, req.Method, cl.Timeout)}
+		return res
+	case err != nil:
+		res.Err = &runtime.HostError{Name: "TransportError", Message: fmt.Sprintf("%s to host %s: %v", req.Method, c.Host, err)}
+		return res
+	}
+	var env struct {
+		Result json.RawMessage    `json:"result"`
+		Error  *runtime.HostError `json:"error"`
+	}
+	if err := json.Unmarshal(msg.Data, &env); err != nil || (env.Error == nil && env.Result == nil) {
+		res.Err = &runtime.HostError{Name: "BadReplyError", Message: fmt.Sprintf("host %s answered %s with something other than {result} or {error}", c.Host, req.Method)}
+		return res
+	}
+	if env.Error != nil {
+		if env.Error.Name == "" {
+			env.Error.Name = "HostError"
+		}
+		res.Err = env.Error
+		return res
+	}
+	if err := Decode(api, c, env.Result, &res); err != nil {
+		res.Err = &runtime.HostError{Name: "BadReplyError", Message: fmt.Sprintf("host %s: %v", c.Host, err)}
+	}
+	return res
+}
+
+func (cl *Client) noResponder(host, method string) {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	if cl.missing == nil {
+		cl.missing = map[string]bool{}
+	}
+	key := host + "/" + method
+	if cl.missing[key] {
+		return
+	}
+	cl.missing[key] = true
+	cl.Log.Info("host does not serve a method; skipping it", "host", host, "method", method)
+}

@@ -1,0 +1,286 @@
+// Package natsbus is thatch's edge to NATS: the embedded nats-server, the connection,
+// the event stream and its durable pull consumer, and the responders of thatch's tools
+// and API (protocol §1, §3, §4). It converts between NATS messages and runtime inputs;
+// every decision stays in the runtime.
+package natsbus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/thatch-dev/thatch/runtime"
+)
+
+// StartEmbedded starts a nats-server with JetStream, its store under dir, listening on
+// listen (host:port; port 0 or -1 picks a free one).
+func StartEmbedded(listen, dir string) (*server.Server, error) {
+	host, portStr, err := net.SplitHostPort(listen)
+	if err != nil {
+		return nil, fmt.Errorf("listen address %q is not host:port: %w", listen, err)
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil {
+		return nil, fmt.Errorf("listen port %q is not a number", portStr)
+	}
+	if port == 0 {
+		port = server.RANDOM_PORT
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create broker store: %w", err)
+	}
+	ns, err := server.NewServer(&server.Options{
+		ServerName: "thatch-embedded",
+		Host:       host,
+		Port:       port,
+		JetStream:  true,
+		StoreDir:   filepath.Clean(dir),
+		NoSigs:     true,
+		NoLog:      true,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("configure embedded broker: %w", err)
+	}
+	ns.Start()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		ns.Shutdown()
+		return nil, fmt.Errorf("embedded broker did not start listening on %s: is the port in use? set THATCH_NATS_LISTEN", listen)
+	}
+	return ns, nil
+}
+
+// ConnectOptions configures a connection.
+type ConnectOptions struct {
+	URL       string // one or more comma-separated URLs; empty with Embedded set
+	Embedded  *server.Server
+	CredsFile string
+	Token     string
+	Name      string
+}
+
+// Connect connects to NATS, reconnecting forever with backoff and logging each
+// transition once.
+func Connect(o ConnectOptions, log *slog.Logger) (*nats.Conn, error) {
+	opts := []nats.Option{
+		nats.Name(o.Name),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250 * time.Millisecond),
+		nats.ReconnectJitter(250*time.Millisecond, time.Second),
+		nats.RetryOnFailedConnect(true),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil { // nil is a deliberate close
+				log.Warn("broker connection lost; reconnecting", "err", err)
+			}
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			log.Info("broker connection restored", "url", redact(nc.ConnectedUrl()))
+		}),
+		nats.ClosedHandler(func(*nats.Conn) { log.Debug("broker connection closed") }),
+	}
+	if o.CredsFile != "" {
+		opts = append(opts, nats.UserCredentials(o.CredsFile))
+	}
+	if o.Token != "" {
+		opts = append(opts, nats.Token(o.Token))
+	}
+	url := o.URL
+	if o.Embedded != nil {
+		opts = append(opts, nats.InProcessServer(o.Embedded))
+		url = o.Embedded.ClientURL()
+	}
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("connect to NATS at %s: %w", redact(url), err)
+	}
+	return nc, nil
+}
+
+// redact hides credentials in (comma-separated) URLs for logs.
+func redact(urls string) string {
+	parts := strings.Split(urls, ",")
+	for i, u := range parts {
+		if p, err := url.Parse(strings.TrimSpace(u)); err == nil && p.User != nil {
+			p.User = url.User("***")
+			parts[i] = p.String()
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
+// StreamConfig names the stream and the consumer.
+type StreamConfig struct {
+	Stream   string // OPENCODE_EVENTS
+	Consumer string // thatch
+	Prefix   string // opencode: the stream holds <prefix>.*.event.>
+}
+
+// EnsureStream returns the event stream, creating it when absent with the protocol's
+// settings. An existing stream's settings are left alone.
+func EnsureStream(ctx context.Context, js jetstream.JetStream, c StreamConfig) (jetstream.Stream, error) {
+	s, err := js.Stream(ctx, c.Stream)
+	if err == nil {
+		return s, nil
+	}
+	if !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, fmt.Errorf("look up stream %s: %w", c.Stream, err)
+	}
+	s, err = js.CreateStream(ctx, jetstream.StreamConfig{
+		Name:       c.Stream,
+		Subjects:   []string{c.Prefix + ".*.event.>"},
+		Storage:    jetstream.FileStorage,
+		Retention:  jetstream.LimitsPolicy,
+		MaxAge:     7 * 24 * time.Hour,
+		Duplicates: 2 * time.Minute,
+	})
+	if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+		return js.Stream(ctx, c.Stream) // another thatch created it first
+	}
+	if err != nil {
+		return nil, fmt.Errorf("create stream %s: %w", c.Stream, err)
+	}
+	return s, nil
+}
+
+// EnsureConsumer returns the durable pull consumer, creating it when absent.
+func EnsureConsumer(ctx context.Context, s jetstream.Stream, c StreamConfig) (jetstream.Consumer, error) {
+	cons, err := s.Consumer(ctx, c.Consumer)
+	if err == nil {
+		return cons, nil
+	}
+	if !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return nil, fmt.Errorf("look up consumer %s: %w", c.Consumer, err)
+	}
+	cons, err = s.CreateConsumer(ctx, jetstream.ConsumerConfig{
+		Durable:       c.Consumer,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		AckWait:       30 * time.Second,
+		MaxAckPending: 4096,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create consumer %s: %w", c.Consumer, err)
+	}
+	return cons, nil
+}
+
+// Consumer feeds the durable consumer's messages to the runtime, recreating the stream
+// and the consumer when they vanish and waiting out broker outages.
+type Consumer struct {
+	JS      jetstream.JetStream
+	Config  StreamConfig
+	Out     chan<- runtime.Delivery
+	Log     *slog.Logger
+	Running atomic.Bool // true while messages are being consumed
+	started chan struct{}
+}
+
+// Started is closed once the consumer first runs.
+func (c *Consumer) Started() <-chan struct{} {
+	if c.started == nil {
+		c.started = make(chan struct{})
+	}
+	return c.started
+}
+
+// Run consumes until ctx ends. Messages not yet handed over are not acknowledged, so the
+// broker redelivers them to the next run.
+func (c *Consumer) Run(ctx context.Context) error {
+	c.Started()
+	backoff := 250 * time.Millisecond
+	waiting := false
+	for {
+		cons, err := c.setup(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			if !waiting {
+				c.Log.Warn("event stream unavailable; retrying until the broker answers", "err", err)
+				waiting = true
+			}
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(backoff):
+			}
+			backoff = min(backoff*2, 5*time.Second)
+			continue
+		}
+		backoff, waiting = 250*time.Millisecond, false
+		errs := make(chan error, 1)
+		cc, err := cons.Consume(c.handle(ctx),
+			jetstream.PullMaxMessages(1024),
+			jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+				select {
+				case errs <- err:
+				default:
+				}
+			}))
+		if err != nil {
+			c.Log.Warn("consume failed; retrying", "err", err)
+			continue
+		}
+		c.Running.Store(true)
+		select {
+		case <-c.started:
+		default:
+			close(c.started)
+		}
+		c.Log.Info("consuming events", "stream", c.Config.Stream, "consumer", c.Config.Consumer)
+		restart := false
+		for !restart {
+			select {
+			case <-ctx.Done():
+				cc.Stop()
+				c.Running.Store(false)
+				return nil
+			case err := <-errs:
+				if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) ||
+					errors.Is(err, nats.ErrConnectionClosed) || errors.Is(err, jetstream.ErrStreamNotFound) {
+					c.Log.Warn("consumer stopped; recreating it", "err", err)
+					cc.Stop()
+					c.Running.Store(false)
+					restart = true
+				} else {
+					c.Log.Debug("consumer hiccup", "err", err)
+				}
+			}
+		}
+	}
+}
+
+func (c *Consumer) setup(ctx context.Context) (jetstream.Consumer, error) {
+	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	s, err := EnsureStream(sctx, c.JS, c.Config)
+	if err != nil {
+		return nil, err
+	}
+	return EnsureConsumer(sctx, s, c.Config)
+}
+
+func (c *Consumer) handle(ctx context.Context) jetstream.MessageHandler {
+	return func(m jetstream.Msg) {
+		d := runtime.Delivery{Subject: m.Subject(), Data: m.Data(), HostSeq: m.Headers().Get("Host-Seq"), Ack: m.Ack}
+		if md, err := m.Metadata(); err == nil {
+			d.StreamSeq = md.Sequence.Stream
+		}
+		select {
+		case c.Out <- d:
+		case <-ctx.Done():
+		}
+	}
+}

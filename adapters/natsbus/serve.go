@@ -1,0 +1,154 @@
+package natsbus
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/thatch-dev/thatch/runtime"
+)
+
+// Server answers thatch's tools (<api>.tool.<name>) and API (<api>.api.<method>) in the
+// queue group "thatch", so several thatch replicas may share the load.
+type Server struct {
+	NC       *nats.Conn
+	JS       jetstream.JetStream
+	Stream   string
+	Prefix   string // thatch's own subject prefix, "thatch" by default
+	Loop     *runtime.Loop
+	Consumer *Consumer
+	Log      *slog.Logger
+	// Sweep answers the sweep method; nil answers NotImplementedError.
+	Sweep func(ctx context.Context, hostID string, dryRun bool) (any, *runtime.HostError)
+
+	wg   sync.WaitGroup
+	subs []*nats.Subscription
+}
+
+// Start subscribes the responders. Call it once the consumer runs: the status method is
+// thatch's readiness check.
+func (s *Server) Start(ctx context.Context) error {
+	for subject, h := range map[string]func(context.Context, *nats.Msg) (any, *runtime.HostError){
+		s.Prefix + ".tool.*": s.tool,
+		s.Prefix + ".api.*":  s.api,
+	} {
+		sub, err := s.NC.QueueSubscribe(subject, "thatch", func(m *nats.Msg) {
+			s.wg.Add(1)
+			go func() {
+				defer s.wg.Done()
+				res, herr := h(ctx, m)
+				reply(m, res, herr)
+			}()
+		})
+		if err != nil {
+			return err
+		}
+		s.subs = append(s.subs, sub)
+	}
+	return s.NC.Flush()
+}
+
+// Stop unsubscribes and waits for the requests in progress.
+func (s *Server) Stop() {
+	for _, sub := range s.subs {
+		_ = sub.Unsubscribe()
+	}
+	s.wg.Wait()
+}
+
+func reply(m *nats.Msg, res any, herr *runtime.HostError) {
+	if m.Reply == "" {
+		return
+	}
+	var data []byte
+	if herr != nil {
+		data, _ = json.Marshal(map[string]any{"error": herr})
+	} else {
+		data, _ = json.Marshal(map[string]any{"result": res})
+	}
+	_ = m.Respond(data)
+}
+
+func badRequest(format string) *runtime.HostError {
+	return &runtime.HostError{Name: "BadRequestError", Message: format}
+}
+
+func (s *Server) tool(ctx context.Context, m *nats.Msg) (any, *runtime.HostError) {
+	name := strings.TrimPrefix(m.Subject, s.Prefix+".tool.")
+	var req struct {
+		SessionID string          `json:"sessionID"`
+		CallID    string          `json:"callID"`
+		Args      json.RawMessage `json:"args"`
+	}
+	if err := json.Unmarshal(m.Data, &req); err != nil {
+		return nil, badRequest("request is not a JSON object {sessionID, callID?, args}: " + err.Error())
+	}
+	if req.SessionID == "" {
+		return nil, badRequest("request has no sessionID: send the calling session's id")
+	}
+	// The answer must see every event the stream held when the call arrived.
+	var minSeq uint64
+	ictx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	if st, err := s.JS.Stream(ictx, s.Stream); err == nil {
+		if info, err := st.Info(ictx); err == nil {
+			minSeq = info.State.LastSeq
+		}
+	}
+	cancel()
+	a := s.Loop.Tool(ctx, runtime.ToolCall{Name: name, SessionID: req.SessionID, CallID: req.CallID, Args: req.Args}, minSeq)
+	if a.Err != nil {
+		return nil, a.Err
+	}
+	return a, nil
+}
+
+func (s *Server) api(ctx context.Context, m *nats.Msg) (any, *runtime.HostError) {
+	method := strings.TrimPrefix(m.Subject, s.Prefix+".api.")
+	var p struct {
+		HostID    string `json:"hostID"`
+		SessionID string `json:"sessionID"`
+		DryRun    bool   `json:"dryRun"`
+	}
+	if len(m.Data) > 0 {
+		if err := json.Unmarshal(m.Data, &p); err != nil {
+			return nil, badRequest("request is not a JSON object: " + err.Error())
+		}
+	}
+	var fn func(*runtime.State, uint64) any
+	switch method {
+	case "status":
+		fn = func(st *runtime.State, pos uint64) any {
+			v := runtime.Summary(st, pos)
+			v.Consuming = s.Consumer != nil && s.Consumer.Running.Load()
+			return v
+		}
+	case "sessions":
+		fn = func(st *runtime.State, _ uint64) any { return runtime.LiveSessions(st, p.HostID) }
+	case "entries":
+		if p.SessionID == "" {
+			return nil, badRequest("entries needs {sessionID}")
+		}
+		fn = func(st *runtime.State, _ uint64) any { return runtime.EntryList(st, p.SessionID) }
+	case "sweep":
+		if s.Sweep == nil {
+			return nil, &runtime.HostError{Name: "NotImplementedError", Message: "this thatch does not sweep yet"}
+		}
+		return s.Sweep(ctx, p.HostID, p.DryRun)
+	default:
+		return nil, &runtime.HostError{Name: "NotFoundError", Message: "thatch has no API method " + method + ": use status, sessions, entries or sweep"}
+	}
+	res, err := s.Loop.Query(ctx, fn)
+	if err != nil {
+		return nil, &runtime.HostError{Name: "UnavailableError", Message: err.Error()}
+	}
+	if method == "entries" && res.([]runtime.EntryView) == nil {
+		return nil, &runtime.HostError{Name: "UnknownSessionError", Message: "thatch does not track session " + p.SessionID}
+	}
+	return res, nil
+}

@@ -1,0 +1,142 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"runtime/debug"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/thatch-dev/thatch/runtime"
+)
+
+func version() string {
+	if runtime.Version != "dev" {
+		return runtime.Version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return runtime.Version
+}
+
+// client runs one of the subcommands that ask a running daemon through the thatch API.
+func client(ctx context.Context, c Config, cmd string, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
+	asJSON := fs.Bool("json", false, "print JSON")
+	hostID := fs.String("host", "", "only this host's sessions")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	params := map[string]any{}
+	switch cmd {
+	case "sessions":
+		if *hostID != "" {
+			params["hostID"] = *hostID
+		}
+	case "entries":
+		if fs.NArg() != 1 {
+			return fmt.Errorf("usage: thatch entries SESSION [--json]")
+		}
+		params["sessionID"] = fs.Arg(0)
+	}
+	raw, err := request(ctx, c, cmd, params)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		_, err := fmt.Fprintln(out, string(raw))
+		return err
+	}
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	defer tw.Flush()
+	switch cmd {
+	case "status":
+		var s runtime.StatusView
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return err
+		}
+		for _, row := range [][2]string{{"version", s.Version}, {"consuming", strconv.FormatBool(s.Consuming)},
+			{"hosts online", itoa(s.Hosts)}, {"sessions", itoa(s.Sessions)}, {"entries pending", itoa(s.Pending)},
+			{"entries accepted", itoa(s.Accepted)}, {"events applied", i64(s.Applied)}, {"events rejected", i64(s.Rejected)},
+			{"gaps", i64(s.Gaps)}, {"last stream seq", strconv.FormatUint(s.LastStreamSeq, 10)}} {
+			fmt.Fprintf(tw, "%s\t%s\n", row[0], row[1])
+		}
+	case "sessions":
+		var rows []runtime.SessionView
+		if err := json.Unmarshal(raw, &rows); err != nil {
+			return err
+		}
+		fmt.Fprintln(tw, "SESSION\tHOST\tKIND\tSTATUS\tPENDING\tACCEPTED\tFLAGS\tDIRECTORY")
+		for _, r := range rows {
+			flags := ""
+			for _, f := range []struct {
+				on   bool
+				name string
+			}{{r.Extracting, "extracting"}, {r.Compacting, "compacting"}, {r.WrapUp != "", "wrap-up:" + string(r.WrapUp)}} {
+				if f.on {
+					flags += f.name + " "
+				}
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", r.SessionID, r.HostID, r.Kind, r.Status, r.Pending, r.Accepted, flags, r.Directory)
+		}
+	case "entries":
+		var rows []runtime.EntryView
+		if err := json.Unmarshal(raw, &rows); err != nil {
+			return err
+		}
+		fmt.Fprintln(tw, "ENTRY\tTOOL\tSTATE\tCLAIMED BY")
+		for _, r := range rows {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.ID, r.Tool, r.State, r.ClaimedBy)
+		}
+	}
+	return nil
+}
+
+func itoa(n int) string  { return strconv.Itoa(n) }
+func i64(n int64) string { return strconv.FormatInt(n, 10) }
+
+// request calls one thatch API method and returns its result.
+func request(ctx context.Context, c Config, method string, params any) (json.RawMessage, error) {
+	opts := []nats.Option{nats.Name("thatch-cli")}
+	if c.NATSCreds != "" {
+		opts = append(opts, nats.UserCredentials(c.NATSCreds))
+	}
+	if c.NATSToken != "" {
+		opts = append(opts, nats.Token(c.NATSToken))
+	}
+	nc, err := nats.Connect(c.natsURL(), opts...)
+	if err != nil {
+		return nil, fmt.Errorf("cannot reach the broker at %s (%v): is thatch serve running? set THATCH_NATS_URL or THATCH_NATS_LISTEN to where it listens", c.natsURL(), err)
+	}
+	defer nc.Close()
+	data, _ := json.Marshal(params)
+	rctx, cancel := context.WithTimeout(ctx, c.hostTimeout()+2*time.Second)
+	defer cancel()
+	subject := c.APIPrefix + ".api." + method
+	msg, err := nc.RequestWithContext(rctx, subject, data)
+	if errors.Is(err, nats.ErrNoResponders) {
+		return nil, fmt.Errorf("no thatch answers on %s at %s: it is not running or not ready yet", subject, c.natsURL())
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", subject, err)
+	}
+	var env struct {
+		Result json.RawMessage    `json:"result"`
+		Error  *runtime.HostError `json:"error"`
+	}
+	if err := json.Unmarshal(msg.Data, &env); err != nil {
+		return nil, fmt.Errorf("%s answered garbage: %v", subject, err)
+	}
+	if env.Error != nil {
+		return nil, env.Error
+	}
+	return env.Result, nil
+}

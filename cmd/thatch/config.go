@@ -1,0 +1,157 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/kelseyhightower/envconfig"
+	"github.com/lmittmann/tint"
+
+	"github.com/thatch-dev/thatch/runtime"
+)
+
+// Config is every setting of thatch, read from THATCH_* environment variables. It is the
+// only place that reads the environment.
+type Config struct {
+	DataDir              string `envconfig:"DATA_DIR" desc:"journal and embedded broker store (default $XDG_STATE_HOME/thatch, else ~/.local/state/thatch)"`
+	NATSURL              string `envconfig:"NATS_URL" desc:"external NATS server or cluster, comma-separated URLs; unset starts an embedded broker"`
+	NATSCreds            string `envconfig:"NATS_CREDS" desc:"credentials file for THATCH_NATS_URL"`
+	NATSToken            string `envconfig:"NATS_TOKEN" desc:"token for THATCH_NATS_URL"`
+	NATSListen           string `envconfig:"NATS_LISTEN" default:"127.0.0.1:4222" desc:"where the embedded broker listens for hosts"`
+	SubjectPrefix        string `envconfig:"SUBJECT_PREFIX" default:"opencode" desc:"host subject prefix"`
+	APIPrefix            string `envconfig:"API_PREFIX" default:"thatch" desc:"thatch's own subject prefix"`
+	Stream               string `envconfig:"STREAM" default:"OPENCODE_EVENTS" desc:"JetStream stream of host events"`
+	Consumer             string `envconfig:"CONSUMER" default:"thatch" desc:"durable consumer name"`
+	HostTimeoutMS        int    `envconfig:"HOST_TIMEOUT_MS" default:"10000" desc:"host call timeout, and how long a tool call waits for the consumer"`
+	StaleAcceptedMS      int    `envconfig:"STALE_ACCEPTED_MS" default:"900000" desc:"age after which an accepted entry goes back to pending"`
+	InteractionOutputMax int    `envconfig:"INTERACTION_OUTPUT_MAX" default:"2000" desc:"characters kept of a tool output and of each top-level string arg"`
+	BatchMax             int    `envconfig:"BATCH_MAX" default:"512" desc:"events applied per journal transaction at most"`
+	InstallCommands      Switch `envconfig:"INSTALL_COMMANDS" default:"on" desc:"install the slash commands when thatch serve starts"`
+	LogLevel             string `envconfig:"LOG_LEVEL" default:"info" desc:"debug, info, warn or error"`
+	LogFormat            string `envconfig:"LOG_FORMAT" default:"auto" desc:"auto (text on a terminal, JSON otherwise), text or json"`
+}
+
+// Switch is an on/off setting.
+type Switch bool
+
+// Decode accepts on/off and their usual spellings.
+func (s *Switch) Decode(v string) error {
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "on", "true", "1", "yes":
+		*s = true
+	case "off", "false", "0", "no":
+		*s = false
+	default:
+		return fmt.Errorf("%q is not on or off", v)
+	}
+	return nil
+}
+
+var tokenPattern = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+
+// loadConfig reads and validates the environment. An error names the variable and what
+// it accepts.
+func loadConfig() (Config, error) {
+	var c Config
+	if err := envconfig.Process("thatch", &c); err != nil {
+		var pe *envconfig.ParseError
+		if errors.As(err, &pe) {
+			if pe.TypeName == "main.Switch" {
+				return c, fmt.Errorf("%s=%q: must be on or off", pe.KeyName, pe.Value)
+			}
+			return c, fmt.Errorf("%s=%q: %v (expected %s)", pe.KeyName, pe.Value, unwrap(pe.Err), pe.TypeName)
+		}
+		return c, err
+	}
+	positive := map[string]int{
+		"THATCH_HOST_TIMEOUT_MS": c.HostTimeoutMS, "THATCH_STALE_ACCEPTED_MS": c.StaleAcceptedMS,
+		"THATCH_INTERACTION_OUTPUT_MAX": c.InteractionOutputMax, "THATCH_BATCH_MAX": c.BatchMax,
+	}
+	for name, v := range positive {
+		if v <= 0 {
+			return c, fmt.Errorf("%s=%d: must be a positive integer", name, v)
+		}
+	}
+	for name, v := range map[string]string{"THATCH_SUBJECT_PREFIX": c.SubjectPrefix, "THATCH_API_PREFIX": c.APIPrefix,
+		"THATCH_STREAM": c.Stream, "THATCH_CONSUMER": c.Consumer} {
+		if !tokenPattern.MatchString(v) {
+			return c, fmt.Errorf("%s=%q: must be one subject token of letters, digits, _ or -", name, v)
+		}
+	}
+	if _, err := parseLevel(c.LogLevel); err != nil {
+		return c, err
+	}
+	switch c.LogFormat {
+	case "auto", "text", "json":
+	default:
+		return c, fmt.Errorf("THATCH_LOG_FORMAT=%q: must be auto, text or json", c.LogFormat)
+	}
+	if c.DataDir == "" {
+		base := os.Getenv("XDG_STATE_HOME")
+		if base == "" {
+			home, err := os.UserHomeDir()
+			if err != nil {
+				return c, fmt.Errorf("THATCH_DATA_DIR is unset and there is no home folder: set THATCH_DATA_DIR")
+			}
+			base = filepath.Join(home, ".local", "state")
+		}
+		c.DataDir = filepath.Join(base, "thatch")
+	}
+	return c, nil
+}
+
+func unwrap(err error) error {
+	for errors.Unwrap(err) != nil {
+		err = errors.Unwrap(err)
+	}
+	return err
+}
+
+// rules are the runtime tunables this configuration sets.
+func (c Config) rules() runtime.Rules {
+	return runtime.Rules{
+		StaleAccepted: time.Duration(c.StaleAcceptedMS) * time.Millisecond,
+		OutputMax:     c.InteractionOutputMax,
+	}
+}
+
+func (c Config) hostTimeout() time.Duration { return time.Duration(c.HostTimeoutMS) * time.Millisecond }
+
+// natsURL is where clients reach thatch's broker.
+func (c Config) natsURL() string {
+	if c.NATSURL != "" {
+		return c.NATSURL
+	}
+	return "nats://" + c.NATSListen
+}
+
+func parseLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(s)); err != nil {
+		return l, fmt.Errorf("THATCH_LOG_LEVEL=%q: must be debug, info, warn or error", s)
+	}
+	return l, nil
+}
+
+// newLogger builds the one logger: tint on a terminal, JSON otherwise.
+func newLogger(w *os.File, level, format string) *slog.Logger {
+	l, _ := parseLevel(level)
+	if format == "auto" {
+		format = "json"
+		if fi, err := w.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+			format = "text"
+		}
+	}
+	var out io.Writer = w
+	if format == "text" {
+		return slog.New(tint.NewHandler(out, &tint.Options{Level: l, TimeFormat: time.TimeOnly}))
+	}
+	return slog.New(slog.NewJSONHandler(out, &slog.HandlerOptions{Level: l}))
+}

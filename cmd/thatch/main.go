@@ -1,0 +1,60 @@
+// Command thatch is the session-lifecycle sidecar for opencode-style coding-agent hosts.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+const usage = `thatch: the session-lifecycle sidecar for opencode-style hosts
+
+Usage:
+  thatch serve                       run the daemon (embedded NATS and SQLite by default)
+  thatch status [--json]             the daemon's counters
+  thatch sessions [--host ID] [--json]
+                                     the live sessions thatch tracks
+  thatch entries SESSION [--json]    the journaled entries of a top-level session
+  thatch version                     print the version
+
+Configuration is by THATCH_* environment variables: see the README.
+`
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "thatch:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	if len(args) == 0 {
+		fmt.Fprint(os.Stderr, usage)
+		return fmt.Errorf("no command given")
+	}
+	cmd, args := args[0], args[1:]
+	switch cmd {
+	case "version", "--version", "-v":
+		fmt.Println(version())
+		return nil
+	case "help", "--help", "-h":
+		fmt.Print(usage)
+		return nil
+	}
+	c, err := loadConfig()
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	switch cmd {
+	case "serve":
+		return serve(ctx, c, newLogger(os.Stderr, c.LogLevel, c.LogFormat))
+	case "status", "sessions", "entries":
+		return client(ctx, c, cmd, args, os.Stdout)
+	}
+	fmt.Fprint(os.Stderr, usage)
+	return fmt.Errorf("unknown command %q", cmd)
+}

@@ -1,0 +1,403 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Delivery is one message of the durable consumer.
+type Delivery struct {
+	Subject   string
+	Data      []byte
+	HostSeq   string // the Host-Seq header, "" when absent
+	StreamSeq uint64
+	Ack       func() error
+}
+
+// Caller performs one host call for a host of the given API generation.
+type Caller interface {
+	Do(ctx context.Context, api string, c Call) Result
+}
+
+// Answer is a tool call's reply as it goes back to the host.
+type Answer struct {
+	Output   string     `json:"output"`
+	Metadata any        `json:"metadata"`
+	Err      *HostError `json:"-"`
+}
+
+// ErrStopped is returned to requests made after the loop stopped.
+var ErrStopped = errors.New("thatch is stopping")
+
+// Loop is the driver: the one goroutine that owns the State. Every other goroutine talks
+// to it through its channels.
+type Loop struct {
+	Rules       Rules
+	Prefix      string // event subject prefix
+	Journal     Journal
+	Caller      Caller
+	Log         *slog.Logger
+	Now         func() time.Time
+	MaxBatch    int           // deliveries per transaction
+	WaitApplied time.Duration // how long a tool call waits for the consumer to catch up
+
+	deliveries chan Delivery
+	results    chan Result
+	tools      chan *toolReq
+	queries    chan *query
+	ready      chan struct{}
+	stopped    chan struct{}
+
+	state   *State
+	pos     uint64
+	workers map[string]*worker
+	wg      sync.WaitGroup
+}
+
+type toolReq struct {
+	call     ToolCall
+	minSeq   uint64
+	deadline time.Time
+	reply    chan Answer
+}
+
+type query struct {
+	fn    func(*State, uint64) any
+	reply chan any
+}
+
+// NewLoop returns a loop; set its fields before Run.
+func NewLoop(j Journal, c Caller, log *slog.Logger) *Loop {
+	return &Loop{
+		Rules: DefaultRules, Prefix: "opencode", Journal: j, Caller: c, Log: log, Now: time.Now,
+		MaxBatch: 512, WaitApplied: 10 * time.Second,
+		deliveries: make(chan Delivery, 1024), results: make(chan Result, 64),
+		tools: make(chan *toolReq), queries: make(chan *query),
+		ready: make(chan struct{}), stopped: make(chan struct{}),
+		workers: map[string]*worker{},
+	}
+}
+
+// Deliveries is where the consumer hands messages over. A message is acknowledged only
+// after the transaction that applied it committed.
+func (l *Loop) Deliveries() chan<- Delivery { return l.deliveries }
+
+// Ready is closed once the state is loaded and the loop runs.
+func (l *Loop) Ready() <-chan struct{} { return l.ready }
+
+// Run loads the state, re-performs the outbox calls a previous run left, and applies
+// inputs until ctx ends. A batch in progress is committed and acknowledged first.
+func (l *Loop) Run(ctx context.Context) error {
+	defer close(l.stopped)
+	st, calls, pos, err := l.Journal.Load()
+	if err != nil {
+		return fmt.Errorf("load journal: %w", err)
+	}
+	l.state, l.pos = st, pos
+	wctx, stopWorkers := context.WithCancel(context.Background())
+	defer func() {
+		stopWorkers()
+		l.wg.Wait()
+	}()
+	for _, c := range calls {
+		l.dispatch(wctx, c)
+	}
+	if len(calls) > 0 {
+		l.Log.Info("resuming host calls left by the previous run", "calls", len(calls))
+	}
+	close(l.ready)
+
+	var parked []*toolReq
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			for _, q := range parked {
+				q.reply <- Answer{Err: &HostError{Name: "UnavailableError", Message: ErrStopped.Error()}}
+			}
+			return nil
+		case d := <-l.deliveries:
+			batch := []Delivery{d}
+		drain:
+			for len(batch) < l.MaxBatch {
+				select {
+				case d := <-l.deliveries:
+					batch = append(batch, d)
+				default:
+					break drain
+				}
+			}
+			if !l.commit(ctx, wctx, func(now time.Time) (*Batch, error) { return l.stepDeliveries(batch, now) }) {
+				return nil
+			}
+			for _, d := range batch {
+				if err := d.Ack(); err != nil {
+					l.Log.Warn("acknowledge failed; the event will be redelivered and skipped", "stream_seq", d.StreamSeq, "err", err)
+				}
+			}
+			parked = l.unpark(wctx, parked, false)
+		case r := <-l.results:
+			ok := l.commit(ctx, wctx, func(now time.Time) (*Batch, error) {
+				fx := l.Rules.Step(l.state, r, now)
+				return &Batch{Now: now, State: l.state, Effects: fx, Done: []int64{r.Call.ID}}, nil
+			})
+			if !ok {
+				return nil
+			}
+		case q := <-l.tools:
+			parked = l.unpark(wctx, append(parked, q), false)
+		case q := <-l.queries:
+			q.reply <- q.fn(l.state, l.pos)
+		case <-timer.C:
+			parked = l.unpark(wctx, parked, true)
+		}
+		if len(parked) > 0 {
+			timer.Reset(time.Until(parked[0].deadline))
+		}
+	}
+}
+
+// unpark answers the tool calls whose events were all applied, or all of them on expiry
+// past their deadline.
+func (l *Loop) unpark(wctx context.Context, parked []*toolReq, expired bool) []*toolReq {
+	kept := parked[:0]
+	now := l.Now()
+	for _, q := range parked {
+		if q.minSeq <= l.pos || (expired && !now.Before(q.deadline)) {
+			q.reply <- l.answer(wctx, q.call)
+			continue
+		}
+		kept = append(kept, q)
+	}
+	return kept
+}
+
+// stepDeliveries decodes and applies a batch: each event id at most once.
+func (l *Loop) stepDeliveries(batch []Delivery, now time.Time) (*Batch, error) {
+	b := &Batch{Now: now, State: l.state, Effects: NewEffects()}
+	events := make([]Event, 0, len(batch))
+	var ids []string
+	for _, d := range batch {
+		b.StreamSeq = max(b.StreamSeq, d.StreamSeq)
+		ev, err := DecodeEvent(l.Prefix, d.Subject, d.Data)
+		if err == nil {
+			ev.Seq = d.StreamSeq
+			ev.HostSeq, err = parseHostSeq(d.HostSeq)
+		}
+		if err != nil {
+			l.state.Counters.Rejected++
+			b.Effects.Counters = true
+			b.DeadLetters = append(b.DeadLetters, DeadLetter{Seq: d.StreamSeq, Subject: d.Subject, Reason: err.Error(), Body: d.Data})
+			l.Log.Warn("rejected event: acknowledged and dead-lettered", "subject", d.Subject, "stream_seq", d.StreamSeq, "reason", err.Error())
+			continue
+		}
+		if !Known(ev.Type) {
+			continue
+		}
+		events = append(events, ev)
+		ids = append(ids, ev.ID)
+	}
+	seen, err := l.Journal.Applied(ids)
+	if err != nil {
+		return nil, err
+	}
+	for _, ev := range events {
+		if seen[ev.ID] {
+			continue // a redelivery or a duplicate publish: applied once already
+		}
+		seen[ev.ID] = true
+		b.Effects.Merge(l.Rules.Step(l.state, ev, now))
+		b.Applied = append(b.Applied, Applied{ID: ev.ID, Seq: ev.Seq})
+	}
+	if b.StreamSeq <= l.pos {
+		b.StreamSeq = 0 // redeliveries only: the position stays
+	}
+	return b, nil
+}
+
+func parseHostSeq(h string) (int64, error) {
+	if h == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(h, 10, 64)
+	if err != nil || n < 1 {
+		return 0, fmt.Errorf("%w: Host-Seq header %q is not a positive integer", ErrBadEvent, h)
+	}
+	return n, nil
+}
+
+// commit steps inputs through build and commits the batch, then performs its calls. A
+// journal that fails (a full or read-only disk) is retried with backoff after reloading
+// the state it last committed, so nothing is lost and nothing is acknowledged meanwhile.
+// It returns false when ctx ended first.
+func (l *Loop) commit(ctx, wctx context.Context, build func(time.Time) (*Batch, error)) bool {
+	backoff := 250 * time.Millisecond
+	for {
+		b, err := build(l.Now())
+		if err == nil {
+			err = l.Journal.Commit(b)
+		}
+		if err == nil {
+			if b.StreamSeq > l.pos {
+				l.pos = b.StreamSeq
+			}
+			l.logNotes(b.Effects.Notes)
+			for _, c := range b.Effects.Calls {
+				l.dispatch(wctx, c)
+			}
+			return true
+		}
+		l.Log.Error("journal write failed: not acknowledging events until it succeeds; check the disk holding the journal", "err", err, "retry_in", backoff.String())
+		if st, _, pos, lerr := l.Journal.Load(); lerr == nil {
+			l.state, l.pos = st, pos
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 30*time.Second)
+	}
+}
+
+func (l *Loop) logNotes(notes []Note) {
+	for _, n := range notes {
+		l.Log.Log(context.Background(), n.Level, n.Msg, n.Attrs...)
+	}
+}
+
+// answer applies a tool call, commits the claim, then replies.
+func (l *Loop) answer(wctx context.Context, c ToolCall) Answer {
+	var reply *Reply
+	var journalErr error
+	now := l.Now()
+	fx := l.Rules.Step(l.state, c, now)
+	reply = fx.Reply
+	if !fx.Empty() {
+		if journalErr = l.Journal.Commit(&Batch{Now: now, State: l.state, Effects: fx}); journalErr != nil {
+			if st, _, pos, err := l.Journal.Load(); err == nil {
+				l.state, l.pos = st, pos
+			}
+			l.Log.Error("tool call not recorded: journal write failed", "tool", c.Name, "session", c.SessionID, "err", journalErr)
+			return Answer{Err: &HostError{Name: "UnavailableError", Message: "thatch could not record the call; try again: " + journalErr.Error()}}
+		}
+		l.logNotes(fx.Notes)
+		for _, call := range fx.Calls {
+			l.dispatch(wctx, call)
+		}
+	}
+	if reply.Err != nil {
+		return Answer{Err: reply.Err}
+	}
+	out := Answer{Output: reply.Output, Metadata: reply.Metadata}
+	if p := reply.Payload; p != nil {
+		entries, err := l.Journal.Payload(p.Root, p.Claimant)
+		if err != nil {
+			return Answer{Err: &HostError{Name: "UnavailableError", Message: "thatch could not read the claimed entries; call again: " + err.Error()}}
+		}
+		out.Output = FormatPayload(p.Root, entries)
+	}
+	return out
+}
+
+// Tool answers a tool call against a state that includes every event up to stream
+// sequence minSeq (the stream's last sequence when the call arrived), waiting at most
+// WaitApplied for the consumer to get there.
+func (l *Loop) Tool(ctx context.Context, c ToolCall, minSeq uint64) Answer {
+	q := &toolReq{call: c, minSeq: minSeq, deadline: l.Now().Add(l.WaitApplied), reply: make(chan Answer, 1)}
+	select {
+	case l.tools <- q:
+	case <-l.stopped:
+		return Answer{Err: &HostError{Name: "UnavailableError", Message: ErrStopped.Error()}}
+	case <-ctx.Done():
+		return Answer{Err: &HostError{Name: "UnavailableError", Message: ctx.Err().Error()}}
+	}
+	select {
+	case a := <-q.reply:
+		return a
+	case <-l.stopped:
+		return Answer{Err: &HostError{Name: "UnavailableError", Message: ErrStopped.Error()}}
+	}
+}
+
+// Query runs fn on the owner goroutine with the state and the consumer position. fn must
+// not keep or change what it is given.
+func (l *Loop) Query(ctx context.Context, fn func(*State, uint64) any) (any, error) {
+	q := &query{fn: fn, reply: make(chan any, 1)}
+	select {
+	case l.queries <- q:
+	case <-l.stopped:
+		return nil, ErrStopped
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return <-q.reply, nil
+}
+
+// worker performs one host's calls in order, so a slow host delays only itself.
+type worker struct {
+	mu    sync.Mutex
+	queue []queued
+	wake  chan struct{}
+}
+
+type queued struct {
+	api  string
+	call Call
+}
+
+func (l *Loop) dispatch(wctx context.Context, c Call) {
+	w := l.workers[c.Host]
+	if w == nil {
+		w = &worker{wake: make(chan struct{}, 1)}
+		l.workers[c.Host] = w
+		l.wg.Add(1)
+		go l.work(wctx, w)
+	}
+	api := "v1"
+	if h := l.state.Hosts[c.Host]; h != nil && h.API != "" {
+		api = h.API
+	}
+	w.mu.Lock()
+	w.queue = append(w.queue, queued{api: api, call: c})
+	w.mu.Unlock()
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (l *Loop) work(ctx context.Context, w *worker) {
+	defer l.wg.Done()
+	for {
+		w.mu.Lock()
+		if len(w.queue) == 0 {
+			w.mu.Unlock()
+			select {
+			case <-ctx.Done():
+				return
+			case <-w.wake:
+				continue
+			}
+		}
+		q := w.queue[0]
+		w.queue = w.queue[1:]
+		w.mu.Unlock()
+		res := l.Caller.Do(ctx, q.api, q.call)
+		if ctx.Err() != nil {
+			return // the call stays in the outbox and is performed again at the next start
+		}
+		res.Call = q.call
+		select {
+		case l.results <- res:
+		case <-ctx.Done():
+			return
+		}
+	}
+}

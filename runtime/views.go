@@ -1,0 +1,102 @@
+package runtime
+
+// Version is thatch's version, set at build time with -ldflags.
+var Version = "dev"
+
+// StatusView is the result of the status API method.
+type StatusView struct {
+	Version       string `json:"version"`
+	Hosts         int    `json:"hosts"`
+	Sessions      int    `json:"sessions"`
+	Pending       int    `json:"pending"`
+	Accepted      int    `json:"accepted"`
+	Applied       int64  `json:"applied"`
+	Rejected      int64  `json:"rejected"`
+	Gaps          int64  `json:"gaps"`
+	LastStreamSeq uint64 `json:"lastStreamSeq"`
+	// Consuming is an extension: false while the broker is unreachable.
+	Consuming bool `json:"consuming"`
+}
+
+// Summary summarises s; pos is the consumer position.
+func Summary(s *State, pos uint64) StatusView {
+	v := StatusView{Version: Version, Applied: s.Counters.Applied, Rejected: s.Counters.Rejected,
+		Gaps: s.Counters.Gaps, LastStreamSeq: pos}
+	for _, h := range s.Hosts {
+		if h.Online {
+			v.Hosts++
+		}
+	}
+	for _, sess := range s.Sessions {
+		if !sess.Exited {
+			v.Sessions++
+		}
+		for _, e := range sess.Entries {
+			if e.Accepted() {
+				v.Accepted++
+			} else {
+				v.Pending++
+			}
+		}
+	}
+	return v
+}
+
+// SessionView is one row of the sessions API method.
+type SessionView struct {
+	SessionID  string `json:"sessionID"`
+	HostID     string `json:"hostID"`
+	ParentID   string `json:"parentID,omitempty"`
+	Kind       Kind   `json:"kind"`
+	Status     Status `json:"status"`
+	Pending    int    `json:"pending"`
+	Accepted   int    `json:"accepted"`
+	Extracting bool   `json:"extracting"`
+	Compacting bool   `json:"compacting"`
+	WrapUp     WrapUp `json:"wrapUp"`
+	Directory  string `json:"directory"`
+	Title      string `json:"title,omitempty"`
+}
+
+// LiveSessions lists the live directory: every tracked session that did not exit, of one
+// host when hostID is set, in id order.
+func LiveSessions(s *State, hostID string) []SessionView {
+	out := []SessionView{}
+	for _, sess := range s.sorted() {
+		if sess.Exited || (hostID != "" && sess.HostID != hostID) {
+			continue
+		}
+		pending := sess.Pending()
+		out = append(out, SessionView{SessionID: sess.ID, HostID: sess.HostID, ParentID: sess.ParentID,
+			Kind: sess.Kind, Status: sess.Status, Pending: pending, Accepted: len(sess.Entries) - pending,
+			Extracting: sess.Extracting, Compacting: sess.Compacting, WrapUp: sess.WrapUp,
+			Directory: sess.Directory, Title: sess.Title})
+	}
+	return out
+}
+
+// EntryView is one row of the entries API method.
+type EntryView struct {
+	ID        string `json:"id"`
+	State     string `json:"state"`
+	ClaimedBy string `json:"claimedBy,omitempty"`
+	Tool      string `json:"tool"`
+}
+
+// EntryList lists the journaled entries of a top-level session, or nil when thatch does
+// not track it.
+func EntryList(s *State, sessionID string) []EntryView {
+	sess := s.Sessions[sessionID]
+	if sess == nil {
+		return nil
+	}
+	out := []EntryView{}
+	for _, e := range sess.Entries {
+		v := EntryView{ID: e.ID, State: "pending", Tool: e.Tool}
+		if e.Accepted() {
+			v.State, v.ClaimedBy = "accepted", e.Claimant
+		}
+		out = append(out, v)
+	}
+	return out
+}

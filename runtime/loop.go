@@ -17,6 +17,7 @@ type Delivery struct {
 	HostSeq   string // the Host-Seq header, "" when absent
 	StreamSeq uint64
 	Ack       func() error
+	Nak       func() error // hands the message back for immediate redelivery
 }
 
 // Caller performs one host call for a host of the given API generation.
@@ -52,6 +53,7 @@ type Loop struct {
 	queries    chan *query
 	ready      chan struct{}
 	stopped    chan struct{}
+	draining   chan struct{} // closed at stop: workers finish their call in progress and take no other
 
 	state   *State
 	pos     uint64
@@ -78,7 +80,7 @@ func NewLoop(j Journal, c Caller, log *slog.Logger) *Loop {
 		MaxBatch: 512, WaitApplied: 10 * time.Second,
 		deliveries: make(chan Delivery, 1024), results: make(chan Result, 64),
 		tools: make(chan *toolReq), queries: make(chan *query),
-		ready: make(chan struct{}), stopped: make(chan struct{}),
+		ready: make(chan struct{}), stopped: make(chan struct{}), draining: make(chan struct{}),
 		workers: map[string]*worker{},
 	}
 }
@@ -121,6 +123,8 @@ func (l *Loop) Run(ctx context.Context) error {
 			for _, q := range parked {
 				q.reply <- Answer{Err: &HostError{Name: "UnavailableError", Message: ErrStopped.Error()}}
 			}
+			l.handBack()
+			l.finishCalls(wctx)
 			return nil
 		case d := <-l.deliveries:
 			batch := []Delivery{d}
@@ -144,8 +148,7 @@ func (l *Loop) Run(ctx context.Context) error {
 			parked = l.unpark(wctx, parked, false)
 		case r := <-l.results:
 			ok := l.commit(ctx, wctx, func(now time.Time) (*Batch, error) {
-				fx := l.Rules.Step(l.state, r, now)
-				return &Batch{Now: now, State: l.state, Effects: fx, Done: []int64{r.Call.ID}}, nil
+				return &Batch{Now: now, State: l.state, Effects: l.Rules.Step(l.state, r, now), Done: []int64{r.Call.ID}}, nil
 			})
 			if !ok {
 				return nil
@@ -159,6 +162,53 @@ func (l *Loop) Run(ctx context.Context) error {
 		}
 		if len(parked) > 0 {
 			timer.Reset(time.Until(parked[0].deadline))
+		}
+	}
+}
+
+// finishCalls lets the calls in progress end and commits their results, so a clean stop
+// repeats no host call; calls not started stay in the outbox for the next run.
+func (l *Loop) finishCalls(wctx context.Context) {
+	close(l.draining)
+	done := make(chan struct{})
+	go func() {
+		l.wg.Wait()
+		close(done)
+	}()
+	cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	apply := func(r Result) {
+		l.commit(cctx, wctx, func(now time.Time) (*Batch, error) {
+			return &Batch{Now: now, State: l.state, Effects: l.Rules.Step(l.state, r, now), Done: []int64{r.Call.ID}}, nil
+		})
+	}
+	for {
+		select {
+		case r := <-l.results:
+			apply(r)
+		case <-done:
+			for { // the workers are gone; what they sent is still buffered
+				select {
+				case r := <-l.results:
+					apply(r)
+				default:
+					return
+				}
+			}
+		}
+	}
+}
+
+// handBack returns the deliveries not applied yet, so the next run gets them at once.
+func (l *Loop) handBack() {
+	for {
+		select {
+		case d := <-l.deliveries:
+			if d.Nak != nil {
+				_ = d.Nak()
+			}
+		default:
+			return
 		}
 	}
 }
@@ -355,6 +405,11 @@ type queued struct {
 func (l *Loop) dispatch(wctx context.Context, c Call) {
 	w := l.workers[c.Host]
 	if w == nil {
+		select {
+		case <-l.draining:
+			return // stopping: the call stays in the outbox for the next run
+		default:
+		}
 		w = &worker{wake: make(chan struct{}, 1)}
 		l.workers[c.Host] = w
 		l.wg.Add(1)
@@ -376,11 +431,18 @@ func (l *Loop) dispatch(wctx context.Context, c Call) {
 func (l *Loop) work(ctx context.Context, w *worker) {
 	defer l.wg.Done()
 	for {
+		select {
+		case <-l.draining:
+			return
+		default:
+		}
 		w.mu.Lock()
 		if len(w.queue) == 0 {
 			w.mu.Unlock()
 			select {
 			case <-ctx.Done():
+				return
+			case <-l.draining:
 				return
 			case <-w.wake:
 				continue

@@ -50,6 +50,9 @@ func StartEmbedded(listen, dir string) (*server.Server, error) {
 		StoreDir:   filepath.Clean(dir),
 		NoSigs:     true,
 		NoLog:      true,
+		// Above the 1 MiB event limit, so an oversized event reaches thatch and is
+		// dead-lettered with its reason instead of vanishing at publish.
+		MaxPayload: 8 << 20,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("configure embedded broker: %w", err)
@@ -154,22 +157,38 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, c StreamConfig) (
 	return s, nil
 }
 
-// EnsureConsumer returns the durable pull consumer, creating it when absent.
-func EnsureConsumer(ctx context.Context, s jetstream.Stream, c StreamConfig) (jetstream.Consumer, error) {
-	cons, err := s.Consumer(ctx, c.Consumer)
-	if err == nil {
-		return cons, nil
-	}
-	if !errors.Is(err, jetstream.ErrConsumerNotFound) {
-		return nil, fmt.Errorf("look up consumer %s: %w", c.Consumer, err)
-	}
-	cons, err = s.CreateConsumer(ctx, jetstream.ConsumerConfig{
+// EnsureConsumer returns the durable pull consumer, creating it when absent. With
+// resume set (the first setup of a process), a consumer that still holds deliveries of
+// a previous instance that died unacknowledged is recreated at its ack floor, so those
+// events come again at once and in stream order instead of after the ack wait and out
+// of order; the journal's applied ids skip what was applied already.
+func EnsureConsumer(ctx context.Context, s jetstream.Stream, c StreamConfig, resume bool, log *slog.Logger) (jetstream.Consumer, error) {
+	cfg := jetstream.ConsumerConfig{
 		Durable:       c.Consumer,
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 		AckWait:       30 * time.Second,
 		MaxAckPending: 4096,
-	})
+	}
+	cons, err := s.Consumer(ctx, c.Consumer)
+	switch {
+	case err == nil && resume:
+		info := cons.CachedInfo()
+		if info.NumAckPending == 0 {
+			return cons, nil
+		}
+		log.Info("redelivering events a previous run received but never acknowledged",
+			"consumer", c.Consumer, "from_stream_seq", info.AckFloor.Stream+1, "unacknowledged", info.NumAckPending)
+		if err := s.DeleteConsumer(ctx, c.Consumer); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			return nil, fmt.Errorf("reset consumer %s: %w", c.Consumer, err)
+		}
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, info.AckFloor.Stream+1
+	case err == nil:
+		return cons, nil
+	case !errors.Is(err, jetstream.ErrConsumerNotFound):
+		return nil, fmt.Errorf("look up consumer %s: %w", c.Consumer, err)
+	}
+	cons, err = s.CreateConsumer(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("create consumer %s: %w", c.Consumer, err)
 	}
@@ -200,9 +219,9 @@ func (c *Consumer) Started() <-chan struct{} {
 func (c *Consumer) Run(ctx context.Context) error {
 	c.Started()
 	backoff := 250 * time.Millisecond
-	waiting := false
+	waiting, resume := false, true
 	for {
-		cons, err := c.setup(ctx)
+		cons, err := c.setup(ctx, resume)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -219,7 +238,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 			backoff = min(backoff*2, 5*time.Second)
 			continue
 		}
-		backoff, waiting = 250*time.Millisecond, false
+		backoff, waiting, resume = 250*time.Millisecond, false, false
 		errs := make(chan error, 1)
 		cc, err := cons.Consume(c.handle(ctx),
 			jetstream.PullMaxMessages(1024),
@@ -244,7 +263,13 @@ func (c *Consumer) Run(ctx context.Context) error {
 		for !restart {
 			select {
 			case <-ctx.Done():
-				cc.Stop()
+				// Drain hands the buffered messages to the handler, which returns them
+				// unacknowledged (Nak) for immediate redelivery to the next run.
+				cc.Drain()
+				select {
+				case <-cc.Closed():
+				case <-time.After(5 * time.Second):
+				}
 				c.Running.Store(false)
 				return nil
 			case err := <-errs:
@@ -262,25 +287,30 @@ func (c *Consumer) Run(ctx context.Context) error {
 	}
 }
 
-func (c *Consumer) setup(ctx context.Context) (jetstream.Consumer, error) {
+func (c *Consumer) setup(ctx context.Context, resume bool) (jetstream.Consumer, error) {
 	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	s, err := EnsureStream(sctx, c.JS, c.Config)
 	if err != nil {
 		return nil, err
 	}
-	return EnsureConsumer(sctx, s, c.Config)
+	return EnsureConsumer(sctx, s, c.Config, resume, c.Log)
 }
 
 func (c *Consumer) handle(ctx context.Context) jetstream.MessageHandler {
 	return func(m jetstream.Msg) {
-		d := runtime.Delivery{Subject: m.Subject(), Data: m.Data(), HostSeq: m.Headers().Get("Host-Seq"), Ack: m.Ack}
+		if ctx.Err() != nil {
+			_ = m.Nak()
+			return
+		}
+		d := runtime.Delivery{Subject: m.Subject(), Data: m.Data(), HostSeq: m.Headers().Get("Host-Seq"), Ack: m.Ack, Nak: m.Nak}
 		if md, err := m.Metadata(); err == nil {
 			d.StreamSeq = md.Sequence.Stream
 		}
 		select {
 		case c.Out <- d:
 		case <-ctx.Done():
+			_ = m.Nak()
 		}
 	}
 }

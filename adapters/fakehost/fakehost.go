@@ -1,0 +1,319 @@
+// Package fakehost is a scriptable protocol host for tests and benchmarks: it publishes
+// bus events to the stream as a host must (JetStream publish, Nats-Msg-Id, Host-Seq),
+// answers the host API of protocol §2 from an in-memory session table, records every
+// call it receives, and calls thatch's tools as a host's model would.
+package fakehost
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/thatch-dev/thatch/runtime"
+)
+
+// Call is one host API request the fake received.
+type Call struct {
+	Method string
+	Params map[string]any
+}
+
+// String renders a call compactly for assertions.
+func (c Call) String() string {
+	if id, ok := c.Params["sessionID"].(string); ok {
+		return c.Method + " " + id
+	}
+	if id, ok := c.Params["parentID"].(string); ok {
+		return c.Method + " parent=" + id
+	}
+	return c.Method
+}
+
+// Host is a fake protocol host.
+type Host struct {
+	ID     string
+	API    string // v1 or v2
+	Prefix string // opencode
+	NC     *nats.Conn
+	JS     jetstream.JetStream
+
+	// Reply, when set, answers a method before the built-in behaviour; ok=false falls
+	// through to it.
+	Reply func(method string, params map[string]any) (result any, err *runtime.HostError, ok bool)
+
+	mu       sync.Mutex
+	seq      int64
+	events   int
+	boot     string
+	calls    []Call
+	sessions map[string]runtime.SessionInfo
+	messages map[string]string // session → last assistant text
+	nextID   int
+	subs     []*nats.Subscription
+}
+
+// Methods lists the host API methods an api host serves.
+func Methods(api string) []string {
+	common := []string{"session.create", "session.prompt", "session.delete", "session.list", "project.list", "session.move"}
+	if api == "v2" {
+		return append(common, "session.context", "session.compact", "bridge.emit")
+	}
+	return append(common, "session.messages", "tui.executeCommand", "tui.publish", "tui.showToast")
+}
+
+// New starts a fake host serving methods (all of its API's when none are given).
+func New(nc *nats.Conn, id, api string, methods ...string) (*Host, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	h := &Host{ID: id, API: api, Prefix: "opencode", NC: nc, JS: js,
+		sessions: map[string]runtime.SessionInfo{}, messages: map[string]string{}}
+	if len(methods) == 0 {
+		methods = Methods(api)
+	}
+	for _, m := range methods {
+		sub, err := nc.Subscribe(h.Prefix+"."+id+".api."+m, h.serve)
+		if err != nil {
+			return nil, err
+		}
+		h.subs = append(h.subs, sub)
+	}
+	return h, nc.Flush()
+}
+
+// Close stops answering.
+func (h *Host) Close() {
+	for _, s := range h.subs {
+		_ = s.Unsubscribe()
+	}
+}
+
+func (h *Host) serve(m *nats.Msg) {
+	method := m.Subject[strings.LastIndex(m.Subject, ".api.")+len(".api."):]
+	var params map[string]any
+	_ = json.Unmarshal(m.Data, &params)
+	h.mu.Lock()
+	h.calls = append(h.calls, Call{Method: method, Params: params})
+	reply := h.Reply
+	h.mu.Unlock()
+	var result any
+	var herr *runtime.HostError
+	handled := false
+	if reply != nil {
+		result, herr, handled = reply(method, params)
+	}
+	if !handled {
+		result, herr = h.builtin(method, params)
+	}
+	var data []byte
+	if herr != nil {
+		data, _ = json.Marshal(map[string]any{"error": herr})
+	} else {
+		data, _ = json.Marshal(map[string]any{"result": result})
+	}
+	_ = m.Respond(data)
+}
+
+func (h *Host) builtin(method string, p map[string]any) (any, *runtime.HostError) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	sid, _ := p["sessionID"].(string)
+	switch method {
+	case "session.create":
+		h.nextID++
+		parent, _ := p["parentID"].(string)
+		title, _ := p["title"].(string)
+		s := runtime.SessionInfo{ID: fmt.Sprintf("ses_%s_c%03d", h.ID, h.nextID), ParentID: parent, Title: title, Directory: "/w"}
+		if ps, ok := h.sessions[parent]; ok {
+			s.Directory = ps.Directory
+		}
+		h.sessions[s.ID] = s
+		return s, nil
+	case "session.delete":
+		if _, ok := h.sessions[sid]; !ok {
+			return nil, &runtime.HostError{Name: "NotFoundError", Message: "session " + sid + " not found"}
+		}
+		delete(h.sessions, sid)
+		return true, nil
+	case "session.list":
+		out := []runtime.SessionInfo{}
+		for _, s := range h.sessions {
+			out = append(out, s)
+		}
+		return out, nil
+	case "project.list":
+		return []runtime.Project{{ID: "p1", Worktree: "/w"}}, nil
+	case "session.messages":
+		return []map[string]any{{"info": map[string]any{"id": "msg_1", "role": "assistant"},
+			"parts": []map[string]any{{"type": "text", "text": h.messages[sid]}}}}, nil
+	case "session.context":
+		return map[string]any{"messages": []map[string]any{{"id": "msg_1", "role": "assistant",
+			"content": []map[string]any{{"type": "text", "text": h.messages[sid]}}}}}, nil
+	}
+	return map[string]any{}, nil
+}
+
+// SetReply sets the last assistant text the messages methods return for a session.
+func (h *Host) SetReply(sessionID, text string) {
+	h.mu.Lock()
+	h.messages[sessionID] = text
+	h.mu.Unlock()
+}
+
+// AddSession records a session as existing on the host, as if the host created it.
+func (h *Host) AddSession(s runtime.SessionInfo) {
+	h.mu.Lock()
+	h.sessions[s.ID] = s
+	h.mu.Unlock()
+}
+
+// HasSession reports whether the host still has a session.
+func (h *Host) HasSession(id string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	_, ok := h.sessions[id]
+	return ok
+}
+
+// Calls returns the calls received so far.
+func (h *Host) Calls() []Call {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]Call(nil), h.calls...)
+}
+
+// CallsTo returns the calls of one method.
+func (h *Host) CallsTo(method string) []Call {
+	var out []Call
+	for _, c := range h.Calls() {
+		if c.Method == method {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// Publish publishes one event with a fresh id and the next Host-Seq, retrying until the
+// stream acknowledges it. It returns the event id.
+func (h *Host) Publish(ctx context.Context, typ string, props map[string]any) (string, error) {
+	h.mu.Lock()
+	h.events++
+	id := fmt.Sprintf("evt_%s_%s_%06d", h.ID, h.boot, h.events)
+	h.mu.Unlock()
+	return id, h.PublishID(ctx, id, typ, props)
+}
+
+// PublishID publishes one event with the given id.
+func (h *Host) PublishID(ctx context.Context, id, typ string, props map[string]any) error {
+	body, err := json.Marshal(map[string]any{"id": id, "type": typ, "properties": props})
+	if err != nil {
+		return err
+	}
+	h.mu.Lock()
+	h.seq++
+	seq := h.seq
+	h.mu.Unlock()
+	return h.PublishRaw(ctx, typ, body, id, seq)
+}
+
+// PublishRaw publishes a body as it is, with a Nats-Msg-Id and (when seq > 0) a Host-Seq.
+func (h *Host) PublishRaw(ctx context.Context, typ string, body []byte, msgID string, seq int64) error {
+	hostSeq := ""
+	if seq > 0 {
+		hostSeq = fmt.Sprint(seq)
+	}
+	return h.PublishRawHeader(ctx, typ, body, msgID, hostSeq)
+}
+
+// PublishRawHeader publishes a body with a Host-Seq header taken as it is.
+func (h *Host) PublishRawHeader(ctx context.Context, typ string, body []byte, msgID, hostSeq string) error {
+	msg := nats.NewMsg(h.Prefix + "." + h.ID + ".event." + typ)
+	msg.Data = body
+	if msgID != "" {
+		msg.Header.Set(jetstream.MsgIDHeader, msgID)
+	}
+	if hostSeq != "" {
+		msg.Header.Set("Host-Seq", hostSeq)
+	}
+	for {
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		_, err := h.JS.PublishMsg(pctx, msg)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("publish %s: %w (last error: %v)", typ, ctx.Err(), err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// Hello announces a (re)start of the host with a new boot id; Host-Seq restarts at 1.
+func (h *Host) Hello(ctx context.Context, boot string, resumed ...string) error {
+	h.mu.Lock()
+	h.boot, h.seq = boot, 0
+	h.mu.Unlock()
+	if resumed == nil {
+		resumed = []string{}
+	}
+	_, err := h.Publish(ctx, "host.hello", map[string]any{"hostID": h.ID, "api": h.API, "version": "fake",
+		"bootID": boot, "directory": "/w", "worktree": "/w", "projectID": "p1",
+		"capabilities": map[string]bool{"tui": true, "compact": true, "move": true, "list": true}, "resumed": resumed})
+	return err
+}
+
+// Created announces a session (a child when parent is set) and records it on the host.
+func (h *Host) Created(ctx context.Context, id, parent, title, dir string) error {
+	info := runtime.SessionInfo{ID: id, ParentID: parent, Title: title, Directory: dir}
+	h.AddSession(info)
+	_, err := h.Publish(ctx, "session.created", map[string]any{"sessionID": id, "info": info})
+	return err
+}
+
+// Status publishes a status change; an idle is sent as opencode does, twice.
+func (h *Host) Status(ctx context.Context, id, status string) error {
+	if _, err := h.Publish(ctx, "session.status", map[string]any{"sessionID": id, "status": map[string]any{"type": status}}); err != nil {
+		return err
+	}
+	if status != "idle" {
+		return nil
+	}
+	_, err := h.Publish(ctx, "session.idle", map[string]any{"sessionID": id})
+	return err
+}
+
+// ToolExecuted publishes one finished tool call.
+func (h *Host) ToolExecuted(ctx context.Context, session, callID, tool, output string) error {
+	_, err := h.Publish(ctx, "tool.execute.after", map[string]any{"sessionID": session, "callID": callID, "tool": tool,
+		"args": map[string]any{"command": "echo " + callID}, "title": tool, "output": output, "metadata": map[string]any{}})
+	return err
+}
+
+// Tool calls one of thatch's tools for a session, as the host's model would.
+func (h *Host) Tool(ctx context.Context, apiPrefix, name, session string, args any) (runtime.Answer, *runtime.HostError, error) {
+	data, _ := json.Marshal(map[string]any{"sessionID": session, "args": args})
+	msg, err := h.NC.RequestWithContext(ctx, apiPrefix+".tool."+name, data)
+	if err != nil {
+		return runtime.Answer{}, nil, err
+	}
+	var env struct {
+		Result *runtime.Answer    `json:"result"`
+		Error  *runtime.HostError `json:"error"`
+	}
+	if err := json.Unmarshal(msg.Data, &env); err != nil {
+		return runtime.Answer{}, nil, err
+	}
+	if env.Error != nil {
+		return runtime.Answer{}, env.Error, nil
+	}
+	return *env.Result, nil, nil
+}

@@ -1,0 +1,191 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+
+	"github.com/thatch-dev/thatch/adapters/fakehost"
+	"github.com/thatch-dev/thatch/adapters/natsbus"
+	"github.com/thatch-dev/thatch/journal"
+	"github.com/thatch-dev/thatch/runtime"
+	"github.com/thatch-dev/thatch/runtime/scenario"
+)
+
+// rig is a real broker (an in-process nats-server with JetStream on disk), a fake host on
+// it, and thatch's own serve wiring started and stopped at will on one data folder.
+type rig struct {
+	t       *testing.T
+	ns      *server.Server
+	url     string
+	dataDir string
+	nc      *nats.Conn
+	host    *fakehost.Host
+	cfg     Config
+	cancel  context.CancelFunc
+	done    chan error
+}
+
+func testLogger() *slog.Logger {
+	if os.Getenv("THATCH_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+func newRig(t *testing.T, api string, methods ...string) *rig {
+	t.Helper()
+	ns, err := natsbus.StartEmbedded("127.0.0.1:-1", filepath.Join(t.TempDir(), "broker"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	h, err := fakehost.New(nc, "h1", api, methods...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &rig{t: t, ns: ns, url: ns.ClientURL(), dataDir: filepath.Join(t.TempDir(), "data"), nc: nc, host: h}
+	r.cfg = Config{DataDir: r.dataDir, NATSURL: r.url, SubjectPrefix: "opencode", APIPrefix: "thatch",
+		Stream: "OPENCODE_EVENTS", Consumer: "thatch", HostTimeoutMS: 2000, StaleAcceptedMS: 900000,
+		InteractionOutputMax: 2000, BatchMax: 512, LogLevel: "debug", LogFormat: "text"}
+	return r
+}
+
+// start runs thatch and waits until it answers status.
+func (r *rig) start() {
+	r.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	r.cancel, r.done = cancel, make(chan error, 1)
+	go func() { r.done <- serve(ctx, r.cfg, testLogger()) }()
+	r.t.Cleanup(r.stop)
+	waitFor(r.t, "thatch to answer status", func() bool {
+		var s runtime.StatusView
+		return r.tryAPI("status", nil, &s) == nil
+	})
+}
+
+// stop stops thatch as SIGTERM does and checks it exited cleanly.
+func (r *rig) stop() {
+	if r.cancel == nil {
+		return
+	}
+	r.cancel()
+	select {
+	case err := <-r.done:
+		if err != nil {
+			r.t.Errorf("serve returned %v", err)
+		}
+	case <-time.After(15 * time.Second):
+		r.t.Fatal("thatch did not stop within 15s")
+	}
+	r.cancel = nil
+}
+
+func (r *rig) tryAPI(method string, params, out any) error {
+	data, _ := json.Marshal(params)
+	msg, err := r.nc.Request("thatch.api."+method, data, 2*time.Second)
+	if err != nil {
+		return err
+	}
+	var env struct {
+		Result json.RawMessage    `json:"result"`
+		Error  *runtime.HostError `json:"error"`
+	}
+	if err := json.Unmarshal(msg.Data, &env); err != nil {
+		return err
+	}
+	if env.Error != nil {
+		return env.Error
+	}
+	return json.Unmarshal(env.Result, out)
+}
+
+func (r *rig) status() runtime.StatusView {
+	r.t.Helper()
+	var s runtime.StatusView
+	if err := r.tryAPI("status", nil, &s); err != nil {
+		r.t.Fatal(err)
+	}
+	return s
+}
+
+func (r *rig) sessions() map[string]runtime.SessionView {
+	r.t.Helper()
+	var rows []runtime.SessionView
+	if err := r.tryAPI("sessions", map[string]any{}, &rows); err != nil {
+		r.t.Fatal(err)
+	}
+	out := map[string]runtime.SessionView{}
+	for _, s := range rows {
+		out[s.SessionID] = s
+	}
+	return out
+}
+
+func (r *rig) entries(session string) []runtime.EntryView {
+	r.t.Helper()
+	var rows []runtime.EntryView
+	if err := r.tryAPI("entries", map[string]any{"sessionID": session}, &rows); err != nil {
+		r.t.Fatal(err)
+	}
+	return rows
+}
+
+// waitApplied waits until thatch applied n events of known types.
+func (r *rig) waitApplied(n int64) {
+	r.t.Helper()
+	waitFor(r.t, "events to be applied", func() bool { return r.status().Applied >= n })
+	if got := r.status().Applied; got != n {
+		r.t.Fatalf("applied %d events, want exactly %d", got, n)
+	}
+}
+
+func (r *rig) ctx() context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	r.t.Cleanup(cancel)
+	return ctx
+}
+
+// journalDump renders the journal of a stopped thatch.
+func journalDump(t *testing.T, dataDir string) string {
+	t.Helper()
+	s, err := journal.Open(filepath.Join(dataDir, "thatch.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	st, calls, _, err := s.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := scenario.Dump(st, scenario.Epoch)
+	for _, c := range calls {
+		out += "\noutbox " + scenario.FormatCall(c)
+	}
+	return out
+}
+
+// waitFor polls cond until it holds or 20 seconds pass.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -206,18 +206,17 @@ type Consumer struct {
 	started chan struct{}
 }
 
-// Started is closed once the consumer first runs.
-func (c *Consumer) Started() <-chan struct{} {
-	if c.started == nil {
-		c.started = make(chan struct{})
-	}
-	return c.started
+// NewConsumer returns a consumer of the stream that hands messages to out.
+func NewConsumer(js jetstream.JetStream, cfg StreamConfig, out chan<- runtime.Delivery, log *slog.Logger) *Consumer {
+	return &Consumer{JS: js, Config: cfg, Out: out, Log: log, started: make(chan struct{})}
 }
+
+// Started is closed once the consumer first runs.
+func (c *Consumer) Started() <-chan struct{} { return c.started }
 
 // Run consumes until ctx ends. Messages not yet handed over are not acknowledged, so the
 // broker redelivers them to the next run.
 func (c *Consumer) Run(ctx context.Context) error {
-	c.Started()
 	backoff := 250 * time.Millisecond
 	waiting, resume := false, true
 	for {

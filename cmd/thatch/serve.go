@@ -60,8 +60,8 @@ func serve(ctx context.Context, c Config, log *slog.Logger) error {
 	loop := runtime.NewLoop(store, &host.Client{NC: nc, Prefix: c.SubjectPrefix, Timeout: c.hostTimeout(),
 		Log: log.With("component", "host")}, log.With("component", "runtime"))
 	loop.Rules, loop.Prefix, loop.MaxBatch, loop.WaitApplied = c.rules(), c.SubjectPrefix, c.BatchMax, c.hostTimeout()
-	consumer := &natsbus.Consumer{JS: js, Out: loop.Deliveries(), Log: log.With("component", "consumer"),
-		Config: natsbus.StreamConfig{Stream: c.Stream, Consumer: c.Consumer, Prefix: c.SubjectPrefix}}
+	consumer := natsbus.NewConsumer(js, natsbus.StreamConfig{Stream: c.Stream, Consumer: c.Consumer, Prefix: c.SubjectPrefix},
+		loop.Deliveries(), log.With("component", "consumer"))
 	srv := &natsbus.Server{NC: nc, JS: js, Stream: c.Stream, Prefix: c.APIPrefix, Loop: loop, Consumer: consumer,
 		Log: log.With("component", "api")}
 

@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -149,9 +148,8 @@ func newLogger(w *os.File, level, format string) *slog.Logger {
 			format = "text"
 		}
 	}
-	var out io.Writer = w
 	if format == "text" {
-		return slog.New(tint.NewHandler(out, &tint.Options{Level: l, TimeFormat: time.TimeOnly}))
+		return slog.New(tint.NewTextHandler(w, &tint.Options{Level: l, TimeFormat: time.TimeOnly}))
 	}
-	return slog.New(slog.NewJSONHandler(out, &slog.HandlerOptions{Level: l}))
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l}))
 }

@@ -1,0 +1,35 @@
+# The Makefile is the contract: every target runs on a fresh machine with only Go installed.
+GO            ?= go
+STATICCHECK   := honnef.co/go/tools/cmd/staticcheck@v0.8.2
+VERSION       ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS       := -X github.com/thatch-dev/thatch/runtime.Version=$(VERSION)
+BIN           := bin/thatch
+
+.PHONY: run build test check fmt vet staticcheck clean
+
+## run: start thatch with the embedded broker and journal (no set-up needed)
+run: build
+	./$(BIN) serve
+
+## build: build bin/thatch
+build:
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/thatch
+
+## test: every test, with the race detector
+test:
+	$(GO) test -race -count=1 -timeout 20m ./...
+
+## check: formatting, vet, staticcheck and the tests
+check: fmt vet staticcheck test
+
+fmt:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+
+vet:
+	$(GO) vet ./...
+
+staticcheck:
+	$(GO) run $(STATICCHECK) ./...
+
+clean:
+	rm -rf bin

@@ -249,6 +249,13 @@ func (t *step) adoptExtraction(parent, child *Session, fromResult bool) bool {
 	case parent.Extracting && parent.Child == "" && fromResult:
 		parent.Child = child.ID
 		t.dirty(parent)
+		for _, other := range t.s.sorted() { // children a repeated create left waiting
+			if other.Kind == KindExtraction && other.ParentID == parent.ID && other.ID != child.ID {
+				t.note(slog.LevelWarn, "deleting a stray extraction child", "session", other.ID, "parent", parent.ID)
+				t.forget(other)
+				t.call(Call{Host: other.HostID, Op: OpDelete, SessionID: other.ID})
+			}
+		}
 		return true
 	case parent.Extracting && parent.Child == "":
 		return false // the create's result will say whether it is ours
@@ -633,7 +640,9 @@ func (t *step) created(c Call, res Result) {
 		if res.Err != nil {
 			msg = res.Err.Error()
 		}
-		t.note(slog.LevelWarn, "extraction child could not be created; the next idle retries", "host", c.Host, "session", c.SessionID, "error", msg)
+		if res.Err == nil || !res.Err.NoResponder { // a missing method was logged once by the adapter
+			t.note(slog.LevelWarn, "extraction child could not be created; the next idle retries", "host", c.Host, "session", c.SessionID, "error", msg)
+		}
 		if parent != nil && parent.Child == "" && parent.Extracting {
 			parent.Extracting = false
 			t.dirty(parent)

@@ -55,6 +55,20 @@ func (h *Harness) Exec(c Cmd) string {
 			return fmt.Sprintf("error: no call #%s", c.Keys[0])
 		}
 		return h.step(h.result(h.calls[n-1], c))
+	case "rules":
+		if v, ok := c.Args["output-max"]; ok {
+			h.Rules.OutputMax, _ = strconv.Atoi(v)
+		}
+		if v, ok := c.Args["stale"]; ok {
+			h.Rules.StaleAccepted, _ = time.ParseDuration(v)
+		}
+		return ""
+	case "show":
+		n, err := strconv.Atoi(c.Keys[0])
+		if err != nil || n < 1 || n > len(h.calls) {
+			return fmt.Sprintf("error: no call #%s", c.Keys[0])
+		}
+		return indent(h.calls[n-1].Text)
 	case "advance":
 		d, err := time.ParseDuration(c.Keys[0])
 		if err != nil {

@@ -1,0 +1,70 @@
+package runtime
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+func TestCut(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		n    int
+		want string
+	}{
+		{"short", 10, "short"},
+		{"exactly10!", 10, "exactly10!"},
+		{"eleven char", 10, "eleven cha…"},
+		{"héllo wörld", 5, "héllo…"}, // characters, not bytes
+		{"", 3, ""},
+	} {
+		if got := cut(tc.in, tc.n); got != tc.want {
+			t.Errorf("cut(%q, %d) = %q, want %q", tc.in, tc.n, got, tc.want)
+		}
+	}
+}
+
+func TestCutArgs(t *testing.T) {
+	long := strings.Repeat("a", 50)
+	for _, tc := range []struct {
+		name, in, want string
+	}{
+		{"top-level string cut", `{"p":"` + long + `"}`, `{"p":"` + strings.Repeat("a", 10) + `…"}`},
+		{"nested values untouched", `{"o":{"k":"` + long + `"},"l":["` + long + `"]}`, `{"o":{"k":"` + long + `"},"l":["` + long + `"]}`},
+		{"numbers untouched", `{"n":12345678901234567890}`, `{"n":12345678901234567890}`},
+		{"not an object stays", `"` + long + `"`, `"` + long + `"`},
+		{"empty", ``, ``},
+	} {
+		got := string(cutArgs(json.RawMessage(tc.in), 10))
+		if got != tc.want {
+			t.Errorf("%s: cutArgs = %s, want %s", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestGreenlit(t *testing.T) {
+	msg := func(role, text string) Message {
+		m := Message{Parts: []Part{{Type: "text", Text: text}}}
+		m.Info.Role = role
+		return m
+	}
+	const tok = "THATCH_EXIT_READY"
+	for _, tc := range []struct {
+		name string
+		msgs []Message
+		want bool
+	}{
+		{"token on its own last line", []Message{msg("assistant", "done.\n\nTHATCH_EXIT_READY")}, true},
+		{"trailing blank lines and spaces", []Message{msg("assistant", "ok\n  THATCH_EXIT_READY  \n\n")}, true},
+		{"token not last", []Message{msg("assistant", "THATCH_EXIT_READY\nbut one more thing")}, false},
+		{"token inside a line", []Message{msg("assistant", "say THATCH_EXIT_READY when")}, false},
+		{"last assistant message counts, not an earlier one", []Message{msg("assistant", tok), msg("user", "wait"), msg("assistant", "blocked")}, false},
+		{"a user message after the reply is skipped", []Message{msg("assistant", tok), msg("user", "thanks")}, true},
+		{"the other command's token", []Message{msg("assistant", "THATCH_COMPACT_READY")}, false},
+		{"no messages", nil, false},
+	} {
+		if got := Greenlit(tc.msgs, tok); got != tc.want {
+			t.Errorf("%s: Greenlit = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

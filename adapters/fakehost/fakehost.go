@@ -46,6 +46,8 @@ type Host struct {
 	// Reply, when set, answers a method before the built-in behaviour; ok=false falls
 	// through to it.
 	Reply func(method string, params map[string]any) (result any, err *runtime.HostError, ok bool)
+	// Quiet stops the host from announcing the sessions it creates and deletes.
+	Quiet bool
 
 	mu       sync.Mutex
 	seq      int64
@@ -135,12 +137,15 @@ func (h *Host) builtin(method string, p map[string]any) (any, *runtime.HostError
 			s.Directory = ps.Directory
 		}
 		h.sessions[s.ID] = s
+		h.announce("session.created", s)
 		return s, nil
 	case "session.delete":
-		if _, ok := h.sessions[sid]; !ok {
+		s, ok := h.sessions[sid]
+		if !ok {
 			return nil, &runtime.HostError{Name: "NotFoundError", Message: "session " + sid + " not found"}
 		}
 		delete(h.sessions, sid)
+		h.announce("session.deleted", s)
 		return true, nil
 	case "session.list":
 		out := []runtime.SessionInfo{}
@@ -158,6 +163,19 @@ func (h *Host) builtin(method string, p map[string]any) (any, *runtime.HostError
 			"content": []map[string]any{{"type": "text", "text": h.messages[sid]}}}}}, nil
 	}
 	return map[string]any{}, nil
+}
+
+// announce publishes the event a real host emits for a change it made, as opencode does,
+// unless Quiet is set. It runs in the background: the caller holds h.mu.
+func (h *Host) announce(typ string, s runtime.SessionInfo) {
+	if h.Quiet {
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, _ = h.Publish(ctx, typ, map[string]any{"sessionID": s.ID, "info": s})
+	}()
 }
 
 // SetReply sets the last assistant text the messages methods return for a session.

@@ -1,0 +1,252 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/thatch-dev/thatch/runtime"
+)
+
+// childOf waits for thatch to create an extraction child of parent on the host and
+// returns its id.
+func (r *rig) childOf(parent string, nth int) string {
+	r.t.Helper()
+	var id string
+	waitFor(r.t, "an extraction child of "+parent, func() bool {
+		n := 0
+		for _, c := range r.host.CallsTo("session.create") {
+			if c.Params["parentID"] == parent && c.Params["title"] == runtime.ExtractionTitle {
+				n++
+			}
+		}
+		if n < nth {
+			return false
+		}
+		for sid, s := range r.sessions() {
+			if s.ParentID == parent && s.Kind == runtime.KindExtraction {
+				id = sid
+				return true
+			}
+		}
+		return false
+	})
+	return id
+}
+
+func (r *rig) prompted(session string) {
+	r.t.Helper()
+	waitFor(r.t, "the instruction prompt to "+session, func() bool {
+		for _, c := range r.host.CallsTo("session.prompt") {
+			if c.Params["sessionID"] == session && c.Params["noReply"] == nil {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+func (r *rig) tool(ctx context.Context, name, session string, args any) runtime.Answer {
+	r.t.Helper()
+	a, herr, err := r.host.Tool(ctx, "thatch", name, session, args)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	if herr != nil {
+		r.t.Fatalf("%s for %s: %s", name, session, herr.Error())
+	}
+	return a
+}
+
+func entryIDs(a runtime.Answer) []string {
+	var ids []string
+	for _, id := range a.Metadata.(map[string]any)["entryIDs"].([]any) {
+		ids = append(ids, id.(string))
+	}
+	return ids
+}
+
+// A session goes through a whole extraction over NATS: entries, idle, child created and
+// prompted, claim, completion, toast, child deleted. With restart set, thatch is stopped
+// and started between every step: claims and flags come back from the journal.
+func TestExtractionEndToEnd(t *testing.T) {
+	for _, restart := range []bool{false, true} {
+		t.Run(fmt.Sprintf("restart=%v", restart), func(t *testing.T) {
+			r := newRig(t, "v1")
+			ctx := r.ctx()
+			r.start()
+			bounce := func() {
+				if restart {
+					r.stop()
+					r.start()
+				}
+			}
+			must(t, r.host.Hello(ctx, "b1"))
+			must(t, r.host.Created(ctx, "ses_a", "", "t", "/w"))
+			must(t, r.host.Status(ctx, "ses_a", "busy"))
+			for i := range 3 {
+				must(t, r.host.ToolExecuted(ctx, "ses_a", fmt.Sprintf("c%d", i), "bash", fmt.Sprintf("output %d", i)))
+			}
+			bounce()
+			must(t, r.host.Status(ctx, "ses_a", "idle"))
+			child := r.childOf("ses_a", 1)
+			r.prompted(child)
+			bounce()
+			must(t, r.host.Status(ctx, child, "busy"))
+			a := r.tool(ctx, runtime.ToolPayload, child, map[string]any{})
+			if got := strings.Join(entryIDs(a), ","); got != "c0,c1,c2" {
+				t.Fatalf("claimed %s, want c0,c1,c2", got)
+			}
+			if !strings.Contains(a.Output, "output 2") {
+				t.Fatalf("payload lacks the entries' outputs:\n%s", a.Output)
+			}
+			bounce()
+			for _, e := range r.entries("ses_a") {
+				if e.State != "accepted" || e.ClaimedBy != child {
+					t.Fatalf("after the claim and a restart, entry %+v is not accepted by %s", e, child)
+				}
+			}
+			if !r.sessions()["ses_a"].Extracting {
+				t.Fatal("the parent lost its extracting flag")
+			}
+			must(t, r.host.ToolExecuted(ctx, child, "m1", "memory_remember", "saved"))
+			done := r.tool(ctx, runtime.ToolDone, child, map[string]any{"new": 2, "updated": 1, "deleted": 0})
+			if done.Metadata.(map[string]any)["completed"] != float64(3) {
+				t.Fatalf("completed %v, want 3", done.Metadata)
+			}
+			bounce()
+			must(t, r.host.Status(ctx, child, "idle"))
+			waitFor(t, "the child to be deleted on the host", func() bool { return !r.host.HasSession(child) })
+			waitFor(t, "the child to leave the live directory", func() bool { _, ok := r.sessions()[child]; return !ok })
+			if got := len(r.entries("ses_a")); got != 0 {
+				t.Fatalf("%d entries left, want 0", got)
+			}
+			if r.sessions()["ses_a"].Extracting {
+				t.Fatal("the parent is still flagged extracting")
+			}
+			toasts := r.host.CallsTo("tui.showToast")
+			if len(toasts) != 1 || !strings.Contains(fmt.Sprint(toasts[0].Params["message"]), "2 new, 1 updated") {
+				t.Fatalf("toasts %v, want one with the metrics", toasts)
+			}
+			if n := len(r.host.CallsTo("session.create")); n != 1 {
+				t.Fatalf("%d extraction children created, want 1", n)
+			}
+		})
+	}
+}
+
+// An extraction child that errors after claiming: its entries go back, thatch deletes
+// it, and the parent's next idle extracts them again in a new child.
+func TestChildErrorRequeuesAndDeletes(t *testing.T) {
+	r := newRig(t, "v1")
+	ctx := r.ctx()
+	r.start()
+	must(t, r.host.Hello(ctx, "b1"))
+	must(t, r.host.Created(ctx, "ses_a", "", "t", "/w"))
+	must(t, r.host.ToolExecuted(ctx, "ses_a", "c1", "bash", "x"))
+	must(t, r.host.Status(ctx, "ses_a", "idle"))
+	child := r.childOf("ses_a", 1)
+	r.prompted(child)
+	r.tool(ctx, runtime.ToolPayload, child, nil)
+	_, err := r.host.Publish(ctx, "session.error", map[string]any{"sessionID": child,
+		"error": map[string]any{"name": "APIError", "data": map[string]any{"message": "provider down"}}})
+	must(t, err)
+	waitFor(t, "the failed child to be deleted", func() bool { return !r.host.HasSession(child) })
+	waitFor(t, "its entries to go back", func() bool {
+		e := r.entries("ses_a")
+		return len(e) == 1 && e[0].State == "pending"
+	})
+	must(t, r.host.Status(ctx, "ses_a", "busy"))
+	must(t, r.host.Status(ctx, "ses_a", "idle"))
+	second := r.childOf("ses_a", 2)
+	if second == child {
+		t.Fatal("the retry reused the failed child")
+	}
+	r.prompted(second)
+	if got := entryIDs(r.tool(ctx, runtime.ToolPayload, second, nil)); len(got) != 1 || got[0] != "c1" {
+		t.Fatalf("the retry claimed %v, want [c1]", got)
+	}
+}
+
+// Deleting a parent (children first, as opencode does) completes its accepted entries,
+// drops its pending ones and leaves nothing behind.
+func TestParentDeletionCascade(t *testing.T) {
+	r := newRig(t, "v1")
+	ctx := r.ctx()
+	r.start()
+	must(t, r.host.Hello(ctx, "b1"))
+	must(t, r.host.Created(ctx, "ses_a", "", "t", "/w"))
+	must(t, r.host.Created(ctx, "ses_t", "ses_a", "sub-agent", "/w"))
+	must(t, r.host.ToolExecuted(ctx, "ses_t", "c1", "bash", "x"))
+	must(t, r.host.Status(ctx, "ses_a", "idle"))
+	child := r.childOf("ses_a", 1)
+	r.prompted(child)
+	r.tool(ctx, runtime.ToolPayload, child, nil)
+	must(t, r.host.ToolExecuted(ctx, "ses_a", "c2", "bash", "y"))
+	for _, id := range []string{child, "ses_t", "ses_a"} {
+		_, err := r.host.Publish(ctx, "session.deleted", map[string]any{"sessionID": id,
+			"info": map[string]any{"id": id, "title": "t", "directory": "/w"}})
+		must(t, err)
+	}
+	waitFor(t, "every session to be forgotten", func() bool { return len(r.sessions()) == 0 })
+	if s := r.status(); s.Pending != 0 || s.Accepted != 0 {
+		t.Fatalf("entries left after the parent's deletion: %+v", s)
+	}
+	var e []runtime.EntryView
+	if err := r.tryAPI("entries", map[string]any{"sessionID": "ses_a"}, &e); err == nil || !strings.Contains(err.Error(), "UnknownSessionError") {
+		t.Fatalf("entries of a deleted session: %v, %v", e, err)
+	}
+}
+
+// A tool call right after the event that announces its session is never told the
+// session is unknown: thatch answers against every event the stream held at the call.
+func TestToolCallSeesEveryPriorEvent(t *testing.T) {
+	r := newRig(t, "v1")
+	ctx := r.ctx()
+	r.start()
+	must(t, r.host.Hello(ctx, "b1"))
+	for i := range 20 {
+		sid := fmt.Sprintf("ses_%d", i)
+		must(t, r.host.Created(ctx, sid, "", "t", "/w"))
+		must(t, r.host.ToolExecuted(ctx, sid, "c", "bash", "x"))
+		a := r.tool(ctx, runtime.ToolPayload, sid, nil)
+		if got := entryIDs(a); len(got) != 1 {
+			t.Fatalf("%s: claimed %v right after publishing, want its one entry", sid, got)
+		}
+	}
+	_, herr, err := r.host.Tool(ctx, "thatch", runtime.ToolPayload, "ses_unknown", nil)
+	if err != nil || herr == nil || herr.Name != "UnknownSessionError" {
+		t.Fatalf("unknown caller: %v, %v", herr, err)
+	}
+	_, herr, err = r.host.Tool(ctx, "thatch", runtime.ToolDone, "ses_0", map[string]any{"new": "x"})
+	if err != nil || herr == nil || herr.Name != "BadRequestError" {
+		t.Fatalf("bad args: %v, %v", herr, err)
+	}
+}
+
+// A host that does not serve session.create: thatch logs it once and carries on.
+func TestHostWithoutCreate(t *testing.T) {
+	r := newRig(t, "v1", "session.prompt")
+	ctx := r.ctx()
+	r.start()
+	must(t, r.host.Hello(ctx, "b1"))
+	must(t, r.host.Created(ctx, "ses_a", "", "t", "/w"))
+	must(t, r.host.ToolExecuted(ctx, "ses_a", "c1", "bash", "x"))
+	for range 3 {
+		must(t, r.host.Status(ctx, "ses_a", "busy"))
+		must(t, r.host.Status(ctx, "ses_a", "idle"))
+	}
+	r.waitApplied(1 + 2 + 3*3)
+	waitFor(t, "the extracting flag to clear", func() bool { return !r.sessions()["ses_a"].Extracting })
+	if e := r.entries("ses_a"); len(e) != 1 || e[0].State != "pending" {
+		t.Fatalf("entries %+v, want c1 still pending", e)
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -42,6 +42,7 @@ const (
 	PurposeWrapIdle Purpose = "wrap-idle" // messages for a wrap-up armed before this idle
 	PurposeWrapExec Purpose = "wrap-exec" // messages for a wrap-up seen only as command.executed
 	PurposeResync   Purpose = "resync"    // session.list after a Host-Seq gap
+	PurposeCompact  Purpose = "compact"   // a greenlit compaction: a failure clears the compacting flag
 )
 
 // Call is one host call. It is journaled in the outbox with the state change that implies

@@ -571,7 +571,7 @@ func (t *step) resolve(sess *Session, w WrapUp, res Result) bool {
 		switch w {
 		case WrapCompact:
 			sess.Compacting = true
-			t.call(Call{Host: sess.HostID, Op: OpCompact, SessionID: sess.ID})
+			t.call(Call{Host: sess.HostID, Op: OpCompact, Purpose: PurposeCompact, SessionID: sess.ID})
 		case WrapExit:
 			t.exit(sess)
 		}
@@ -629,6 +629,17 @@ func (t *step) result(res Result) {
 		}
 	case PurposeResync:
 		t.resync(c.Host, res)
+	case PurposeCompact:
+		if res.Err == nil {
+			return
+		}
+		if !res.Err.NoResponder {
+			t.note(slog.LevelWarn, "compaction failed", "host", c.Host, "session", c.SessionID, "error", res.Err.Error())
+		}
+		if sess := t.s.Sessions[c.SessionID]; sess != nil && sess.Compacting {
+			sess.Compacting = false // no session.compacted will come to clear it
+			t.dirty(sess)
+		}
 	}
 }
 

@@ -35,6 +35,10 @@ type Config struct {
 	InstallCommands      Switch `envconfig:"INSTALL_COMMANDS" default:"on" desc:"install the slash commands when thatch serve starts"`
 	LogLevel             string `envconfig:"LOG_LEVEL" default:"info" desc:"debug, info, warn or error"`
 	LogFormat            string `envconfig:"LOG_FORMAT" default:"auto" desc:"auto (text on a terminal, JSON otherwise), text or json"`
+
+	// OpencodeDir is opencode's config folder, $XDG_CONFIG_HOME/opencode (else
+	// ~/.config/opencode): the commands are installed under it.
+	OpencodeDir string `ignored:"true"`
 }
 
 // Switch is an on/off setting.
@@ -102,6 +106,15 @@ func loadConfig() (Config, error) {
 			base = filepath.Join(home, ".local", "state")
 		}
 		c.DataDir = filepath.Join(base, "thatch")
+	}
+	base := os.Getenv("XDG_CONFIG_HOME")
+	if base == "" {
+		if home, err := os.UserHomeDir(); err == nil {
+			base = filepath.Join(home, ".config")
+		}
+	}
+	if base != "" {
+		c.OpencodeDir = filepath.Join(base, "opencode")
 	}
 	return c, nil
 }

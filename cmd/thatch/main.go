@@ -17,6 +17,7 @@ Usage:
   thatch sessions [--host ID] [--json]
                                      the live sessions thatch tracks
   thatch entries SESSION [--json]    the journaled entries of a top-level session
+  thatch install                     install the /thatch/compact and /thatch/exit commands for opencode
   thatch version                     print the version
 
 Configuration is by THATCH_* environment variables: see the README.
@@ -52,6 +53,24 @@ func run(args []string) error {
 	switch cmd {
 	case "serve":
 		return serve(ctx, c, newLogger(os.Stderr, c.LogLevel, c.LogFormat))
+	case "install":
+		changes, err := install(c, nil)
+		if err != nil {
+			return err
+		}
+		for _, ch := range changes {
+			verb := "updated"
+			if ch.Created {
+				verb = "created"
+			}
+			fmt.Printf("%s %s\n", verb, ch.Path)
+		}
+		if len(changes) == 0 {
+			fmt.Printf("up to date in %s\n", c.OpencodeDir)
+		} else {
+			fmt.Println("restart opencode to load new commands")
+		}
+		return nil
 	case "status", "sessions", "entries":
 		return client(ctx, c, cmd, args, os.Stdout)
 	}

@@ -28,6 +28,11 @@ func serve(ctx context.Context, c Config, log *slog.Logger) error {
 	if err := os.Chmod(c.DataDir, 0o700); err != nil {
 		return fmt.Errorf("make data folder private: %w", err)
 	}
+	if c.InstallCommands {
+		if _, err := install(c, log); err != nil {
+			log.Warn("could not install the slash commands; run thatch install to retry", "err", err)
+		}
+	}
 	store, err := journal.Open(filepath.Join(c.DataDir, "thatch.db"))
 	if err != nil {
 		return err

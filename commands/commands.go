@@ -1,0 +1,74 @@
+// Package commands holds the /thatch/compact and /thatch/exit command templates,
+// embedded in the binary, and the installer that writes them where opencode discovers
+// commands ($XDG_CONFIG_HOME/opencode/command/thatch/). The installer writes only files
+// whose content differs, so template updates self-heal and unchanged files keep their
+// modification time. opencode reads commands at start, so a first install shows after the
+// host's next start.
+package commands
+
+import (
+	"bytes"
+	"embed"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+)
+
+//go:embed templates/*.md
+var templates embed.FS
+
+// File is one file the installer manages, relative to the opencode config folder.
+type File struct {
+	Path    string // e.g. command/thatch/compact.md
+	Content []byte
+}
+
+// Files returns the command files, in a stable order.
+func Files() []File {
+	names, _ := fs.Glob(templates, "templates/*.md")
+	sort.Strings(names)
+	var out []File
+	for _, n := range names {
+		data, _ := templates.ReadFile(n)
+		out = append(out, File{Path: filepath.Join("command", "thatch", filepath.Base(n)), Content: data})
+	}
+	return out
+}
+
+// Change is one file the installer wrote.
+type Change struct {
+	Path    string
+	Created bool // false: an existing file was rewritten
+}
+
+// Install writes files under dir (the opencode config folder), skipping those whose
+// content is already right. It returns what it changed.
+func Install(dir string, files []File) ([]Change, error) {
+	var changes []Change
+	for _, f := range files {
+		path := filepath.Join(dir, f.Path)
+		old, err := os.ReadFile(path)
+		if err == nil && bytes.Equal(old, f.Content) {
+			continue
+		}
+		created := os.IsNotExist(err)
+		if err != nil && !created {
+			return changes, fmt.Errorf("read %s: %w", path, err)
+		}
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return changes, fmt.Errorf("create %s: %w", filepath.Dir(path), err)
+		}
+		tmp := path + ".thatch-tmp"
+		if err := os.WriteFile(tmp, f.Content, 0o644); err != nil {
+			return changes, fmt.Errorf("write %s: %w", path, err)
+		}
+		if err := os.Rename(tmp, path); err != nil {
+			os.Remove(tmp)
+			return changes, fmt.Errorf("write %s: %w", path, err)
+		}
+		changes = append(changes, Change{Path: path, Created: created})
+	}
+	return changes, nil
+}

@@ -222,6 +222,11 @@ func (s *Store) Commit(b *runtime.Batch) error {
 				return err
 			}
 		}
+		if !b.PruneApplied.IsZero() {
+			if _, err := tx.Exec(`DELETE FROM applied WHERE applied_at < ?`, ms(b.PruneApplied)); err != nil {
+				return err
+			}
+		}
 		if b.StreamSeq > 0 {
 			if err := putMeta(tx, "stream_seq", b.StreamSeq); err != nil {
 				return err

@@ -111,8 +111,12 @@ type ToolCall struct {
 	Args      json.RawMessage
 }
 
-// Tick is the periodic timer, an input like any other so tests drive time.
-type Tick struct{}
+// Tick is the periodic sweep timer, an input like any other so tests drive time. Exists
+// tells, for the tracked sessions' directories, which exist on thatch's filesystem (the
+// driver looks; a directory not in the map is not judged).
+type Tick struct {
+	Exists map[string]bool
+}
 
 // Reply answers a ToolCall. Payload, when set, asks the driver to read the claimed
 // entries' bodies from the journal after the commit and render them with FormatPayload.
@@ -176,7 +180,8 @@ type Effects struct {
 	Entries  []EntryOp
 	Calls    []Call
 	Notes    []Note
-	Reply    *Reply // the answer to a ToolCall
+	Reply    *Reply   // the answer to a ToolCall
+	Hellos   []string // hosts that (re)started: the strand sweep visits them
 }
 
 // NewEffects returns empty effects.
@@ -196,6 +201,7 @@ func (e *Effects) Merge(o *Effects) {
 	e.Entries = append(e.Entries, o.Entries...)
 	e.Calls = append(e.Calls, o.Calls...)
 	e.Notes = append(e.Notes, o.Notes...)
+	e.Hellos = append(e.Hellos, o.Hellos...)
 }
 
 // Empty reports whether e changes nothing.

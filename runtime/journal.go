@@ -26,6 +26,9 @@ type Batch struct {
 	DeadLetters []DeadLetter
 	Done        []int64 // outbox ids performed
 	StreamSeq   uint64  // consumer position after the batch; 0 leaves it
+	// PruneApplied, when set, drops applied event ids recorded before it: the stream
+	// cannot redeliver events that old.
+	PruneApplied time.Time
 }
 
 // Applied is one applied event id.

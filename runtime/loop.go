@@ -49,6 +49,8 @@ type Loop struct {
 
 	deliveries chan Delivery
 	results    chan Result
+	inputs     chan Input
+	hellos     chan string
 	tools      chan *toolReq
 	queries    chan *query
 	ready      chan struct{}
@@ -79,6 +81,7 @@ func NewLoop(j Journal, c Caller, log *slog.Logger) *Loop {
 		Rules: DefaultRules, Prefix: "opencode", Journal: j, Caller: c, Log: log, Now: time.Now,
 		MaxBatch: 512, WaitApplied: 10 * time.Second,
 		deliveries: make(chan Delivery, 1024), results: make(chan Result, 64),
+		inputs: make(chan Input), hellos: make(chan string, 64),
 		tools: make(chan *toolReq), queries: make(chan *query),
 		ready: make(chan struct{}), stopped: make(chan struct{}), draining: make(chan struct{}),
 		workers: map[string]*worker{},
@@ -149,6 +152,17 @@ func (l *Loop) Run(ctx context.Context) error {
 		case r := <-l.results:
 			ok := l.commit(ctx, wctx, func(now time.Time) (*Batch, error) {
 				return &Batch{Now: now, State: l.state, Effects: l.Rules.Step(l.state, r, now), Done: []int64{r.Call.ID}}, nil
+			})
+			if !ok {
+				return nil
+			}
+		case in := <-l.inputs:
+			ok := l.commit(ctx, wctx, func(now time.Time) (*Batch, error) {
+				b := &Batch{Now: now, State: l.state, Effects: l.Rules.Step(l.state, in, now)}
+				if _, tick := in.(Tick); tick {
+					b.PruneApplied = now.Add(-AppliedRetention)
+				}
+				return b, nil
 			})
 			if !ok {
 				return nil
@@ -301,6 +315,12 @@ func (l *Loop) commit(ctx, wctx context.Context, build func(time.Time) (*Batch, 
 			for _, c := range b.Effects.Calls {
 				l.dispatch(wctx, c)
 			}
+			for _, h := range b.Effects.Hellos {
+				select {
+				case l.hellos <- h:
+				default: // the periodic sweep visits it anyway
+				}
+			}
 			return true
 		}
 		l.Log.Error("journal write failed: not acknowledging events until it succeeds; check the disk holding the journal", "err", err, "retry_in", backoff.String())
@@ -375,6 +395,26 @@ func (l *Loop) Tool(ctx context.Context, c ToolCall, minSeq uint64) Answer {
 		return Answer{Err: &HostError{Name: "UnavailableError", Message: ErrStopped.Error()}}
 	}
 }
+
+// AppliedRetention is how long applied event ids are kept: longer than the stream keeps
+// an event, so no redelivery can outlive its id.
+const AppliedRetention = 8 * 24 * time.Hour
+
+// Submit hands an input (a Tick, a SweepApply) to the owner goroutine, which applies and
+// commits it.
+func (l *Loop) Submit(ctx context.Context, in Input) error {
+	select {
+	case l.inputs <- in:
+		return nil
+	case <-l.stopped:
+		return ErrStopped
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Hellos reports hosts that (re)started, for the strand sweep.
+func (l *Loop) Hellos() <-chan string { return l.hellos }
 
 // Query runs fn on the owner goroutine with the state and the consumer position. fn must
 // not keep or change what it is given.

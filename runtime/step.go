@@ -11,10 +11,11 @@ import (
 type Rules struct {
 	StaleAccepted time.Duration // an accepted entry older than this goes back at the root's idle
 	OutputMax     int           // journaled outputs and top-level string args are cut to this many characters
+	TTL           time.Duration // the journal sweep drops sessions untouched this long
 }
 
 // DefaultRules are the protocol's defaults.
-var DefaultRules = Rules{StaleAccepted: 15 * time.Minute, OutputMax: 2000}
+var DefaultRules = Rules{StaleAccepted: 15 * time.Minute, OutputMax: 2000, TTL: 7 * 24 * time.Hour}
 
 // Tool names thatch serves (protocol §3). Their own calls are never buffered.
 const (
@@ -42,6 +43,9 @@ func (r Rules) Step(s *State, in Input, now time.Time) *Effects {
 	case Result:
 		t.result(in)
 	case Tick:
+		t.journalSweep(in)
+	case SweepApply:
+		t.sweepApply(in)
 	}
 	return t.fx
 }
@@ -52,9 +56,16 @@ func (t *step) note(level slog.Level, msg string, attrs ...any) {
 
 func (t *step) call(c Call) { t.fx.Calls = append(t.fx.Calls, c) }
 
-func (t *step) dirty(sess *Session) {
-	sess.Touched = t.now
-	t.fx.Sessions[sess.ID] = true
+// dirty marks sess for the journal.
+func (t *step) dirty(sess *Session) { t.fx.Sessions[sess.ID] = true }
+
+// touch records activity of a session (an event or a tool call about it): the journal
+// sweep's TTL counts from the last one. thatch's own bookkeeping does not touch.
+func (t *step) touch(id string) {
+	if sess := t.s.Sessions[id]; sess != nil {
+		sess.Touched = t.now
+		t.dirty(sess)
+	}
 }
 
 func (t *step) forget(sess *Session) {
@@ -125,6 +136,7 @@ func (t *step) event(ev Event) {
 	case "command.executed":
 		t.executed(ev)
 	}
+	t.touch(ev.SessionID)
 }
 
 // hello handles a host (re)start (rule 7). A new bootID finalizes the host's extraction
@@ -149,10 +161,10 @@ func (t *step) hello(h *Host, ev Event) {
 			t.endExtraction(sess, true)
 			continue
 		}
-		if sess.Status == StatusBusy || sess.Compacting || sess.WrapUp != WrapNone || sess.Resolving || (sess.Extracting && sess.Child == "") {
-			if sess.Status == StatusBusy {
-				sess.Status = StatusUnknown
-			}
+		// A status from the previous boot is stale either way: the first idle of the new
+		// boot must count.
+		if sess.Status != StatusUnknown || sess.Compacting || sess.WrapUp != WrapNone || sess.Resolving || (sess.Extracting && sess.Child == "") {
+			sess.Status = StatusUnknown
 			sess.Compacting, sess.WrapUp, sess.Resolving = false, WrapNone, false
 			if sess.Child == "" {
 				sess.Extracting = false
@@ -160,6 +172,7 @@ func (t *step) hello(h *Host, ev Event) {
 			t.dirty(sess)
 		}
 	}
+	t.fx.Hellos = append(t.fx.Hellos, h.ID)
 	t.note(slog.LevelInfo, "host started", "host", h.ID, "api", h.API, "boot_id", h.BootID)
 }
 
@@ -187,7 +200,7 @@ func (t *step) hostSeq(h *Host, ev Event) {
 func (t *step) ensure(id, host string) *Session {
 	sess := t.s.Sessions[id]
 	if sess == nil {
-		sess = &Session{ID: id, HostID: host, Kind: KindTop, Status: StatusUnknown}
+		sess = &Session{ID: id, HostID: host, Kind: KindTop, Status: StatusUnknown, Touched: t.now}
 		t.s.Sessions[id] = sess
 		t.dirty(sess)
 	}
@@ -309,7 +322,7 @@ func (t *step) buffer(ev Event) {
 		return
 	}
 	root.Entries = append(root.Entries, Entry{ID: x.CallID, Tool: x.Tool})
-	t.dirty(root)
+	t.touch(root.ID)
 	t.fx.Entries = append(t.fx.Entries, EntryOp{Kind: EntryInsert, Root: root.ID, ID: x.CallID, At: t.now,
 		Body: &Body{Tool: x.Tool, Args: cutArgs(x.Args, t.OutputMax), Title: x.Title,
 			Output: cut(x.Output, t.OutputMax), Metadata: x.Metadata}})
@@ -664,7 +677,7 @@ func (t *step) created(c Call, res Result) {
 	child := t.s.Sessions[info.ID]
 	if child == nil {
 		child = &Session{ID: info.ID, HostID: c.Host, ParentID: c.SessionID, Kind: KindExtraction,
-			Title: ExtractionTitle, Directory: info.Directory, ProjectID: info.ProjectID, Status: StatusUnknown}
+			Title: ExtractionTitle, Directory: info.Directory, ProjectID: info.ProjectID, Status: StatusUnknown, Touched: t.now}
 		if parent != nil {
 			child.Snapshot = parent.pendingIDs()
 		}

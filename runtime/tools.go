@@ -29,6 +29,7 @@ func (t *step) tool(c ToolCall) *Reply {
 	if root == nil {
 		return toolError("UnknownSessionError", "session %q has no top-level ancestor thatch tracks", c.SessionID)
 	}
+	t.touch(caller.ID)
 	switch c.Name {
 	case ToolPayload:
 		if err := argsObject(c.Args); err != nil {

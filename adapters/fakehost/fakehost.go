@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -48,6 +49,9 @@ type Host struct {
 	Reply func(method string, params map[string]any) (result any, err *runtime.HostError, ok bool)
 	// Quiet stops the host from announcing the sessions it creates and deletes.
 	Quiet bool
+	// Dir is the host's directory: its hello's, and new sessions' when their parent is
+	// unknown. It should exist: thatch sweeps sessions whose directory is gone.
+	Dir string
 
 	mu       sync.Mutex
 	seq      int64
@@ -75,7 +79,7 @@ func New(nc *nats.Conn, id, api string, methods ...string) (*Host, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &Host{ID: id, API: api, Prefix: "opencode", NC: nc, JS: js,
+	h := &Host{ID: id, API: api, Prefix: "opencode", NC: nc, JS: js, Dir: os.TempDir(),
 		sessions: map[string]runtime.SessionInfo{}, messages: map[string]string{}}
 	if len(methods) == 0 {
 		methods = Methods(api)
@@ -132,7 +136,7 @@ func (h *Host) builtin(method string, p map[string]any) (any, *runtime.HostError
 		h.nextID++
 		parent, _ := p["parentID"].(string)
 		title, _ := p["title"].(string)
-		s := runtime.SessionInfo{ID: fmt.Sprintf("ses_%s_c%03d", h.ID, h.nextID), ParentID: parent, Title: title, Directory: "/w"}
+		s := runtime.SessionInfo{ID: fmt.Sprintf("ses_%s_c%03d", h.ID, h.nextID), ParentID: parent, Title: title, Directory: h.Dir}
 		if ps, ok := h.sessions[parent]; ok {
 			s.Directory = ps.Directory
 		}
@@ -154,7 +158,7 @@ func (h *Host) builtin(method string, p map[string]any) (any, *runtime.HostError
 		}
 		return out, nil
 	case "project.list":
-		return []runtime.Project{{ID: "p1", Worktree: "/w"}}, nil
+		return []runtime.Project{{ID: "p1", Worktree: h.Dir}}, nil
 	case "session.messages":
 		return []map[string]any{{"info": map[string]any{"id": "msg_1", "role": "assistant"},
 			"parts": []map[string]any{{"type": "text", "text": h.messages[sid]}}}}, nil
@@ -284,7 +288,7 @@ func (h *Host) Hello(ctx context.Context, boot string, resumed ...string) error 
 		resumed = []string{}
 	}
 	_, err := h.Publish(ctx, "host.hello", map[string]any{"hostID": h.ID, "api": h.API, "version": "fake",
-		"bootID": boot, "directory": "/w", "worktree": "/w", "projectID": "p1",
+		"bootID": boot, "directory": h.Dir, "worktree": h.Dir, "projectID": "p1",
 		"capabilities": map[string]bool{"tui": true, "compact": true, "move": true, "list": true}, "resumed": resumed})
 	return err
 }

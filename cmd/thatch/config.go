@@ -32,6 +32,9 @@ type Config struct {
 	StaleAcceptedMS      int    `envconfig:"STALE_ACCEPTED_MS" default:"900000" desc:"age after which an accepted entry goes back to pending"`
 	InteractionOutputMax int    `envconfig:"INTERACTION_OUTPUT_MAX" default:"2000" desc:"characters kept of a tool output and of each top-level string arg"`
 	BatchMax             int    `envconfig:"BATCH_MAX" default:"512" desc:"events applied per journal transaction at most"`
+	StrandSweep          Switch `envconfig:"STRAND_SWEEP" default:"on" desc:"heal stranded sessions (directory gone) on the hosts"`
+	StrandSweepMS        int    `envconfig:"STRAND_SWEEP_MS" default:"600000" desc:"interval of the strand and journal sweeps"`
+	RuntimeStateTTLMS    int64  `envconfig:"RUNTIME_STATE_TTL_MS" default:"604800000" desc:"the journal sweep drops sessions untouched this long"`
 	InstallCommands      Switch `envconfig:"INSTALL_COMMANDS" default:"on" desc:"install the slash commands when thatch serve starts"`
 	LogLevel             string `envconfig:"LOG_LEVEL" default:"info" desc:"debug, info, warn or error"`
 	LogFormat            string `envconfig:"LOG_FORMAT" default:"auto" desc:"auto (text on a terminal, JSON otherwise), text or json"`
@@ -76,6 +79,7 @@ func loadConfig() (Config, error) {
 	positive := map[string]int{
 		"THATCH_HOST_TIMEOUT_MS": c.HostTimeoutMS, "THATCH_STALE_ACCEPTED_MS": c.StaleAcceptedMS,
 		"THATCH_INTERACTION_OUTPUT_MAX": c.InteractionOutputMax, "THATCH_BATCH_MAX": c.BatchMax,
+		"THATCH_STRAND_SWEEP_MS": c.StrandSweepMS,
 	}
 	for name, v := range positive {
 		if v <= 0 {
@@ -87,6 +91,9 @@ func loadConfig() (Config, error) {
 		if !tokenPattern.MatchString(v) {
 			return c, fmt.Errorf("%s=%q: must be one subject token of letters, digits, _ or -", name, v)
 		}
+	}
+	if c.RuntimeStateTTLMS <= 0 {
+		return c, fmt.Errorf("THATCH_RUNTIME_STATE_TTL_MS=%d: must be a positive integer", c.RuntimeStateTTLMS)
 	}
 	if _, err := parseLevel(c.LogLevel); err != nil {
 		return c, err
@@ -131,6 +138,7 @@ func (c Config) rules() runtime.Rules {
 	return runtime.Rules{
 		StaleAccepted: time.Duration(c.StaleAcceptedMS) * time.Millisecond,
 		OutputMax:     c.InteractionOutputMax,
+		TTL:           time.Duration(c.RuntimeStateTTLMS) * time.Millisecond,
 	}
 }
 

@@ -72,14 +72,14 @@ func crashWorkload(ctx context.Context, r *rig, sessions int) (events int64, err
 	events = 1
 	for s := range sessions {
 		sid := fmt.Sprintf("ses_%03d", s)
-		if err := r.host.Created(ctx, sid, "", "t", "/w"); err != nil {
+		if err := r.host.Created(ctx, sid, "", "t", r.host.Dir); err != nil {
 			return events, err
 		}
 		events++
 		for c := range 8 {
 			owner := sid
 			if c == 4 {
-				if err := r.host.Created(ctx, sid+"_task", sid, "sub-agent", "/w"); err != nil {
+				if err := r.host.Created(ctx, sid+"_task", sid, "sub-agent", r.host.Dir); err != nil {
 					return events, err
 				}
 				events++
@@ -101,7 +101,7 @@ func crashWorkload(ctx context.Context, r *rig, sessions int) (events int64, err
 		events += 3
 		if s%4 == 3 {
 			if _, err := r.host.Publish(ctx, "session.deleted", map[string]any{"sessionID": sid,
-				"info": map[string]any{"id": sid, "title": "t", "directory": "/w"}}); err != nil {
+				"info": map[string]any{"id": sid, "title": "t", "directory": r.host.Dir}}); err != nil {
 				return events, err
 			}
 			events++

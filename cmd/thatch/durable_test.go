@@ -46,7 +46,7 @@ func TestDuplicateEventIDIsAppliedOnce(t *testing.T) {
 	if err := r.host.Hello(ctx, "b1"); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.host.Created(ctx, "ses_a", "", "t", "/w"); err != nil {
+	if err := r.host.Created(ctx, "ses_a", "", "t", r.host.Dir); err != nil {
 		t.Fatal(err)
 	}
 	body := []byte(`{"id":"evt_dup","type":"tool.execute.after","properties":{"sessionID":"ses_a","callID":"c1","tool":"bash","args":{},"output":"x"}}`)
@@ -89,7 +89,7 @@ func TestRestartMidStream(t *testing.T) {
 		}
 		for s := range 20 {
 			sid := fmt.Sprintf("ses_%02d", s)
-			if err := r.host.Created(ctx, sid, "", "t", "/w"); err != nil {
+			if err := r.host.Created(ctx, sid, "", "t", r.host.Dir); err != nil {
 				t.Fatal(err)
 			}
 			for c := range 10 {
@@ -164,7 +164,7 @@ func TestMalformedInputIsRejectedAndConsumerGoesOn(t *testing.T) {
 			t.Fatalf("%s: %v", b.name, err)
 		}
 	}
-	if err := r.host.Created(ctx, "ses_after", "", "t", "/w"); err != nil {
+	if err := r.host.Created(ctx, "ses_after", "", "t", r.host.Dir); err != nil {
 		t.Fatal(err)
 	}
 	r.waitApplied(2)

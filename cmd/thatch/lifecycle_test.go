@@ -83,7 +83,7 @@ func TestExtractionEndToEnd(t *testing.T) {
 				}
 			}
 			must(t, r.host.Hello(ctx, "b1"))
-			must(t, r.host.Created(ctx, "ses_a", "", "t", "/w"))
+			must(t, r.host.Created(ctx, "ses_a", "", "t", r.host.Dir))
 			must(t, r.host.Status(ctx, "ses_a", "busy"))
 			for i := range 3 {
 				must(t, r.host.ToolExecuted(ctx, "ses_a", fmt.Sprintf("c%d", i), "bash", fmt.Sprintf("output %d", i)))
@@ -143,7 +143,7 @@ func TestChildErrorRequeuesAndDeletes(t *testing.T) {
 	ctx := r.ctx()
 	r.start()
 	must(t, r.host.Hello(ctx, "b1"))
-	must(t, r.host.Created(ctx, "ses_a", "", "t", "/w"))
+	must(t, r.host.Created(ctx, "ses_a", "", "t", r.host.Dir))
 	must(t, r.host.ToolExecuted(ctx, "ses_a", "c1", "bash", "x"))
 	must(t, r.host.Status(ctx, "ses_a", "idle"))
 	child := r.childOf("ses_a", 1)
@@ -176,8 +176,8 @@ func TestParentDeletionCascade(t *testing.T) {
 	ctx := r.ctx()
 	r.start()
 	must(t, r.host.Hello(ctx, "b1"))
-	must(t, r.host.Created(ctx, "ses_a", "", "t", "/w"))
-	must(t, r.host.Created(ctx, "ses_t", "ses_a", "sub-agent", "/w"))
+	must(t, r.host.Created(ctx, "ses_a", "", "t", r.host.Dir))
+	must(t, r.host.Created(ctx, "ses_t", "ses_a", "sub-agent", r.host.Dir))
 	must(t, r.host.ToolExecuted(ctx, "ses_t", "c1", "bash", "x"))
 	must(t, r.host.Status(ctx, "ses_a", "idle"))
 	child := r.childOf("ses_a", 1)
@@ -186,7 +186,7 @@ func TestParentDeletionCascade(t *testing.T) {
 	must(t, r.host.ToolExecuted(ctx, "ses_a", "c2", "bash", "y"))
 	for _, id := range []string{child, "ses_t", "ses_a"} {
 		_, err := r.host.Publish(ctx, "session.deleted", map[string]any{"sessionID": id,
-			"info": map[string]any{"id": id, "title": "t", "directory": "/w"}})
+			"info": map[string]any{"id": id, "title": "t", "directory": r.host.Dir}})
 		must(t, err)
 	}
 	waitFor(t, "every session to be forgotten", func() bool { return len(r.sessions()) == 0 })
@@ -208,7 +208,7 @@ func TestToolCallSeesEveryPriorEvent(t *testing.T) {
 	must(t, r.host.Hello(ctx, "b1"))
 	for i := range 20 {
 		sid := fmt.Sprintf("ses_%d", i)
-		must(t, r.host.Created(ctx, sid, "", "t", "/w"))
+		must(t, r.host.Created(ctx, sid, "", "t", r.host.Dir))
 		must(t, r.host.ToolExecuted(ctx, sid, "c", "bash", "x"))
 		a := r.tool(ctx, runtime.ToolPayload, sid, nil)
 		if got := entryIDs(a); len(got) != 1 {
@@ -231,7 +231,7 @@ func TestHostWithoutCreate(t *testing.T) {
 	ctx := r.ctx()
 	r.start()
 	must(t, r.host.Hello(ctx, "b1"))
-	must(t, r.host.Created(ctx, "ses_a", "", "t", "/w"))
+	must(t, r.host.Created(ctx, "ses_a", "", "t", r.host.Dir))
 	must(t, r.host.ToolExecuted(ctx, "ses_a", "c1", "bash", "x"))
 	for range 3 {
 		must(t, r.host.Status(ctx, "ses_a", "busy"))

@@ -57,10 +57,14 @@ func newRig(t *testing.T, api string, methods ...string) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
+	h.Dir = t.TempDir()
 	r := &rig{t: t, ns: ns, url: ns.ClientURL(), dataDir: filepath.Join(t.TempDir(), "data"), nc: nc, host: h}
-	r.cfg = Config{DataDir: r.dataDir, NATSURL: r.url, SubjectPrefix: "opencode", APIPrefix: "thatch",
-		Stream: "OPENCODE_EVENTS", Consumer: "thatch", HostTimeoutMS: 2000, StaleAcceptedMS: 900000,
-		InteractionOutputMax: 2000, BatchMax: 512, LogLevel: "debug", LogFormat: "text"}
+	cfg, err := loadConfig() // the defaults, as a user gets them
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.DataDir, cfg.NATSURL, cfg.HostTimeoutMS, cfg.InstallCommands = r.dataDir, r.url, 2000, false
+	r.cfg = cfg
 	return r
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -62,45 +63,52 @@ func serve(ctx context.Context, c Config, log *slog.Logger) error {
 		return fmt.Errorf("jetstream: %w", err)
 	}
 
-	loop := runtime.NewLoop(store, &host.Client{NC: nc, Prefix: c.SubjectPrefix, Timeout: c.hostTimeout(),
-		Log: log.With("component", "host")}, log.With("component", "runtime"))
+	caller := &host.Client{NC: nc, Prefix: c.SubjectPrefix, Timeout: c.hostTimeout(), Log: log.With("component", "host")}
+	loop := runtime.NewLoop(store, caller, log.With("component", "runtime"))
 	loop.Rules, loop.Prefix, loop.MaxBatch, loop.WaitApplied = c.rules(), c.SubjectPrefix, c.BatchMax, c.hostTimeout()
 	consumer := natsbus.NewConsumer(js, natsbus.StreamConfig{Stream: c.Stream, Consumer: c.Consumer, Prefix: c.SubjectPrefix},
 		loop.Deliveries(), log.With("component", "consumer"))
+	sweeper := &runtime.Sweeper{Loop: loop, Caller: caller, Every: time.Duration(c.StrandSweepMS) * time.Millisecond,
+		Strand: bool(c.StrandSweep), Log: log.With("component", "sweep")}
 	srv := &natsbus.Server{NC: nc, JS: js, Stream: c.Stream, Prefix: c.APIPrefix, Loop: loop, Consumer: consumer,
-		Log: log.With("component", "api")}
+		Log: log.With("component", "api"), Sweep: sweepAPI(sweeper)}
 
-	loopCtx, stopLoop := context.WithCancel(context.Background())
-	loopDone := make(chan error, 1)
-	go func() { loopDone <- loop.Run(loopCtx) }()
-	consCtx, stopConsumer := context.WithCancel(context.Background())
-	consDone := make(chan error, 1)
-	go func() { consDone <- consumer.Run(consCtx) }()
-
-	// Shutdown runs in reverse: responders, consumer, loop, connection.
-	shutdown := func() {
-		srv.Stop()
-		stopConsumer()
-		<-consDone
-		stopLoop()
-		<-loopDone
-		if err := nc.Drain(); err != nil {
-			log.Debug("drain", "err", err)
-		}
+	// Each part runs until its own context ends; shutdown stops them in reverse order:
+	// sweeper, responders, consumer (unapplied messages go back), loop (the batch in
+	// progress commits), connection.
+	type part struct {
+		stop context.CancelFunc
+		done chan error
 	}
-
-	select {
-	case <-loop.Ready():
-	case err := <-loopDone:
-		stopConsumer()
-		<-consDone
+	run := func(fn func(context.Context) error) part {
+		ctx, cancel := context.WithCancel(context.Background())
+		p := part{stop: cancel, done: make(chan error, 1)}
+		go func() { p.done <- fn(ctx) }()
+		return p
+	}
+	loopPart := run(loop.Run)
+	consPart := run(consumer.Run)
+	sweepPart := run(sweeper.Run)
+	halt := func(p part) error { p.stop(); return <-p.done }
+	shutdown := func() error {
+		halt(sweepPart)
+		srv.Stop()
+		halt(consPart)
+		err := halt(loopPart)
+		if derr := nc.Drain(); derr != nil {
+			log.Debug("drain", "err", derr)
+		}
 		return err
 	}
+
 	select {
 	case <-consumer.Started():
 	case <-ctx.Done():
+		return shutdown()
+	case err := <-loopPart.done:
+		loopPart.done <- err
 		shutdown()
-		return nil
+		return err
 	}
 	if err := srv.Start(ctx); err != nil {
 		shutdown()
@@ -111,13 +119,24 @@ func serve(ctx context.Context, c Config, log *slog.Logger) error {
 	select {
 	case <-ctx.Done():
 		log.Info("stopping")
+		return shutdown()
+	case err := <-loopPart.done:
+		loopPart.done <- err
 		shutdown()
-		return nil
-	case err := <-loopDone:
-		stopLoop()
-		srv.Stop()
-		stopConsumer()
-		<-consDone
 		return err
+	}
+}
+
+// sweepAPI answers the sweep method with one strand sweep.
+func sweepAPI(w *runtime.Sweeper) func(context.Context, string, bool) (any, *runtime.HostError) {
+	return func(ctx context.Context, hostID string, dryRun bool) (any, *runtime.HostError) {
+		res, err := w.Sweep(ctx, hostID, dryRun)
+		switch {
+		case errors.Is(err, runtime.ErrSweepDisabled):
+			return nil, &runtime.HostError{Name: "SweepDisabledError", Message: err.Error()}
+		case err != nil && len(res.Actions) == 0:
+			return nil, &runtime.HostError{Name: "SweepError", Message: err.Error()}
+		}
+		return res, nil
 	}
 }

@@ -22,7 +22,7 @@ func TestWrapUpV1AndV2(t *testing.T) {
 			ctx := r.ctx()
 			r.start()
 			must(t, r.host.Hello(ctx, "b1"))
-			must(t, r.host.Created(ctx, "ses_a", "", "t", "/w"))
+			must(t, r.host.Created(ctx, "ses_a", "", "t", r.host.Dir))
 			must(t, r.host.Status(ctx, "ses_a", "busy"))
 			must(t, r.host.ToolExecuted(ctx, "ses_a", "c1", "bash", "x"))
 
@@ -97,7 +97,7 @@ func TestWrapUpFromExecutedOnV2WithoutCompact(t *testing.T) {
 	ctx := r.ctx()
 	r.start()
 	must(t, r.host.Hello(ctx, "b1"))
-	must(t, r.host.Created(ctx, "ses_a", "", "t", "/w"))
+	must(t, r.host.Created(ctx, "ses_a", "", "t", r.host.Dir))
 	must(t, r.host.Status(ctx, "ses_a", "busy"))
 	must(t, r.host.Status(ctx, "ses_a", "idle"))
 	r.host.SetReply("ses_a", "THATCH_COMPACT_READY")

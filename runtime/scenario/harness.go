@@ -62,6 +62,9 @@ func (h *Harness) Exec(c Cmd) string {
 		if v, ok := c.Args["stale"]; ok {
 			h.Rules.StaleAccepted, _ = time.ParseDuration(v)
 		}
+		if v, ok := c.Args["ttl"]; ok {
+			h.Rules.TTL, _ = time.ParseDuration(v)
+		}
 		return ""
 	case "show":
 		n, err := strconv.Atoi(c.Keys[0])
@@ -77,7 +80,41 @@ func (h *Harness) Exec(c Cmd) string {
 		h.Now = h.Now.Add(d)
 		return ""
 	case "tick":
-		return h.step(runtime.Tick{})
+		// tick gone=/a,/b: every tracked directory exists but those listed.
+		exists := map[string]bool{}
+		for _, d := range runtime.Directories(h.State) {
+			exists[d] = true
+		}
+		for _, d := range splitList(c.Args["gone"]) {
+			exists[d] = false
+		}
+		return h.step(runtime.Tick{Exists: exists})
+	case "strand":
+		// strand host=h1 rows="id|dir|title|parent|project;..." gone=/a,/b worktrees=p1:/w [nomove]
+		var rows []runtime.SessionInfo
+		for _, row := range strings.Split(c.Args["rows"], ";") {
+			f := append(strings.Split(row, "|"), "", "", "", "", "")
+			rows = append(rows, runtime.SessionInfo{ID: f[0], Directory: f[1], Title: f[2], ParentID: f[3], ProjectID: f[4]})
+		}
+		gone := map[string]bool{}
+		for _, d := range splitList(c.Args["gone"]) {
+			gone[d] = true
+		}
+		worktrees := map[string]string{}
+		for _, kv := range splitList(c.Args["worktrees"]) {
+			k, v, _ := strings.Cut(kv, ":")
+			worktrees[k] = v
+		}
+		_, nomove := c.Args["nomove"]
+		plan := runtime.PlanStrandActions(rows, func(d string) bool { return !gone[d] }, worktrees, !nomove)
+		var out []string
+		for _, a := range plan {
+			out = append(out, fmt.Sprintf("plan %s %s %s: %s", a.Kind, a.SessionID, a.Directory, a.Reason))
+		}
+		if r := h.step(runtime.SweepApply{Host: c.Args["host"], Actions: plan}); r != "" {
+			out = append(out, r)
+		}
+		return strings.Join(out, "\n")
 	case "state":
 		return Dump(h.State, h.Now)
 	}
@@ -321,7 +358,7 @@ func Dump(s *runtime.State, now time.Time) string {
 }
 
 func dumpSession(x *runtime.Session) []string {
-	line := fmt.Sprintf("session %s %s %s host=%s", x.ID, x.Kind, x.Status, x.HostID)
+	line := fmt.Sprintf("session %s %s %s host=%s dir=%s title=%q", x.ID, x.Kind, x.Status, x.HostID, x.Directory, x.Title)
 	if x.ParentID != "" {
 		line += " parent=" + x.ParentID
 	}

@@ -1,0 +1,153 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+)
+
+// ErrSweepDisabled is returned for a strand sweep that would act while the strand sweep
+// is switched off.
+var ErrSweepDisabled = errors.New("the strand sweep is off (THATCH_STRAND_SWEEP=off): only a dry run is allowed")
+
+// Sweeper runs the periodic sweeps (rules 8 and 9): at start, after a host's hello, and
+// every Every. It does the I/O — host listings and directory checks — and hands the
+// results to the loop, which alone changes the state.
+type Sweeper struct {
+	Loop   *Loop
+	Caller Caller
+	Every  time.Duration
+	Strand bool                // THATCH_STRAND_SWEEP
+	Exists func(string) bool   // directory check; os.Stat by default
+	Log    *slog.Logger
+}
+
+// SweepResult is one strand sweep's plan.
+type SweepResult struct {
+	Actions []StrandAction `json:"actions"`
+}
+
+func dirExists(dir string) bool {
+	fi, err := os.Stat(dir)
+	return err == nil && fi.IsDir()
+}
+
+func (w *Sweeper) exists(dir string) bool {
+	if w.Exists != nil {
+		return w.Exists(dir)
+	}
+	return dirExists(dir)
+}
+
+// Run sweeps until ctx ends.
+func (w *Sweeper) Run(ctx context.Context) error {
+	w.runOnce(ctx)
+	ticker := time.NewTicker(w.Every)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-ticker.C:
+			w.runOnce(ctx)
+		case host := <-w.Loop.Hellos():
+			if w.Strand {
+				if _, err := w.Sweep(ctx, host, false); err != nil && ctx.Err() == nil {
+					w.Log.Warn("strand sweep failed", "host", host, "err", err)
+				}
+			}
+		}
+	}
+}
+
+// runOnce is one timer round: the journal sweep, then the strand sweep of every online
+// host when it is on.
+func (w *Sweeper) runOnce(ctx context.Context) {
+	if err := w.JournalSweep(ctx); err != nil && ctx.Err() == nil {
+		w.Log.Warn("journal sweep failed", "err", err)
+	}
+	if !w.Strand {
+		return
+	}
+	if _, err := w.Sweep(ctx, "", false); err != nil && ctx.Err() == nil {
+		w.Log.Warn("strand sweep failed", "err", err)
+	}
+}
+
+// JournalSweep checks the tracked sessions' directories and ticks the loop.
+func (w *Sweeper) JournalSweep(ctx context.Context) error {
+	v, err := w.Loop.Query(ctx, func(s *State, _ uint64) any { return Directories(s) })
+	if err != nil {
+		return err
+	}
+	exists := map[string]bool{}
+	for _, d := range v.([]string) {
+		exists[d] = w.exists(d)
+	}
+	return w.Loop.Submit(ctx, Tick{Exists: exists})
+}
+
+// Sweep runs one strand sweep of hostID, or of every online host when it is "", and
+// returns the plan. A dry run only plans.
+func (w *Sweeper) Sweep(ctx context.Context, hostID string, dryRun bool) (SweepResult, error) {
+	res := SweepResult{Actions: []StrandAction{}}
+	if !dryRun && !w.Strand {
+		return res, ErrSweepDisabled
+	}
+	v, err := w.Loop.Query(ctx, func(s *State, _ uint64) any { return SweepTargets(s, hostID) })
+	if err != nil {
+		return res, err
+	}
+	hosts := v.([]Host)
+	if hostID != "" && len(hosts) == 0 {
+		return res, fmt.Errorf("thatch knows no host %q", hostID)
+	}
+	var errs []error
+	for _, h := range hosts {
+		actions, err := w.plan(ctx, h)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		res.Actions = append(res.Actions, actions...)
+		if !dryRun && len(actions) > 0 {
+			if err := w.Loop.Submit(ctx, SweepApply{Host: h.ID, Actions: actions}); err != nil {
+				return res, err
+			}
+		}
+	}
+	return res, errors.Join(errs...)
+}
+
+// plan lists a host's sessions and projects and plans its strand sweep.
+func (w *Sweeper) plan(ctx context.Context, h Host) ([]StrandAction, error) {
+	list := w.Caller.Do(ctx, h.API, Call{Host: h.ID, Op: OpList})
+	if list.Err != nil {
+		return nil, fmt.Errorf("list the sessions of host %s: %w", h.ID, list.Err)
+	}
+	worktrees := map[string]string{}
+	if projects := w.Caller.Do(ctx, h.API, Call{Host: h.ID, Op: OpProjects}); projects.Err == nil {
+		for _, p := range projects.Projects {
+			worktrees[p.ID] = p.Worktree
+		}
+	} else {
+		w.Log.Info("host listed no projects: stranded sessions cannot be moved", "host", h.ID, "err", projects.Err)
+	}
+	seen := map[string]bool{}
+	exists := func(dir string) bool {
+		e, ok := seen[dir]
+		if !ok {
+			e = w.exists(dir)
+			seen[dir] = e
+		}
+		return e
+	}
+	actions := PlanStrandActions(list.Sessions, exists, worktrees, h.Caps.Move)
+	for _, a := range actions {
+		w.Log.Debug("strand sweep plan", "host", h.ID, "kind", a.Kind, "session", a.SessionID, "directory", a.Directory, "reason", a.Reason)
+	}
+	return actions, nil
+}

@@ -156,7 +156,7 @@ func TestSIGKILLMidStream(t *testing.T) {
 		if err := cmd.Wait(); err != nil {
 			t.Fatalf("thatch did not exit cleanly on SIGTERM: %v", err)
 		}
-		return journalDump(t, r.dataDir), len(r.host.CallsTo("session.prompt"))
+		return r.journalDump(), len(r.host.CallsTo("session.prompt"))
 	}
 	want, _ := run(0)
 	got, prompts := run(5)

@@ -111,7 +111,7 @@ func TestRestartMidStream(t *testing.T) {
 	play(a, false)
 	b := newRig(t, "v1", "session.prompt")
 	play(b, true)
-	da, db := journalDump(t, a.dataDir), journalDump(t, b.dataDir)
+	da, db := a.journalDump(), b.journalDump()
 	if strings.Contains(da, "outbox") || strings.Contains(db, "outbox") {
 		t.Fatalf("host calls left in the outbox after every call was answered:\n%s\n%s", da, db)
 	}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -161,6 +162,12 @@ func (r *rig) ctx() context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	r.t.Cleanup(cancel)
 	return ctx
+}
+
+// journalDump renders the journal of a stopped thatch, with the host's directory written
+// $DIR so runs in different temporary folders compare.
+func (r *rig) journalDump() string {
+	return strings.ReplaceAll(journalDump(r.t, r.dataDir), r.host.Dir, "$DIR")
 }
 
 // journalDump renders the journal of a stopped thatch.

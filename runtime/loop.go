@@ -57,9 +57,10 @@ type Loop struct {
 	stopped    chan struct{}
 	draining   chan struct{} // closed at stop: workers finish their call in progress and take no other
 
-	state   *State
-	pos     uint64
-	workers map[string]*worker
+	state       *State
+	pos         uint64
+	outstanding int // host calls dispatched whose results are not committed
+	workers     map[string]*worker
 	wg      sync.WaitGroup
 }
 
@@ -71,8 +72,16 @@ type toolReq struct {
 }
 
 type query struct {
-	fn    func(*State, uint64) any
+	fn    func(View) any
 	reply chan any
+}
+
+// View is what a query sees: the state, the consumer position, and the host calls
+// committed but not yet answered.
+type View struct {
+	State       *State
+	Pos         uint64
+	Outstanding int
 }
 
 // NewLoop returns a loop; set its fields before Run.
@@ -156,6 +165,7 @@ func (l *Loop) Run(ctx context.Context) error {
 			if !ok {
 				return nil
 			}
+			l.outstanding--
 		case in := <-l.inputs:
 			ok := l.commit(ctx, wctx, func(now time.Time) (*Batch, error) {
 				b := &Batch{Now: now, State: l.state, Effects: l.Rules.Step(l.state, in, now)}
@@ -170,7 +180,7 @@ func (l *Loop) Run(ctx context.Context) error {
 		case q := <-l.tools:
 			parked = l.unpark(wctx, append(parked, q), false)
 		case q := <-l.queries:
-			q.reply <- q.fn(l.state, l.pos)
+			q.reply <- q.fn(View{State: l.state, Pos: l.pos, Outstanding: l.outstanding})
 		case <-timer.C:
 			parked = l.unpark(wctx, parked, true)
 		}
@@ -416,9 +426,8 @@ func (l *Loop) Submit(ctx context.Context, in Input) error {
 // Hellos reports hosts that (re)started, for the strand sweep.
 func (l *Loop) Hellos() <-chan string { return l.hellos }
 
-// Query runs fn on the owner goroutine with the state and the consumer position. fn must
-// not keep or change what it is given.
-func (l *Loop) Query(ctx context.Context, fn func(*State, uint64) any) (any, error) {
+// Query runs fn on the owner goroutine. fn must not keep or change what it is given.
+func (l *Loop) Query(ctx context.Context, fn func(View) any) (any, error) {
 	q := &query{fn: fn, reply: make(chan any, 1)}
 	select {
 	case l.queries <- q:
@@ -459,6 +468,7 @@ func (l *Loop) dispatch(wctx context.Context, c Call) {
 	if h := l.state.Hosts[c.Host]; h != nil && h.API != "" {
 		api = h.API
 	}
+	l.outstanding++
 	w.mu.Lock()
 	w.queue = append(w.queue, queued{api: api, call: c})
 	w.mu.Unlock()

@@ -79,7 +79,7 @@ func (w *Sweeper) runOnce(ctx context.Context) {
 
 // JournalSweep checks the tracked sessions' directories and ticks the loop.
 func (w *Sweeper) JournalSweep(ctx context.Context) error {
-	v, err := w.Loop.Query(ctx, func(s *State, _ uint64) any { return Directories(s) })
+	v, err := w.Loop.Query(ctx, func(v View) any { return Directories(v.State) })
 	if err != nil {
 		return err
 	}
@@ -97,7 +97,7 @@ func (w *Sweeper) Sweep(ctx context.Context, hostID string, dryRun bool) (SweepR
 	if !dryRun && !w.Strand {
 		return res, ErrSweepDisabled
 	}
-	v, err := w.Loop.Query(ctx, func(s *State, _ uint64) any { return SweepTargets(s, hostID) })
+	v, err := w.Loop.Query(ctx, func(v View) any { return SweepTargets(v.State, hostID) })
 	if err != nil {
 		return res, err
 	}

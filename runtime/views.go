@@ -14,8 +14,10 @@ type StatusView struct {
 	Rejected      int64  `json:"rejected"`
 	Gaps          int64  `json:"gaps"`
 	LastStreamSeq uint64 `json:"lastStreamSeq"`
-	// Consuming is an extension: false while the broker is unreachable.
-	Consuming bool `json:"consuming"`
+	// Extensions. Consuming is false while the consumer does not run (a broker outage);
+	// OutstandingCalls counts host calls committed but not yet answered.
+	Consuming        bool `json:"consuming"`
+	OutstandingCalls int  `json:"outstandingCalls"`
 }
 
 // Summary summarises s; pos is the consumer position.

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -156,7 +157,16 @@ func (h *Host) builtin(method string, p map[string]any) (any, *runtime.HostError
 		for _, s := range h.sessions {
 			out = append(out, s)
 		}
+		slices.SortFunc(out, func(a, b runtime.SessionInfo) int { return strings.Compare(a.ID, b.ID) })
 		return out, nil
+	case "session.move":
+		s, ok := h.sessions[sid]
+		if !ok {
+			return nil, &runtime.HostError{Name: "NotFoundError", Message: "session " + sid + " not found"}
+		}
+		s.Directory, _ = p["directory"].(string)
+		h.sessions[sid] = s
+		return s, nil
 	case "project.list":
 		return []runtime.Project{{ID: "p1", Worktree: h.Dir}}, nil
 	case "session.messages":
@@ -194,6 +204,14 @@ func (h *Host) AddSession(s runtime.SessionInfo) {
 	h.mu.Lock()
 	h.sessions[s.ID] = s
 	h.mu.Unlock()
+}
+
+// Session returns a session of the host.
+func (h *Host) Session(id string) (runtime.SessionInfo, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s, ok := h.sessions[id]
+	return s, ok
 }
 
 // HasSession reports whether the host still has a session.

@@ -120,21 +120,22 @@ func (s *Server) api(ctx context.Context, m *nats.Msg) (any, *runtime.HostError)
 			return nil, badRequest("request is not a JSON object: " + err.Error())
 		}
 	}
-	var fn func(*runtime.State, uint64) any
+	var fn func(runtime.View) any
 	switch method {
 	case "status":
-		fn = func(st *runtime.State, pos uint64) any {
-			v := runtime.Summary(st, pos)
-			v.Consuming = s.Consumer != nil && s.Consumer.Running.Load()
-			return v
+		fn = func(v runtime.View) any {
+			st := runtime.Summary(v.State, v.Pos)
+			st.Consuming = s.Consumer != nil && s.Consumer.Running.Load()
+			st.OutstandingCalls = v.Outstanding
+			return st
 		}
 	case "sessions":
-		fn = func(st *runtime.State, _ uint64) any { return runtime.LiveSessions(st, p.HostID) }
+		fn = func(v runtime.View) any { return runtime.LiveSessions(v.State, p.HostID) }
 	case "entries":
 		if p.SessionID == "" {
 			return nil, badRequest("entries needs {sessionID}")
 		}
-		fn = func(st *runtime.State, _ uint64) any { return runtime.EntryList(st, p.SessionID) }
+		fn = func(v runtime.View) any { return runtime.EntryList(v.State, p.SessionID) }
 	case "sweep":
 		if s.Sweep == nil {
 			return nil, &runtime.HostError{Name: "NotImplementedError", Message: "this thatch does not sweep yet"}

@@ -31,13 +31,19 @@ func version() string {
 func client(ctx context.Context, c Config, cmd string, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
 	asJSON := fs.Bool("json", false, "print JSON")
-	hostID := fs.String("host", "", "only this host's sessions")
+	hostID := fs.String("host", "", "only this host")
+	dryRun := fs.Bool("dry-run", false, "sweep: only plan")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	params := map[string]any{}
 	switch cmd {
 	case "sessions":
+		if *hostID != "" {
+			params["hostID"] = *hostID
+		}
+	case "sweep":
+		params["dryRun"] = *dryRun
 		if *hostID != "" {
 			params["hostID"] = *hostID
 		}
@@ -66,7 +72,8 @@ func client(ctx context.Context, c Config, cmd string, args []string, out io.Wri
 		for _, row := range [][2]string{{"version", s.Version}, {"consuming", strconv.FormatBool(s.Consuming)},
 			{"hosts online", itoa(s.Hosts)}, {"sessions", itoa(s.Sessions)}, {"entries pending", itoa(s.Pending)},
 			{"entries accepted", itoa(s.Accepted)}, {"events applied", i64(s.Applied)}, {"events rejected", i64(s.Rejected)},
-			{"gaps", i64(s.Gaps)}, {"last stream seq", strconv.FormatUint(s.LastStreamSeq, 10)}} {
+			{"gaps", i64(s.Gaps)}, {"last stream seq", strconv.FormatUint(s.LastStreamSeq, 10)},
+			{"host calls outstanding", itoa(s.OutstandingCalls)}} {
 			fmt.Fprintf(tw, "%s\t%s\n", row[0], row[1])
 		}
 	case "sessions":
@@ -86,6 +93,22 @@ func client(ctx context.Context, c Config, cmd string, args []string, out io.Wri
 				}
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", r.SessionID, r.HostID, r.Kind, r.Status, r.Pending, r.Accepted, flags, r.Directory)
+		}
+	case "sweep":
+		var res runtime.SweepResult
+		if err := json.Unmarshal(raw, &res); err != nil {
+			return err
+		}
+		if len(res.Actions) == 0 {
+			fmt.Fprintln(tw, "nothing stranded")
+			return nil
+		}
+		fmt.Fprintln(tw, "ACTION\tSESSION\tDIRECTORY\tREASON")
+		for _, a := range res.Actions {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", a.Kind, a.SessionID, a.Directory, a.Reason)
+		}
+		if *dryRun {
+			fmt.Fprintln(tw, "(dry run: nothing was changed)")
 		}
 	case "entries":
 		var rows []runtime.EntryView

@@ -17,6 +17,8 @@ Usage:
   thatch sessions [--host ID] [--json]
                                      the live sessions thatch tracks
   thatch entries SESSION [--json]    the journaled entries of a top-level session
+  thatch sweep [--dry-run] [--host ID]
+                                     one strand sweep now, printing its plan
   thatch install                     install the /thatch/compact and /thatch/exit commands for opencode
   thatch version                     print the version
 
@@ -71,7 +73,7 @@ func run(args []string) error {
 			fmt.Println("restart opencode to load new commands")
 		}
 		return nil
-	case "status", "sessions", "entries":
+	case "status", "sessions", "entries", "sweep":
 		return client(ctx, c, cmd, args, os.Stdout)
 	}
 	fmt.Fprint(os.Stderr, usage)

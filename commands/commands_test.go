@@ -44,7 +44,9 @@ func TestInstallWritesOnlyWhatDiffers(t *testing.T) {
 }
 
 // opencode substitutes $ARGUMENTS mechanically, with no default for an empty value.
-func substitute(template, args string) string { return strings.ReplaceAll(template, "$ARGUMENTS", args) }
+func substitute(template, args string) string {
+	return strings.ReplaceAll(template, "$ARGUMENTS", args)
+}
 
 func TestTemplates(t *testing.T) {
 	for _, f := range Files() {

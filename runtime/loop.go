@@ -61,7 +61,7 @@ type Loop struct {
 	pos         uint64
 	outstanding int // host calls dispatched whose results are not committed
 	workers     map[string]*worker
-	wg      sync.WaitGroup
+	wg          sync.WaitGroup
 }
 
 type toolReq struct {

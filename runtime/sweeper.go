@@ -20,8 +20,8 @@ type Sweeper struct {
 	Loop   *Loop
 	Caller Caller
 	Every  time.Duration
-	Strand bool                // THATCH_STRAND_SWEEP
-	Exists func(string) bool   // directory check; os.Stat by default
+	Strand bool              // THATCH_STRAND_SWEEP
+	Exists func(string) bool // directory check; os.Stat by default
 	Log    *slog.Logger
 }
 

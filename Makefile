@@ -5,7 +5,7 @@ VERSION       ?= $(shell git describe --tags --always --dirty 2>/dev/null || ech
 LDFLAGS       := -X github.com/thatch-dev/thatch/runtime.Version=$(VERSION)
 BIN           := bin/thatch
 
-.PHONY: run build test check fmt vet staticcheck clean
+.PHONY: run build test check fmt vet staticcheck bench clean
 
 ## run: start thatch with the embedded broker and journal (no set-up needed)
 run: build
@@ -30,6 +30,11 @@ vet:
 
 staticcheck:
 	$(GO) run $(STATICCHECK) ./...
+
+## bench: the full benchmark (report in bench.json) and the hot-path Go benchmarks
+bench: build
+	./$(BIN) bench --out bench.json
+	$(GO) test -run '^$$' -bench . -benchtime 2s ./runtime ./journal
 
 clean:
 	rm -rf bin

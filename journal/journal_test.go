@@ -2,6 +2,7 @@ package journal_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
@@ -164,5 +165,43 @@ func TestDeadLettersAreBounded(t *testing.T) {
 	}
 	if dl[len(dl)-1].Seq != uint64(journal.MaxDeadLetters+49) || len(dl[0].Body) > 4096 {
 		t.Fatalf("kept the wrong rows: last seq %d, body %d bytes", dl[len(dl)-1].Seq, len(dl[0].Body))
+	}
+}
+
+// Completed entries' pages go back to the filesystem at a sweep.
+func TestSweepReturnsFreePages(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "thatch.db")
+	s, err := journal.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	st := runtime.NewState()
+	st.Sessions["ses_a"] = &runtime.Session{ID: "ses_a", HostID: "h1", Kind: runtime.KindTop}
+	fx := runtime.NewEffects()
+	fx.Sessions["ses_a"] = true
+	for i := range 2000 {
+		fx.Entries = append(fx.Entries, runtime.EntryOp{Kind: runtime.EntryInsert, Root: "ses_a", ID: fmt.Sprint(i),
+			Body: &runtime.Body{Tool: "bash", Output: strings.Repeat("o", 2000)}})
+	}
+	if err := s.Commit(&runtime.Batch{Now: scenario.Epoch, State: st, Effects: fx}); err != nil {
+		t.Fatal(err)
+	}
+	pages := func() (n int64) {
+		if err := s.DB().QueryRow(`PRAGMA page_count`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	full := pages()
+	fx = runtime.NewEffects()
+	for i := range 2000 {
+		fx.Entries = append(fx.Entries, runtime.EntryOp{Kind: runtime.EntryDelete, Root: "ses_a", ID: fmt.Sprint(i)})
+	}
+	if err := s.Commit(&runtime.Batch{Now: scenario.Epoch, State: st, Effects: fx, PruneApplied: scenario.Epoch}); err != nil {
+		t.Fatal(err)
+	}
+	if after := pages(); after > full/10 {
+		t.Fatalf("%d pages after completing every entry and sweeping, %d before: free pages were kept", after, full)
 	}
 }

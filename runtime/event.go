@@ -116,13 +116,19 @@ func DecodeEvent(prefix, subject string, data []byte) (Event, error) {
 	if len(data) > MaxEventBytes {
 		return ev, bad("body of %d bytes is over the %d-byte limit", len(data), MaxEventBytes)
 	}
+	// One pass decodes the envelope and the union of every known type's properties.
 	var env struct {
-		ID         *string         `json:"id"`
-		Type       *string         `json:"type"`
-		Properties json.RawMessage `json:"properties"`
+		ID    *string     `json:"id"`
+		Type  *string     `json:"type"`
+		Props *properties `json:"properties"`
 	}
-	if err := json.Unmarshal(data, &env); err != nil {
+	err := json.Unmarshal(data, &env)
+	var typeErr *json.UnmarshalTypeError
+	if err != nil && !errors.As(err, &typeErr) {
 		return ev, bad("body is not a JSON object: %v", err)
+	}
+	if typeErr != nil && (typeErr.Field == "id" || typeErr.Field == "type" || typeErr.Field == "") {
+		return ev, bad("body is not a JSON object with string id and type: %v", err)
 	}
 	if env.ID == nil || *env.ID == "" {
 		return ev, bad("body has no string id")
@@ -132,33 +138,58 @@ func DecodeEvent(prefix, subject string, data []byte) (Event, error) {
 	}
 	ev.ID, ev.Type = *env.ID, *env.Type
 	if !Known(ev.Type) {
-		return ev, nil
+		return ev, nil // acknowledged and ignored, whatever its properties hold
 	}
-	props := env.Properties
-	if len(bytes.TrimSpace(props)) == 0 || bytes.Equal(bytes.TrimSpace(props), []byte("null")) {
-		props = []byte("{}")
+	if typeErr != nil && typeErr.Field == "properties" {
+		return ev, bad("%s properties is not an object", ev.Type)
 	}
-	if err := decodeProperties(&ev, props); err != nil {
+	if typeErr != nil {
+		return ev, bad("%s properties of the wrong shape: %s is %s, not %s", ev.Type,
+			strings.TrimPrefix(typeErr.Field, "properties."), typeErr.Value, typeErr.Type)
+	}
+	p := env.Props
+	if p == nil {
+		p = &properties{}
+	}
+	if err := p.into(&ev); err != nil {
 		return ev, bad("%s properties: %v", ev.Type, err)
 	}
 	return ev, nil
 }
 
-func decodeProperties(ev *Event, props []byte) error {
-	var p struct {
-		SessionID *string                `json:"sessionID"`
-		Info      *SessionInfo           `json:"info"`
-		Status    *struct{ Type string } `json:"status"`
-		Error     *ErrorInfo             `json:"error"`
-		Command   string                 `json:"command"`
-		Name      string                 `json:"name"`
-		Arguments json.RawMessage        `json:"arguments"`
-		MessageID string                 `json:"messageID"`
-		BootID    string                 `json:"bootID"`
-	}
-	if err := strictObject(props, &p); err != nil {
-		return err
-	}
+// properties is the union of the properties of every known event type.
+type properties struct {
+	SessionID *string                `json:"sessionID"`
+	Info      *SessionInfo           `json:"info"`
+	Status    *struct{ Type string } `json:"status"`
+	Error     *ErrorInfo             `json:"error"`
+	Command   string                 `json:"command"`
+	Name      string                 `json:"name"`
+	Arguments json.RawMessage        `json:"arguments"`
+	MessageID string                 `json:"messageID"`
+
+	// tool.execute.after
+	CallID   string          `json:"callID"`
+	Tool     string          `json:"tool"`
+	Args     json.RawMessage `json:"args"`
+	Title    string          `json:"title"`
+	Output   string          `json:"output"`
+	Metadata json.RawMessage `json:"metadata"`
+
+	// host.hello, host.goodbye
+	HostID    string       `json:"hostID"`
+	API       string       `json:"api"`
+	Version   string       `json:"version"`
+	BootID    string       `json:"bootID"`
+	Directory string       `json:"directory"`
+	Worktree  string       `json:"worktree"`
+	ProjectID string       `json:"projectID"`
+	Caps      Capabilities `json:"capabilities"`
+	Resumed   []string     `json:"resumed"`
+}
+
+// into checks the properties of ev's type and copies them into ev.
+func (p *properties) into(ev *Event) error {
 	if p.SessionID != nil {
 		ev.SessionID = *p.SessionID
 	}
@@ -170,20 +201,19 @@ func decodeProperties(ev *Event, props []byte) error {
 	}
 	switch ev.Type {
 	case "host.hello":
-		var h Hello
-		if err := json.Unmarshal(props, &h); err != nil {
-			return err
-		}
-		if h.BootID == "" {
+		if p.BootID == "" {
 			return errors.New("bootID is missing")
 		}
-		if h.API == "" {
-			h.API = "v1"
+		api := p.API
+		if api == "" {
+			api = "v1"
 		}
-		if h.API != "v1" && h.API != "v2" {
-			return fmt.Errorf("api %q is neither v1 nor v2", h.API)
+		if api != "v1" && api != "v2" {
+			return fmt.Errorf("api %q is neither v1 nor v2", api)
 		}
-		ev.Hello, ev.BootID = &h, h.BootID
+		ev.Hello = &Hello{HostID: p.HostID, API: api, Version: p.Version, BootID: p.BootID, Directory: p.Directory,
+			Worktree: p.Worktree, ProjectID: p.ProjectID, Caps: p.Caps, Resumed: p.Resumed}
+		ev.BootID = p.BootID
 	case "host.goodbye":
 		ev.BootID = p.BootID
 	case "session.created", "session.updated", "session.deleted":
@@ -220,17 +250,13 @@ func decodeProperties(ev *Event, props []byte) error {
 		if err := need(); err != nil {
 			return err
 		}
-		var t ToolExec
-		if err := json.Unmarshal(props, &t); err != nil {
-			return err
-		}
-		if t.CallID == "" || t.Tool == "" {
+		if p.CallID == "" || p.Tool == "" {
 			return errors.New("callID and tool are required")
 		}
-		if len(t.Args) > 0 && !bytes.Equal(t.Args, []byte("null")) && bytes.TrimSpace(t.Args)[0] != '{' {
+		if a := bytes.TrimSpace(p.Args); len(a) > 0 && !bytes.Equal(a, []byte("null")) && a[0] != '{' {
 			return errors.New("args is not an object")
 		}
-		ev.Tool = &t
+		ev.Tool = &ToolExec{CallID: p.CallID, Tool: p.Tool, Args: p.Args, Title: p.Title, Output: p.Output, Metadata: p.Metadata}
 	case "command.execute.before", "command.executed":
 		if err := need(); err != nil {
 			return err
@@ -247,14 +273,6 @@ func decodeProperties(ev *Event, props []byte) error {
 		ev.MessageID = p.MessageID
 	}
 	return nil
-}
-
-// strictObject decodes an object into v, reporting a type mismatch of a known field.
-func strictObject(data []byte, v any) error {
-	if t := bytes.TrimSpace(data); len(t) == 0 || t[0] != '{' {
-		return errors.New("properties is not an object")
-	}
-	return json.Unmarshal(data, v)
 }
 
 func rawString(raw json.RawMessage) string {

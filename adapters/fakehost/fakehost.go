@@ -50,6 +50,11 @@ type Host struct {
 	Reply func(method string, params map[string]any) (result any, err *runtime.HostError, ok bool)
 	// Quiet stops the host from announcing the sessions it creates and deletes.
 	Quiet bool
+	// Model, when set, plays the extraction child's model: prompted (not noReply), the
+	// child goes busy, claims through thatch_get_extraction_payload, writes a memory,
+	// completes with thatch_extraction_done and goes idle. APIPrefix names thatch's prefix.
+	Model     bool
+	APIPrefix string
 	// Dir is the host's directory: its hello's, and new sessions' when their parent is
 	// unknown. It should exist: thatch sweeps sessions whose directory is gone.
 	Dir string
@@ -61,6 +66,7 @@ type Host struct {
 	calls    []Call
 	sessions map[string]runtime.SessionInfo
 	messages map[string]string // session → last assistant text
+	extracted map[string]int   // entry id → times the model completed it
 	nextID   int
 	subs     []*nats.Subscription
 }
@@ -81,7 +87,7 @@ func New(nc *nats.Conn, id, api string, methods ...string) (*Host, error) {
 		return nil, err
 	}
 	h := &Host{ID: id, API: api, Prefix: "opencode", NC: nc, JS: js, Dir: os.TempDir(),
-		sessions: map[string]runtime.SessionInfo{}, messages: map[string]string{}}
+		sessions: map[string]runtime.SessionInfo{}, messages: map[string]string{}, extracted: map[string]int{}}
 	if len(methods) == 0 {
 		methods = Methods(api)
 	}
@@ -159,6 +165,13 @@ func (h *Host) builtin(method string, p map[string]any) (any, *runtime.HostError
 		}
 		slices.SortFunc(out, func(a, b runtime.SessionInfo) int { return strings.Compare(a.ID, b.ID) })
 		return out, nil
+	case "session.prompt":
+		if noReply, _ := p["noReply"].(bool); h.Model && !noReply {
+			if s, ok := h.sessions[sid]; ok && s.Title == runtime.ExtractionTitle {
+				go h.extract(sid)
+			}
+		}
+		return map[string]any{}, nil
 	case "session.move":
 		s, ok := h.sessions[sid]
 		if !ok {
@@ -190,6 +203,55 @@ func (h *Host) announce(typ string, s runtime.SessionInfo) {
 		defer cancel()
 		_, _ = h.Publish(ctx, typ, map[string]any{"sessionID": s.ID, "info": s})
 	}()
+}
+
+// extract plays an extraction child's turn.
+func (h *Host) extract(child string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	prefix := h.APIPrefix
+	if prefix == "" {
+		prefix = "thatch"
+	}
+	if h.Status(ctx, child, "busy") != nil {
+		return
+	}
+	a, herr, err := h.Tool(ctx, prefix, runtime.ToolPayload, child, map[string]any{})
+	if err != nil || herr != nil {
+		return
+	}
+	var ids []string
+	if md, ok := a.Metadata.(map[string]any); ok {
+		if list, ok := md["entryIDs"].([]any); ok {
+			for _, id := range list {
+				ids = append(ids, fmt.Sprint(id))
+			}
+		}
+	}
+	_ = h.ToolExecuted(ctx, child, child+"_mem", "memory_remember", "remembered")
+	done, herr, err := h.Tool(ctx, prefix, runtime.ToolDone, child, map[string]any{"new": min(len(ids), 3), "updated": 0, "deleted": 0})
+	if err != nil || herr != nil {
+		return
+	}
+	if md, ok := done.Metadata.(map[string]any); ok && md["completed"] == float64(len(ids)) {
+		h.mu.Lock()
+		for _, id := range ids {
+			h.extracted[id]++
+		}
+		h.mu.Unlock()
+	}
+	_ = h.Status(ctx, child, "idle")
+}
+
+// Extracted returns how many times the model completed each entry it extracted.
+func (h *Host) Extracted() map[string]int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make(map[string]int, len(h.extracted))
+	for k, v := range h.extracted {
+		out[k] = v
+	}
+	return out
 }
 
 // SetReply sets the last assistant text the messages methods return for a session.

@@ -4,6 +4,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -20,6 +21,7 @@ Usage:
   thatch sweep [--dry-run] [--host ID]
                                      one strand sweep now, printing its plan
   thatch install                     install the /thatch/compact and /thatch/exit commands for opencode
+  thatch bench [--quick] [--out FILE] measure thatch against the bare pipeline (see the README)
   thatch version                     print the version
 
 Configuration is by THATCH_* environment variables: see the README.
@@ -46,12 +48,25 @@ func run(args []string) error {
 		fmt.Print(usage)
 		return nil
 	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	switch cmd {
+	case "bench":
+		var progress io.Writer
+		if fi, err := os.Stderr.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+			progress = os.Stderr
+		}
+		return bench(ctx, args, os.Stdout, progress)
+	case "bench-rehydrate": // the child process of thatch bench
+		if len(args) != 1 {
+			return fmt.Errorf("usage: thatch bench-rehydrate JOURNAL")
+		}
+		return benchRehydrate(args[0], os.Stdout)
+	}
 	c, err := loadConfig()
 	if err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	switch cmd {
 	case "serve":
 		return serve(ctx, c, newLogger(os.Stderr, c.LogLevel, c.LogFormat))

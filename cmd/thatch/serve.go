@@ -22,6 +22,12 @@ import (
 // session: it stops pulling, commits and acknowledges the batch in progress, drains the
 // connection and closes the journal.
 func serve(ctx context.Context, c Config, log *slog.Logger) error {
+	return serveWith(ctx, c, log, nil)
+}
+
+// serveWith is serve with a hook that adjusts the loop before it runs (benchmarks observe
+// commits through it).
+func serveWith(ctx context.Context, c Config, log *slog.Logger, tune func(*runtime.Loop)) error {
 	start := time.Now()
 	if err := os.MkdirAll(c.DataDir, 0o700); err != nil {
 		return fmt.Errorf("create data folder: %w", err)
@@ -66,6 +72,9 @@ func serve(ctx context.Context, c Config, log *slog.Logger) error {
 	caller := &host.Client{NC: nc, Prefix: c.SubjectPrefix, Timeout: c.hostTimeout(), Log: log.With("component", "host")}
 	loop := runtime.NewLoop(store, caller, log.With("component", "runtime"))
 	loop.Rules, loop.Prefix, loop.MaxBatch, loop.WaitApplied = c.rules(), c.SubjectPrefix, c.BatchMax, c.hostTimeout()
+	if tune != nil {
+		tune(loop)
+	}
 	consumer := natsbus.NewConsumer(js, natsbus.StreamConfig{Stream: c.Stream, Consumer: c.Consumer, Prefix: c.SubjectPrefix},
 		loop.Deliveries(), log.With("component", "consumer"))
 	sweeper := &runtime.Sweeper{Loop: loop, Caller: caller, Every: time.Duration(c.StrandSweepMS) * time.Millisecond,

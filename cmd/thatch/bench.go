@@ -1,0 +1,880 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime/pprof"
+	goruntime "runtime"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"text/tabwriter"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/thatch-dev/thatch/adapters/fakehost"
+	"github.com/thatch-dev/thatch/adapters/natsbus"
+	"github.com/thatch-dev/thatch/journal"
+	"github.com/thatch-dev/thatch/runtime"
+)
+
+// benchSize is the scale of one benchmark run.
+type benchSize struct {
+	Hosts, Sessions     int // throughput workload
+	LatencySeconds      int // at the fixed offered load
+	ToolCalls           int // per caller
+	RehydrateSessions   int
+	RehydrateEntries    int
+	SweepRows           int
+	OfferedEventsPerSec int
+	ToolCallers         int
+}
+
+var (
+	fullSize  = benchSize{4, 2000, 10, 200, 100_000, 1_000_000, 100_000, 5000, 50}
+	quickSize = benchSize{2, 60, 1, 10, 2_000, 20_000, 2_000, 2000, 10}
+)
+
+// Figure is one measured figure with its definition.
+type Figure struct {
+	Name       string  `json:"name"`
+	Value      float64 `json:"value"`
+	Unit       string  `json:"unit"`
+	Baseline   float64 `json:"baseline,omitempty"`
+	Ratio      float64 `json:"ratio,omitempty"`
+	Target     string  `json:"target,omitempty"`
+	Definition string  `json:"definition"`
+}
+
+// BenchReport is what thatch bench writes.
+type BenchReport struct {
+	Quick      bool      `json:"quick"`
+	Seed       uint64    `json:"seed"`
+	Started    time.Time `json:"started"`
+	GoVersion  string    `json:"goVersion"`
+	CPUs       int       `json:"cpus"`
+	Events     int64     `json:"events"`
+	Sessions   int       `json:"sessions"`
+	Lost       int       `json:"entriesLost"`
+	Figures    []Figure  `json:"figures"`
+	JournalMix []string  `json:"journalMix,omitempty"`
+}
+
+// bench runs the benchmark: thatch [bench] [--quick] [--out FILE] [--seed N].
+func bench(ctx context.Context, args []string, out io.Writer, progress io.Writer) error {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	quick := fs.Bool("quick", false, "a short run that checks correctness only")
+	outPath := fs.String("out", "", "write the JSON report here")
+	seed := fs.Uint64("seed", 1, "workload seed")
+	only := fs.String("only", "", "run one part: throughput, latency, tools, rehydrate or sweep")
+	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the run here")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	size := fullSize
+	if *quick {
+		size = quickSize
+	}
+	dir, err := os.MkdirTemp("", "thatch-bench")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	b := &benchRun{size: size, dir: dir, seed: *seed, progress: progress, only: *only,
+		report: BenchReport{Quick: *quick, Seed: *seed, Started: time.Now().UTC(), GoVersion: goVersion(), CPUs: cpus()}}
+	if err := b.run(ctx); err != nil {
+		return err
+	}
+	b.print(out)
+	if *outPath != "" {
+		data, _ := json.MarshalIndent(b.report, "", "  ")
+		if err := os.WriteFile(*outPath, append(data, '\n'), 0o644); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "\nreport written to %s\n", *outPath)
+	}
+	return nil
+}
+
+type benchRun struct {
+	only     string
+	size     benchSize
+	dir      string
+	seed     uint64
+	progress io.Writer
+	report   BenchReport
+	ns       *server.Server
+	nc       *nats.Conn
+	js       jetstream.JetStream
+}
+
+func (b *benchRun) say(format string, args ...any) {
+	if b.progress != nil {
+		fmt.Fprintf(b.progress, "  "+format+"\n", args...)
+	}
+}
+
+func (b *benchRun) add(f Figure) {
+	if f.Baseline > 0 && f.Ratio == 0 {
+		f.Ratio = f.Value / f.Baseline
+	}
+	b.report.Figures = append(b.report.Figures, f)
+}
+
+func (b *benchRun) run(ctx context.Context) error {
+	ns, err := natsbus.StartEmbedded("127.0.0.1:-1", filepath.Join(b.dir, "broker"))
+	if err != nil {
+		return err
+	}
+	defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
+	b.ns = ns
+	if b.nc, err = nats.Connect(ns.ClientURL()); err != nil {
+		return err
+	}
+	defer b.nc.Close()
+	if b.js, err = jetstream.New(b.nc); err != nil {
+		return err
+	}
+	steps := []struct {
+		key, name string
+		fn        func(context.Context) error
+	}{
+		{"throughput", "throughput (thatch and the bare pipeline)", b.throughput},
+		{"latency", "latency at a fixed offered load", b.latency},
+		{"tools", "tool-call latency", b.toolLatency},
+		{"rehydrate", "rehydrate", b.rehydrate},
+		{"sweep", "strand-sweep planning", b.sweepPlanning},
+	}
+	for _, s := range steps {
+		if b.only != "" && b.only != s.key {
+			continue
+		}
+		b.say("%s…", s.name)
+		if err := s.fn(ctx); err != nil {
+			return fmt.Errorf("%s: %w", s.name, err)
+		}
+	}
+	return nil
+}
+
+// workloadEvents builds the seeded workload of one host: per session a creation, two
+// turns of busy, dozens of tool calls with outputs of realistic sizes and both idle
+// events; some sessions have a task child with its own calls; some error, some are
+// deleted. Extraction children come from thatch itself, played by the fake host's model.
+func workloadEvents(rng *rand.Rand, host string, sessions int, dir string, w *workload) [][2]string {
+	sizes := []int{80, 200, 400, 900, 1500, 3000, 8000}
+	out := func(n int) string { return strings.Repeat("x", n) }
+	var evs [][2]string // type, properties JSON
+	add := func(typ string, props map[string]any) {
+		data, _ := json.Marshal(props)
+		evs = append(evs, [2]string{typ, string(data)})
+	}
+	for s := range sessions {
+		sid := fmt.Sprintf("ses_%s_%05d", host, s)
+		info := map[string]any{"id": sid, "title": "work", "directory": dir, "projectID": "p1"}
+		add("session.created", map[string]any{"sessionID": sid, "info": info})
+		var task string
+		for turn := range 2 {
+			add("session.status", map[string]any{"sessionID": sid, "status": map[string]any{"type": "busy"}})
+			for c := range 12 + rng.IntN(24) {
+				w.entries[sid] = append(w.entries[sid], fmt.Sprintf("%s_t%d_c%d", sid, turn, c))
+				add("tool.execute.after", map[string]any{"sessionID": sid, "callID": fmt.Sprintf("%s_t%d_c%d", sid, turn, c),
+					"tool": []string{"bash", "read", "edit", "grep"}[rng.IntN(4)], "args": map[string]any{"command": "go test ./...", "filePath": dir + "/main.go"},
+					"title": "step", "output": out(sizes[rng.IntN(len(sizes))]), "metadata": map[string]any{}})
+			}
+			if turn == 0 && rng.IntN(10) < 3 {
+				task = sid + "_task"
+				add("session.created", map[string]any{"sessionID": task, "info": map[string]any{"id": task, "parentID": sid, "title": "explore", "directory": dir}})
+				add("session.status", map[string]any{"sessionID": task, "status": map[string]any{"type": "busy"}})
+				for c := range 3 {
+					w.entries[sid] = append(w.entries[sid], fmt.Sprintf("%s_c%d", task, c))
+					add("tool.execute.after", map[string]any{"sessionID": task, "callID": fmt.Sprintf("%s_c%d", task, c), "tool": "read",
+						"args": map[string]any{"filePath": dir + "/x.go"}, "output": out(sizes[rng.IntN(4)]), "metadata": map[string]any{}})
+				}
+				add("session.status", map[string]any{"sessionID": task, "status": map[string]any{"type": "idle"}})
+				add("session.idle", map[string]any{"sessionID": task})
+			}
+			if rng.IntN(10) == 0 {
+				add("session.error", map[string]any{"sessionID": sid, "error": map[string]any{"name": "APIError", "data": map[string]any{"message": "overloaded"}}})
+			}
+			add("session.status", map[string]any{"sessionID": sid, "status": map[string]any{"type": "idle"}})
+			add("session.idle", map[string]any{"sessionID": sid})
+		}
+		if rng.IntN(10) == 0 {
+			add("session.deleted", map[string]any{"sessionID": sid, "info": info})
+			w.deleted[sid] = true
+		}
+	}
+	return evs
+}
+
+// workload is what the seeded events hold: the entry ids of each root session and the
+// sessions the workload deletes.
+type workload struct {
+	entries map[string][]string
+	deleted map[string]bool
+}
+
+// publishAll publishes events with asynchronous JetStream publishes and waits for every ack.
+func publishAll(ctx context.Context, js jetstream.JetStream, subjectOf func(i int) string, bodies [][]byte, ids []string, hostSeq []int64) error {
+	const window = 4096
+	var pending []jetstream.PubAckFuture
+	flush := func() error {
+		for _, f := range pending {
+			select {
+			case <-f.Ok():
+			case err := <-f.Err():
+				return err
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		pending = pending[:0]
+		return nil
+	}
+	for i, body := range bodies {
+		m := nats.NewMsg(subjectOf(i))
+		m.Data = body
+		m.Header.Set(jetstream.MsgIDHeader, ids[i])
+		if hostSeq != nil {
+			m.Header.Set("Host-Seq", fmt.Sprint(hostSeq[i]))
+		}
+		f, err := js.PublishMsgAsync(m)
+		if err != nil {
+			return err
+		}
+		pending = append(pending, f)
+		if len(pending) == window {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+	}
+	return flush()
+}
+
+// startThatch runs the daemon's own wiring against the bench broker.
+func (b *benchRun) startThatch(name string, tune func(*runtime.Loop)) (Config, func() error, error) {
+	c, err := loadConfig()
+	if err != nil {
+		return c, nil, err
+	}
+	c.DataDir, c.NATSURL, c.InstallCommands, c.StrandSweep = filepath.Join(b.dir, name), b.ns.ClientURL(), false, false
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- serveWith(ctx, c, slog.New(slog.NewTextHandler(io.Discard, nil)), tune) }()
+	stop := func() error { cancel(); return <-done }
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var st runtime.StatusView
+		if err := apiCall(b.nc, "status", nil, &st); err == nil {
+			return c, stop, nil
+		}
+		if time.Now().After(deadline) {
+			stop()
+			return c, nil, errors.New("thatch did not become ready")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func apiCall(nc *nats.Conn, method string, params, out any) error {
+	data, _ := json.Marshal(params)
+	msg, err := nc.Request("thatch.api."+method, data, 5*time.Second)
+	if err != nil {
+		return err
+	}
+	var env struct {
+		Result json.RawMessage    `json:"result"`
+		Error  *runtime.HostError `json:"error"`
+	}
+	if err := json.Unmarshal(msg.Data, &env); err != nil {
+		return err
+	}
+	if env.Error != nil {
+		return env.Error
+	}
+	return json.Unmarshal(env.Result, out)
+}
+
+func (b *benchRun) throughput(ctx context.Context) error {
+	rng := rand.New(rand.NewPCG(b.seed, 42))
+	work := filepath.Join(b.dir, "work")
+	if err := os.MkdirAll(work, 0o755); err != nil {
+		return err
+	}
+	var bodies [][]byte
+	var ids, subjects []string
+	var seqs []int64
+	var hosts []*fakehost.Host
+	w := &workload{entries: map[string][]string{}, deleted: map[string]bool{}}
+	for h := range b.size.Hosts {
+		host := fmt.Sprintf("h%d", h)
+		fh, err := fakehost.New(b.nc, host, "v1")
+		if err != nil {
+			return err
+		}
+		defer fh.Close()
+		fh.Model, fh.Quiet, fh.Dir = true, false, work
+		hosts = append(hosts, fh)
+		hello, _ := json.Marshal(map[string]any{"hostID": host, "api": "v1", "version": "bench", "bootID": "b1",
+			"directory": work, "worktree": work, "projectID": "p1", "capabilities": map[string]bool{"move": true}, "resumed": []string{}})
+		evs := append([][2]string{{"host.hello", string(hello)}}, workloadEvents(rng, host, b.size.Sessions/b.size.Hosts, work, w)...)
+		for i, e := range evs {
+			id := fmt.Sprintf("evt_%s_%07d", host, i)
+			bodies = append(bodies, []byte(`{"id":"`+id+`","type":"`+e[0]+`","properties":`+e[1]+`}`))
+			ids, subjects, seqs = append(ids, id), append(subjects, "opencode."+host+".event."+e[0]), append(seqs, int64(i+1))
+			if e[0] == "session.created" {
+				var p struct{ Info runtime.SessionInfo }
+				_ = json.Unmarshal([]byte(e[1]), &p)
+				fh.AddSession(p.Info)
+			}
+		}
+	}
+	n := len(bodies)
+	b.report.Events, b.report.Sessions = int64(n), b.size.Sessions
+
+	// The bare pipeline: the same events, a durable pull consumer, batched SQLite inserts,
+	// ack after commit.
+	base := "BASELINE"
+	if _, err := b.js.CreateStream(ctx, jetstream.StreamConfig{Name: base, Subjects: []string{"baseline.>"}, Storage: jetstream.FileStorage}); err != nil {
+		return err
+	}
+	if err := publishAll(ctx, b.js, func(i int) string { return "baseline." + subjects[i] }, bodies, ids, nil); err != nil {
+		return err
+	}
+	baseRate, err := b.bareDrain(ctx, base, n)
+	if err != nil {
+		return err
+	}
+	b.say("bare pipeline: %.0f events/s", baseRate)
+
+	// thatch: the same events, pre-loaded, then drained by the daemon with extraction
+	// traffic answered by the fake hosts' model.
+	if _, err := natsbus.EnsureStream(ctx, b.js, natsbus.StreamConfig{Stream: "OPENCODE_EVENTS", Prefix: "opencode"}); err != nil {
+		return err
+	}
+	if err := publishAll(ctx, b.js, func(i int) string { return subjects[i] }, bodies, ids, seqs); err != nil {
+		return err
+	}
+	var first, last atomic.Int64
+	c, stop, err := b.startThatch("thatch", func(l *runtime.Loop) {
+		l.OnCommit = func(a []runtime.Applied, at time.Time) {
+			first.CompareAndSwap(0, at.UnixNano())
+			last.Store(at.UnixNano())
+		}
+	})
+	if err != nil {
+		return err
+	}
+	// Drained: the consumer reached the stream's end, every host call was answered, and
+	// that held across two looks (the model's replies add events).
+	var st runtime.StatusView
+	deadline := time.Now().Add(10 * time.Minute)
+	stable := 0
+	for stable < 2 {
+		time.Sleep(100 * time.Millisecond)
+		info, err := b.js.Stream(ctx, "OPENCODE_EVENTS")
+		if err != nil {
+			stop()
+			return err
+		}
+		si, err := info.Info(ctx)
+		if err != nil {
+			stop()
+			return err
+		}
+		if err := apiCall(b.nc, "status", nil, &st); err == nil && st.LastStreamSeq == si.State.LastSeq && st.OutstandingCalls == 0 && st.Accepted == 0 {
+			stable++
+		} else {
+			stable = 0
+		}
+		if time.Now().After(deadline) {
+			stop()
+			return fmt.Errorf("thatch did not drain the workload: %+v", st)
+		}
+	}
+	elapsed := time.Duration(last.Load() - first.Load())
+	rate := float64(st.Applied) / elapsed.Seconds()
+	b.say("thatch: %d events applied in %s: %.0f events/s", st.Applied, elapsed.Round(time.Millisecond), rate)
+	b.add(Figure{Name: "end-to-end throughput", Value: rate, Unit: "events/s", Baseline: baseRate, Target: "≥ 0.5 of baseline",
+		Definition: "events applied and committed per second, first commit to last, while draining a pre-loaded stream of the seeded workload, extraction traffic included; baseline: the same events through a bare durable pull consumer into SQLite batches, ack after commit"})
+	if st.Applied != int64(st.LastStreamSeq) || st.Rejected != 0 {
+		stop()
+		return fmt.Errorf("applied %d of %d events (%d rejected)", st.Applied, st.LastStreamSeq, st.Rejected)
+	}
+	lost, err := b.reconcile(w, hosts)
+	b.report.Lost = lost
+	if serr := stop(); err == nil {
+		err = serr
+	}
+	if err != nil {
+		return err
+	}
+	size, live, mix := journalSize(filepath.Join(c.DataDir, "thatch.db"))
+	b.report.JournalMix = mix
+	per := func(n int64) float64 { return float64(n) / float64(b.size.Sessions) * 1000 / (1 << 20) }
+	b.add(Figure{Name: "journal file", Value: per(size), Unit: "MiB per 1,000 sessions",
+		Definition: "thatch.db (+WAL) on disk after the workload, per 1,000 of its sessions, before any sweep returned free pages"})
+	b.add(Figure{Name: "journal live data", Value: per(live), Unit: "MiB per 1,000 sessions",
+		Definition: "bytes in use in the journal's pages after the workload (what a sweep's incremental vacuum shrinks the file to); applied event ids, kept 8 days, are most of it"})
+	return nil
+}
+
+// reconcile checks that no buffered interaction vanished or was extracted twice: every
+// entry of the workload was completed once by an extraction, or is still journaled for a
+// live session, or went with its deleted session.
+func (b *benchRun) reconcile(w *workload, hosts []*fakehost.Host) (lost int, err error) {
+	extracted := map[string]int{}
+	for _, h := range hosts {
+		for id, n := range h.Extracted() {
+			extracted[id] += n
+		}
+	}
+	var problems []string
+	for root, ids := range w.entries {
+		var journaled []runtime.EntryView
+		if !w.deleted[root] {
+			if err := apiCall(b.nc, "entries", map[string]any{"sessionID": root}, &journaled); err != nil {
+				return 0, fmt.Errorf("entries of %s: %w", root, err)
+			}
+		}
+		held := map[string]bool{}
+		for _, e := range journaled {
+			held[e.ID] = true
+		}
+		for _, id := range ids {
+			switch n := extracted[id]; {
+			case n > 1:
+				problems = append(problems, id+" extracted twice")
+			case n == 1 && held[id]:
+				problems = append(problems, id+" extracted and still journaled")
+			case n == 0 && !held[id] && !w.deleted[root]:
+				lost++
+				problems = append(problems, id+" lost")
+			}
+		}
+	}
+	if len(problems) > 0 {
+		return lost, fmt.Errorf("%d problems, first: %s", len(problems), strings.Join(problems[:min(5, len(problems))], "; "))
+	}
+	return 0, nil
+}
+
+// bareDrain consumes n messages of stream into SQLite batches, acking after each commit.
+func (b *benchRun) bareDrain(ctx context.Context, stream string, n int) (float64, error) {
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(b.dir, "bare.db")+"?_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate")
+	if err != nil {
+		return 0, err
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	if _, err := db.Exec(`CREATE TABLE events (id TEXT PRIMARY KEY, subject TEXT, body BLOB)`); err != nil {
+		return 0, err
+	}
+	s, err := b.js.Stream(ctx, stream)
+	if err != nil {
+		return 0, err
+	}
+	cons, err := s.CreateConsumer(ctx, jetstream.ConsumerConfig{Durable: "bare", AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: 4096})
+	if err != nil {
+		return 0, err
+	}
+	msgs := make(chan jetstream.Msg, 1024)
+	cc, err := cons.Consume(func(m jetstream.Msg) { msgs <- m }, jetstream.PullMaxMessages(1024))
+	if err != nil {
+		return 0, err
+	}
+	defer cc.Stop()
+	start := time.Now()
+	done := 0
+	for done < n {
+		batch := []jetstream.Msg{<-msgs}
+	drain:
+		for len(batch) < 512 {
+			select {
+			case m := <-msgs:
+				batch = append(batch, m)
+			default:
+				break drain
+			}
+		}
+		tx, err := db.Begin()
+		if err != nil {
+			return 0, err
+		}
+		for _, m := range batch {
+			var id struct{ ID string }
+			_ = json.Unmarshal(m.Data(), &id)
+			if _, err := tx.Exec(`INSERT OR IGNORE INTO events (id, subject, body) VALUES (?, ?, ?)`, id.ID, m.Subject(), m.Data()); err != nil {
+				tx.Rollback()
+				return 0, err
+			}
+		}
+		if err := tx.Commit(); err != nil {
+			return 0, err
+		}
+		for _, m := range batch {
+			_ = m.Ack()
+		}
+		done += len(batch)
+	}
+	return float64(n) / time.Since(start).Seconds(), nil
+}
+
+// journalSize returns the journal's size on disk, the bytes in use, and the largest tables.
+func journalSize(path string) (file, live int64, mix []string) {
+	for _, p := range []string{path, path + "-wal"} {
+		if fi, err := os.Stat(p); err == nil {
+			file += fi.Size()
+		}
+	}
+	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
+	if err != nil {
+		return file, 0, nil
+	}
+	defer db.Close()
+	rows, err := db.Query(`SELECT name, sum(pgsize - unused) FROM dbstat GROUP BY name ORDER BY 2 DESC`)
+	if err != nil {
+		return file, 0, nil
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var name string
+		var size int64
+		if rows.Scan(&name, &size) == nil {
+			live += size
+			if len(mix) < 5 {
+				mix = append(mix, fmt.Sprintf("%s %.2f MiB", name, float64(size)/(1<<20)))
+			}
+		}
+	}
+	return file, live, mix
+}
+
+// latency offers tool.execute.after events at a fixed rate and measures publish → commit.
+func (b *benchRun) latency(ctx context.Context) error {
+	published := sync.Map{}
+	var mu sync.Mutex
+	var lat []time.Duration
+	_, stop, err := b.startThatch("latency", func(l *runtime.Loop) {
+		l.OnCommit = func(a []runtime.Applied, at time.Time) {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, e := range a {
+				if t0, ok := published.Load(e.ID); ok {
+					lat = append(lat, at.Sub(t0.(time.Time)))
+				}
+			}
+		}
+	})
+	if err != nil {
+		return err
+	}
+	defer stop()
+	fh, err := fakehost.New(b.nc, "lat", "v1")
+	if err != nil {
+		return err
+	}
+	defer fh.Close()
+	for s := range 100 {
+		if err := fh.Created(ctx, fmt.Sprintf("ses_lat_%03d", s), "", "t", os.TempDir()); err != nil {
+			return err
+		}
+	}
+	rate := b.size.OfferedEventsPerSec
+	total := rate * b.size.LatencySeconds
+	const tick = 10 * time.Millisecond
+	per := rate / int(time.Second/tick)
+	ticker := time.NewTicker(tick)
+	defer ticker.Stop()
+	output := strings.Repeat("o", 900)
+	var futures []jetstream.PubAckFuture
+	for i := 0; i < total; {
+		<-ticker.C
+		for j := 0; j < per && i < total; j, i = j+1, i+1 {
+			id := fmt.Sprintf("evt_lat_%07d", i)
+			body := fmt.Sprintf(`{"id":%q,"type":"tool.execute.after","properties":{"sessionID":"ses_lat_%03d","callID":"c%d","tool":"bash","args":{},"output":%q}}`, id, i%100, i, output)
+			m := nats.NewMsg("opencode.lat.event.tool.execute.after")
+			m.Data = []byte(body)
+			m.Header.Set(jetstream.MsgIDHeader, id)
+			published.Store(id, time.Now())
+			f, err := b.js.PublishMsgAsync(m)
+			if err != nil {
+				return err
+			}
+			futures = append(futures, f)
+		}
+	}
+	for _, f := range futures {
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			return err
+		}
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		mu.Lock()
+		got := len(lat)
+		mu.Unlock()
+		if got >= total {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("only %d of %d events committed", got, total)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	p50, p99 := percentiles(lat)
+	b.say("publish → commit at %d events/s: p50 %s, p99 %s", rate, p50, p99)
+	b.add(Figure{Name: "publish → commit p50", Value: ms(p50), Unit: "ms", Definition: fmt.Sprintf("time from a host's JetStream publish to thatch's commit of the event, at %d tool events/s offered for %ds", rate, b.size.LatencySeconds)})
+	b.add(Figure{Name: "publish → commit p99", Value: ms(p99), Unit: "ms", Target: "< 25 ms", Definition: "as above, 99th percentile"})
+	return nil
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func percentiles(d []time.Duration) (p50, p99 time.Duration) {
+	if len(d) == 0 {
+		return 0, 0
+	}
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[len(s)/2], s[min(len(s)-1, len(s)*99/100)]
+}
+
+// toolLatency measures thatch_get_extraction_payload with concurrent callers, each for
+// its own session holding 10 entries.
+func (b *benchRun) toolLatency(ctx context.Context) error {
+	_, stop, err := b.startThatch("tools", nil)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	fh, err := fakehost.New(b.nc, "tools", "v1")
+	if err != nil {
+		return err
+	}
+	defer fh.Close()
+	callers := b.size.ToolCallers
+	for s := range callers {
+		sid := fmt.Sprintf("ses_tool_%03d", s)
+		if err := fh.Created(ctx, sid, "", "t", os.TempDir()); err != nil {
+			return err
+		}
+		for c := range 10 {
+			if err := fh.ToolExecuted(ctx, sid, fmt.Sprintf("%s_c%d", sid, c), "bash", strings.Repeat("o", 1500)); err != nil {
+				return err
+			}
+		}
+	}
+	var mu sync.Mutex
+	var lat []time.Duration
+	var wg sync.WaitGroup
+	errs := make(chan error, callers)
+	for s := range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sid := fmt.Sprintf("ses_tool_%03d", s)
+			for range b.size.ToolCalls {
+				t0 := time.Now()
+				a, herr, err := fh.Tool(ctx, "thatch", runtime.ToolPayload, sid, map[string]any{})
+				d := time.Since(t0)
+				if err != nil || herr != nil {
+					errs <- fmt.Errorf("tool call for %s: %v %v", sid, err, herr)
+					return
+				}
+				if !strings.Contains(a.Output, "10 tool interactions") {
+					errs <- fmt.Errorf("tool call for %s did not return its 10 entries", sid)
+					return
+				}
+				mu.Lock()
+				lat = append(lat, d)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return err
+	}
+	p50, p99 := percentiles(lat)
+	b.say("%s with %d callers: p50 %s, p99 %s", runtime.ToolPayload, callers, p50, p99)
+	b.add(Figure{Name: "tool call p50", Value: ms(p50), Unit: "ms", Definition: fmt.Sprintf("%s round trip over NATS, %d concurrent callers, 10 entries of 1.5 KB each", runtime.ToolPayload, callers)})
+	b.add(Figure{Name: "tool call p99", Value: ms(p99), Unit: "ms", Target: "< 5 ms", Definition: "as above, 99th percentile"})
+	return nil
+}
+
+// rehydrate builds a journal of many sessions and pending entries and measures, in a
+// child process so its memory is its own, how long loading it takes and the peak RSS.
+func (b *benchRun) rehydrate(ctx context.Context) error {
+	path := filepath.Join(b.dir, "big", "thatch.db")
+	store, err := journal.Open(path)
+	if err != nil {
+		return err
+	}
+	st := runtime.NewState()
+	per := b.size.RehydrateEntries / b.size.RehydrateSessions
+	now := time.Now()
+	const chunk = 2000
+	for s0 := 0; s0 < b.size.RehydrateSessions; s0 += chunk {
+		fx := runtime.NewEffects()
+		for s := s0; s < min(s0+chunk, b.size.RehydrateSessions); s++ {
+			sid := fmt.Sprintf("ses_%07d", s)
+			sess := &runtime.Session{ID: sid, HostID: "h1", Kind: runtime.KindTop, Status: runtime.StatusIdle, Directory: "/w", Title: "t", Touched: now}
+			st.Sessions[sid] = sess
+			fx.Sessions[sid] = true
+			for e := range per {
+				id := fmt.Sprintf("call_%07d_%03d", s, e)
+				fx.Entries = append(fx.Entries, runtime.EntryOp{Kind: runtime.EntryInsert, Root: sid, ID: id, At: now,
+					Body: &runtime.Body{Tool: "bash", Args: json.RawMessage(`{"command":"go test ./..."}`), Output: strings.Repeat("o", 200)}})
+			}
+		}
+		if err := store.Commit(&runtime.Batch{Now: now, State: st, Effects: fx}); err != nil {
+			return err
+		}
+		for id := range fx.Sessions {
+			delete(st.Sessions, id) // keep the generator's own memory flat
+		}
+		if s0%(chunk*10) == 0 {
+			b.say("journal: %d/%d sessions written", s0, b.size.RehydrateSessions)
+		}
+	}
+	store.Close()
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	out, err := exec.CommandContext(ctx, self, "bench-rehydrate", path).Output()
+	if err != nil {
+		return fmt.Errorf("rehydrate child: %w", err)
+	}
+	var r struct {
+		Ms       float64 `json:"ms"`
+		RSSMiB   float64 `json:"rssMiB"`
+		Sessions int     `json:"sessions"`
+		Entries  int     `json:"entries"`
+	}
+	if err := json.Unmarshal(out, &r); err != nil {
+		return fmt.Errorf("rehydrate child said %q: %w", out, err)
+	}
+	if r.Sessions != b.size.RehydrateSessions || r.Entries != per*b.size.RehydrateSessions {
+		return fmt.Errorf("rehydrate loaded %d sessions and %d entries, want %d and %d", r.Sessions, r.Entries, b.size.RehydrateSessions, per*b.size.RehydrateSessions)
+	}
+	b.say("rehydrate of %d sessions / %d entries: %.0f ms, peak RSS %.0f MiB", r.Sessions, r.Entries, r.Ms, r.RSSMiB)
+	scale := fmt.Sprintf("%d sessions and %d pending entries", r.Sessions, r.Entries)
+	b.add(Figure{Name: "rehydrate time", Value: r.Ms, Unit: "ms", Target: "< 3 s at 100k/1M", Definition: "journal.Load of " + scale + ", in a fresh process"})
+	b.add(Figure{Name: "rehydrate peak RSS", Value: r.RSSMiB, Unit: "MiB", Target: "< 200 MB at 100k/1M", Definition: "that process's peak resident set (VmHWM) after loading " + scale})
+	return nil
+}
+
+// benchRehydrate is the child process of the rehydrate figure: thatch bench-rehydrate PATH.
+func benchRehydrate(path string, out io.Writer) error {
+	store, err := journal.Open(path)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	t0 := time.Now()
+	st, _, _, err := store.Load()
+	if err != nil {
+		return err
+	}
+	elapsed := time.Since(t0)
+	entries := 0
+	for _, s := range st.Sessions {
+		entries += len(s.Entries)
+	}
+	return json.NewEncoder(out).Encode(map[string]any{"ms": ms(elapsed), "rssMiB": peakRSSMiB(), "sessions": len(st.Sessions), "entries": entries})
+}
+
+// peakRSSMiB reads VmHWM from /proc/self/status.
+func peakRSSMiB() float64 {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			var kb float64
+			fmt.Sscanf(strings.TrimSpace(rest), "%f", &kb)
+			return kb / 1024
+		}
+	}
+	return 0
+}
+
+// sweepPlanning times PlanStrandActions over many session rows.
+func (b *benchRun) sweepPlanning(context.Context) error {
+	rows := make([]runtime.SessionInfo, b.size.SweepRows)
+	for i := range rows {
+		dir := fmt.Sprintf("/work/tree%03d", i%200)
+		rows[i] = runtime.SessionInfo{ID: fmt.Sprintf("ses_%07d", i), Directory: dir, ProjectID: "p1", Title: "t"}
+		if i%10 == 0 {
+			rows[i].Title, rows[i].ParentID = runtime.ExtractionTitle, "ses_0000000"
+		}
+	}
+	gone := func(d string) bool { return d >= "/work/tree180" } // a tenth of the trees are gone
+	worktrees := map[string]string{"p1": "/work/main"}
+	exists := func(d string) bool { return d == "/work/main" || !gone(d) }
+	best := time.Duration(1 << 62)
+	var actions []runtime.StrandAction
+	for range 5 {
+		t0 := time.Now()
+		actions = runtime.PlanStrandActions(rows, exists, worktrees, true)
+		best = min(best, time.Since(t0))
+	}
+	b.say("planned %d rows into %d actions in %s", len(rows), len(actions), best)
+	b.add(Figure{Name: "strand-sweep planning", Value: ms(best), Unit: "ms", Target: "< 200 ms for 100k rows",
+		Definition: fmt.Sprintf("PlanStrandActions over %d session rows, a tenth in missing directories (best of 5; directory checks are cached lookups)", len(rows))})
+	return nil
+}
+
+func (b *benchRun) print(w io.Writer) {
+	fmt.Fprintf(w, "\nthatch bench (seed %d, %d CPUs, %s): %d events, %d sessions, %d entries lost\n\n",
+		b.report.Seed, b.report.CPUs, b.report.GoVersion, b.report.Events, b.report.Sessions, b.report.Lost)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "FIGURE\tVALUE\tBASELINE\tRATIO\tTARGET")
+	for _, f := range b.report.Figures {
+		base, ratio := "", ""
+		if f.Baseline > 0 {
+			base, ratio = fmt.Sprintf("%.0f %s", f.Baseline, f.Unit), fmt.Sprintf("%.2f", f.Ratio)
+		}
+		fmt.Fprintf(tw, "%s\t%.2f %s\t%s\t%s\t%s\n", f.Name, f.Value, f.Unit, base, ratio, f.Target)
+	}
+	tw.Flush()
+	if len(b.report.JournalMix) > 0 {
+		fmt.Fprintf(w, "\njournal by table: %s\n", strings.Join(b.report.JournalMix, ", "))
+	}
+}
+
+func goVersion() string { return goruntime.Version() }
+func cpus() int         { return goruntime.NumCPU() }

@@ -254,9 +254,19 @@ func writeEntries(tx *sql.Tx, ops []runtime.EntryOp) error {
 			body, _ := json.Marshal(op.Body)
 			_, err = tx.Exec(`INSERT OR IGNORE INTO entries (root_id, entry_id, tool, created_at, body) VALUES (?, ?, ?, ?, ?)`,
 				op.Root, op.ID, op.Body.Tool, ms(op.At), body)
-		case runtime.EntryClaim:
-			_, err = tx.Exec(`UPDATE entries SET claimed_by = ?, claimed_at = ? WHERE root_id = ? AND entry_id = ?`,
-				op.Claimant, ms(op.At), op.Root, op.ID)
+		case runtime.EntryClaimPending:
+			_, err = tx.Exec(`UPDATE entries SET claimed_by = ?, claimed_at = ? WHERE root_id = ? AND claimed_by = ''`,
+				op.Claimant, ms(op.At), op.Root)
+		case runtime.EntryDeleteClaimed:
+			_, err = tx.Exec(`DELETE FROM entries WHERE root_id = ? AND claimed_by = ?`, op.Root, op.Claimant)
+		case runtime.EntryReleaseClaimed:
+			if op.Claimant == "" {
+				_, err = tx.Exec(`UPDATE entries SET claimed_by = '', claimed_at = 0 WHERE root_id = ? AND claimed_by != ''`, op.Root)
+			} else {
+				_, err = tx.Exec(`UPDATE entries SET claimed_by = '', claimed_at = 0 WHERE root_id = ? AND claimed_by = ?`, op.Root, op.Claimant)
+			}
+		case runtime.EntryDeleteAll:
+			_, err = tx.Exec(`DELETE FROM entries WHERE root_id = ?`, op.Root)
 		case runtime.EntryRelease:
 			_, err = tx.Exec(`UPDATE entries SET claimed_by = '', claimed_at = 0 WHERE root_id = ? AND entry_id = ?`, op.Root, op.ID)
 		case runtime.EntryDelete:

@@ -138,10 +138,15 @@ type EntryOpKind int
 
 const (
 	EntryInsert  EntryOpKind = iota // a new pending entry, with its body
-	EntryClaim                      // claimed by Claimant at At
-	EntryRelease                    // back to pending
-	EntryDelete                     // completed or dropped
-	EntryMove                       // moved from root From to Root
+	EntryRelease                    // one entry back to pending
+	EntryDelete                     // one entry completed or dropped
+	EntryMove                       // one entry moved from root From to Root
+
+	// Set operations on a root's entries, one statement each.
+	EntryClaimPending   // every pending entry claimed by Claimant at At
+	EntryDeleteClaimed  // every entry claimed by Claimant completed
+	EntryReleaseClaimed // every entry claimed by Claimant (any claimant when "") back to pending
+	EntryDeleteAll      // every entry dropped
 )
 
 // EntryOp is one change to the entries table.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -128,10 +129,15 @@ func (l *Loop) Run(ctx context.Context) error {
 	}
 	close(l.ready)
 
+	// Each round takes whatever is ready — deliveries, host-call results, tool calls — and
+	// commits it in one transaction: a commit is the loop's main cost.
 	var parked []*toolReq
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
+		var deliveries []Delivery
+		var results []Result
+		expired := false
 		select {
 		case <-ctx.Done():
 			for _, q := range parked {
@@ -141,33 +147,11 @@ func (l *Loop) Run(ctx context.Context) error {
 			l.finishCalls(wctx)
 			return nil
 		case d := <-l.deliveries:
-			batch := []Delivery{d}
-		drain:
-			for len(batch) < l.MaxBatch {
-				select {
-				case d := <-l.deliveries:
-					batch = append(batch, d)
-				default:
-					break drain
-				}
-			}
-			if !l.commit(ctx, wctx, func(now time.Time) (*Batch, error) { return l.stepDeliveries(batch, now) }) {
-				return nil
-			}
-			for _, d := range batch {
-				if err := d.Ack(); err != nil {
-					l.Log.Warn("acknowledge failed; the event will be redelivered and skipped", "stream_seq", d.StreamSeq, "err", err)
-				}
-			}
-			parked = l.unpark(wctx, parked, false)
+			deliveries = append(deliveries, d)
 		case r := <-l.results:
-			ok := l.commit(ctx, wctx, func(now time.Time) (*Batch, error) {
-				return &Batch{Now: now, State: l.state, Effects: l.Rules.Step(l.state, r, now), Done: []int64{r.Call.ID}}, nil
-			})
-			if !ok {
-				return nil
-			}
-			l.outstanding--
+			results = append(results, r)
+		case q := <-l.tools:
+			parked = append(parked, q)
 		case in := <-l.inputs:
 			ok := l.commit(ctx, wctx, func(now time.Time) (*Batch, error) {
 				b := &Batch{Now: now, State: l.state, Effects: l.Rules.Step(l.state, in, now)}
@@ -179,17 +163,90 @@ func (l *Loop) Run(ctx context.Context) error {
 			if !ok {
 				return nil
 			}
-		case q := <-l.tools:
-			parked = l.unpark(wctx, append(parked, q), false)
 		case q := <-l.queries:
 			q.reply <- q.fn(View{State: l.state, Pos: l.pos, Outstanding: l.outstanding})
 		case <-timer.C:
-			parked = l.unpark(wctx, parked, true)
+			expired = true
+		}
+	gather:
+		for len(deliveries) < l.MaxBatch {
+			select {
+			case d := <-l.deliveries:
+				deliveries = append(deliveries, d)
+			case r := <-l.results:
+				results = append(results, r)
+			case q := <-l.tools:
+				parked = append(parked, q)
+			default:
+				break gather
+			}
+		}
+		// The round: its events and results, then the tool calls they unblock, in one
+		// transaction; the replies go out after the commit.
+		var ready []*toolReq
+		var replies []*Reply
+		if len(deliveries)+len(results) > 0 || l.anyReady(parked, l.pos, expired) {
+			ok := l.commit(ctx, wctx, func(now time.Time) (*Batch, error) {
+				b, err := l.stepRound(deliveries, results, now)
+				if err != nil {
+					return nil, err
+				}
+				ready, replies = nil, nil
+				for _, q := range parked {
+					if l.isReady(q, max(l.pos, b.StreamSeq), now, expired) {
+						one := l.Rules.Step(l.state, q.call, now)
+						b.Effects.Merge(one)
+						ready, replies = append(ready, q), append(replies, one.Reply)
+					}
+				}
+				return b, nil
+			})
+			if !ok {
+				return nil
+			}
+			for _, d := range deliveries {
+				if err := d.Ack(); err != nil {
+					l.Log.Warn("acknowledge failed; the event will be redelivered and skipped", "stream_seq", d.StreamSeq, "err", err)
+				}
+			}
+			l.outstanding -= len(results)
+			parked = slices.DeleteFunc(parked, func(q *toolReq) bool { return slices.Contains(ready, q) })
+			for i, q := range ready {
+				q.reply <- l.render(replies[i])
+			}
 		}
 		if len(parked) > 0 {
 			timer.Reset(time.Until(parked[0].deadline))
 		}
 	}
+}
+
+// isReady reports whether a parked tool call may be answered: every event the stream held
+// when it arrived is applied (pos), or its wait expired.
+func (l *Loop) isReady(q *toolReq, pos uint64, now time.Time, expired bool) bool {
+	return q.minSeq <= pos || (expired && !now.Before(q.deadline))
+}
+
+func (l *Loop) anyReady(parked []*toolReq, pos uint64, expired bool) bool {
+	now := l.Now()
+	return slices.ContainsFunc(parked, func(q *toolReq) bool { return l.isReady(q, pos, now, expired) })
+}
+
+// render turns a committed tool call's reply into its answer, reading a payload's entry
+// bodies from the journal.
+func (l *Loop) render(reply *Reply) Answer {
+	if reply.Err != nil {
+		return Answer{Err: reply.Err}
+	}
+	a := Answer{Output: reply.Output, Metadata: reply.Metadata}
+	if p := reply.Payload; p != nil {
+		entries, err := l.Journal.Payload(p.Root, p.Claimant)
+		if err != nil {
+			return Answer{Err: &HostError{Name: "UnavailableError", Message: "thatch could not read the claimed entries; call again: " + err.Error()}}
+		}
+		a.Output = FormatPayload(p.Root, entries)
+	}
+	return a
 }
 
 // finishCalls lets the calls in progress end and commits their results, so a clean stop
@@ -239,23 +296,9 @@ func (l *Loop) handBack() {
 	}
 }
 
-// unpark answers the tool calls whose events were all applied, or all of them on expiry
-// past their deadline.
-func (l *Loop) unpark(wctx context.Context, parked []*toolReq, expired bool) []*toolReq {
-	kept := parked[:0]
-	now := l.Now()
-	for _, q := range parked {
-		if q.minSeq <= l.pos || (expired && !now.Before(q.deadline)) {
-			q.reply <- l.answer(wctx, q.call)
-			continue
-		}
-		kept = append(kept, q)
-	}
-	return kept
-}
-
-// stepDeliveries decodes and applies a batch: each event id at most once.
-func (l *Loop) stepDeliveries(batch []Delivery, now time.Time) (*Batch, error) {
+// stepRound applies a round's deliveries (each event id at most once) and host-call
+// results as one batch.
+func (l *Loop) stepRound(batch []Delivery, results []Result, now time.Time) (*Batch, error) {
 	b := &Batch{Now: now, State: l.state, Effects: NewEffects()}
 	events := make([]Event, 0, len(batch))
 	var ids []string
@@ -293,6 +336,10 @@ func (l *Loop) stepDeliveries(batch []Delivery, now time.Time) (*Batch, error) {
 	}
 	if b.StreamSeq <= l.pos {
 		b.StreamSeq = 0 // redeliveries only: the position stays
+	}
+	for _, r := range results {
+		b.Effects.Merge(l.Rules.Step(l.state, r, now))
+		b.Done = append(b.Done, r.Call.ID)
 	}
 	return b, nil
 }
@@ -355,40 +402,6 @@ func (l *Loop) logNotes(notes []Note) {
 	for _, n := range notes {
 		l.Log.Log(context.Background(), n.Level, n.Msg, n.Attrs...)
 	}
-}
-
-// answer applies a tool call, commits the claim, then replies.
-func (l *Loop) answer(wctx context.Context, c ToolCall) Answer {
-	var reply *Reply
-	var journalErr error
-	now := l.Now()
-	fx := l.Rules.Step(l.state, c, now)
-	reply = fx.Reply
-	if !fx.Empty() {
-		if journalErr = l.Journal.Commit(&Batch{Now: now, State: l.state, Effects: fx}); journalErr != nil {
-			if st, _, pos, err := l.Journal.Load(); err == nil {
-				l.state, l.pos = st, pos
-			}
-			l.Log.Error("tool call not recorded: journal write failed", "tool", c.Name, "session", c.SessionID, "err", journalErr)
-			return Answer{Err: &HostError{Name: "UnavailableError", Message: "thatch could not record the call; try again: " + journalErr.Error()}}
-		}
-		l.logNotes(fx.Notes)
-		for _, call := range fx.Calls {
-			l.dispatch(wctx, call)
-		}
-	}
-	if reply.Err != nil {
-		return Answer{Err: reply.Err}
-	}
-	out := Answer{Output: reply.Output, Metadata: reply.Metadata}
-	if p := reply.Payload; p != nil {
-		entries, err := l.Journal.Payload(p.Root, p.Claimant)
-		if err != nil {
-			return Answer{Err: &HostError{Name: "UnavailableError", Message: "thatch could not read the claimed entries; call again: " + err.Error()}}
-		}
-		out.Output = FormatPayload(p.Root, entries)
-	}
-	return out
 }
 
 // Tool answers a tool call against a state that includes every event up to stream

@@ -262,8 +262,8 @@ func (t *step) adoptExtraction(parent, child *Session, fromResult bool) bool {
 	case parent.Extracting && parent.Child == "" && fromResult:
 		parent.Child = child.ID
 		t.dirty(parent)
-		for _, other := range t.s.sorted() { // children a repeated create left waiting
-			if other.Kind == KindExtraction && other.ParentID == parent.ID && other.ID != child.ID {
+		for _, other := range t.s.children(parent.ID) { // children a repeated create left waiting
+			if other.Kind == KindExtraction && other.ID != child.ID {
 				t.note(slog.LevelWarn, "deleting a stray extraction child", "session", other.ID, "parent", parent.ID)
 				t.forget(other)
 				t.call(Call{Host: other.HostID, Op: OpDelete, SessionID: other.ID})
@@ -426,7 +426,6 @@ func (t *step) complete(root *Session, claimant string) int {
 	n := 0
 	for _, e := range root.Entries {
 		if e.Claimant == claimant {
-			t.fx.Entries = append(t.fx.Entries, EntryOp{Kind: EntryDelete, Root: root.ID, ID: e.ID})
 			n++
 			continue
 		}
@@ -438,6 +437,7 @@ func (t *step) complete(root *Session, claimant string) int {
 		root.Entries = nil // as the journal reloads it
 	}
 	if n > 0 {
+		t.fx.Entries = append(t.fx.Entries, EntryOp{Kind: EntryDeleteClaimed, Root: root.ID, Claimant: claimant})
 		t.dirty(root)
 	}
 	return n
@@ -450,11 +450,11 @@ func (t *step) release(root *Session, claimant string) int {
 	for i, e := range root.Entries {
 		if e.Accepted() && (claimant == "" || e.Claimant == claimant) {
 			root.Entries[i].Claimant, root.Entries[i].ClaimedAt = "", time.Time{}
-			t.fx.Entries = append(t.fx.Entries, EntryOp{Kind: EntryRelease, Root: root.ID, ID: e.ID})
 			n++
 		}
 	}
 	if n > 0 {
+		t.fx.Entries = append(t.fx.Entries, EntryOp{Kind: EntryReleaseClaimed, Root: root.ID, Claimant: claimant})
 		t.dirty(root)
 	}
 	return n
@@ -506,14 +506,12 @@ func (t *step) deleted(ev Event) {
 		}
 		t.forget(sess)
 	case KindTop:
-		for _, e := range sess.Entries {
-			t.fx.Entries = append(t.fx.Entries, EntryOp{Kind: EntryDelete, Root: sess.ID, ID: e.ID})
+		if len(sess.Entries) > 0 {
+			t.fx.Entries = append(t.fx.Entries, EntryOp{Kind: EntryDeleteAll, Root: sess.ID})
 		}
 		sess.Entries = nil
-		for _, c := range t.s.sorted() {
-			if c.ParentID == sess.ID {
-				t.forget(c) // a host that deletes the parent first takes the children with it
-			}
+		for _, c := range t.s.children(sess.ID) {
+			t.forget(c) // a host that deletes the parent first takes the children with it
 		}
 		t.forget(sess)
 	}
@@ -711,6 +709,18 @@ func (t *step) resync(host string, res Result) {
 			t.upsert(Event{Type: "session.updated", HostID: host, SessionID: info.ID, Info: &info})
 		}
 	}
+}
+
+// children returns the children of id in id order.
+func (s *State) children(id string) []*Session {
+	var out []*Session
+	for _, sess := range s.Sessions {
+		if sess.ParentID == id {
+			out = append(out, sess)
+		}
+	}
+	slicesSortByID(out)
+	return out
 }
 
 // sorted returns the sessions in id order, so that iteration (and so the order of the

@@ -151,17 +151,15 @@ func (t *step) journalSweep(tick Tick) {
 
 // dropTop forgets a top-level session with its entries and children.
 func (t *step) dropTop(sess *Session) {
-	for _, e := range sess.Entries {
-		t.fx.Entries = append(t.fx.Entries, EntryOp{Kind: EntryDelete, Root: sess.ID, ID: e.ID})
+	if len(sess.Entries) > 0 {
+		t.fx.Entries = append(t.fx.Entries, EntryOp{Kind: EntryDeleteAll, Root: sess.ID})
 	}
 	sess.Entries = nil
-	for _, c := range t.s.sorted() {
-		if c.ParentID == sess.ID {
-			if c.Kind == KindExtraction {
-				t.endExtraction(c, true)
-			} else {
-				t.forget(c)
-			}
+	for _, c := range t.s.children(sess.ID) {
+		if c.Kind == KindExtraction {
+			t.endExtraction(c, true)
+		} else {
+			t.forget(c)
 		}
 	}
 	t.forget(sess)

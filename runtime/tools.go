@@ -39,12 +39,12 @@ func (t *step) tool(c ToolCall) *Reply {
 		for i, e := range root.Entries {
 			if !e.Accepted() {
 				root.Entries[i].Claimant, root.Entries[i].ClaimedAt = caller.ID, t.now
-				t.fx.Entries = append(t.fx.Entries, EntryOp{Kind: EntryClaim, Root: root.ID, ID: e.ID, Claimant: caller.ID, At: t.now})
 				claimed++
 			}
 		}
 		t.dirty(caller)
 		if claimed > 0 {
+			t.fx.Entries = append(t.fx.Entries, EntryOp{Kind: EntryClaimPending, Root: root.ID, Claimant: caller.ID, At: t.now})
 			t.dirty(root)
 		}
 		ids := root.Claimed(caller.ID)

@@ -27,8 +27,54 @@ type Server struct {
 	// Sweep answers the sweep method; nil answers NotImplementedError.
 	Sweep func(ctx context.Context, hostID string, dryRun bool) (any, *runtime.HostError)
 
-	wg   sync.WaitGroup
-	subs []*nats.Subscription
+	wg    sync.WaitGroup
+	subs  []*nats.Subscription
+	probe probe
+}
+
+// probe coalesces the stream-position reads of concurrent tool calls: a caller waits for
+// the next read that starts after it arrived, so each gets a position at least as new as
+// its arrival, and many callers cost one broker request.
+type probe struct {
+	mu      sync.Mutex
+	running bool
+	waiting []chan probeResult
+}
+
+type probeResult struct {
+	seq uint64
+	err error
+}
+
+func (p *probe) lastSeq(read func() (uint64, error)) (uint64, error) {
+	ch := make(chan probeResult, 1)
+	p.mu.Lock()
+	p.waiting = append(p.waiting, ch)
+	if !p.running {
+		p.running = true
+		go p.run(read)
+	}
+	p.mu.Unlock()
+	r := <-ch
+	return r.seq, r.err
+}
+
+func (p *probe) run(read func() (uint64, error)) {
+	for {
+		p.mu.Lock()
+		batch := p.waiting
+		p.waiting = nil
+		if len(batch) == 0 {
+			p.running = false
+			p.mu.Unlock()
+			return
+		}
+		p.mu.Unlock()
+		seq, err := read() // starts after every caller of batch arrived
+		for _, ch := range batch {
+			ch <- probeResult{seq, err}
+		}
+	}
 }
 
 // Start subscribes the responders. Call it once the consumer runs: the status method is
@@ -92,15 +138,24 @@ func (s *Server) tool(ctx context.Context, m *nats.Msg) (any, *runtime.HostError
 	if req.SessionID == "" {
 		return nil, badRequest("request has no sessionID: send the calling session's id")
 	}
-	// The answer must see every event the stream held when the call arrived.
-	var minSeq uint64
-	ictx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	if st, err := s.JS.Stream(ictx, s.Stream); err == nil {
-		if info, err := st.Info(ictx); err == nil {
-			minSeq = info.State.LastSeq
+	// The answer must see every event the stream held when the call arrived. Without the
+	// stream's position (a broker hiccup) the call is answered against what is applied.
+	minSeq, err := s.probe.lastSeq(func() (uint64, error) {
+		ictx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		st, err := s.JS.Stream(ictx, s.Stream)
+		if err != nil {
+			return 0, err
 		}
+		info, err := st.Info(ictx)
+		if err != nil {
+			return 0, err
+		}
+		return info.State.LastSeq, nil
+	})
+	if err != nil {
+		s.Log.Warn("could not read the stream position; answering against the events applied so far", "err", err)
 	}
-	cancel()
 	a := s.Loop.Tool(ctx, runtime.ToolCall{Name: name, SessionID: req.SessionID, CallID: req.CallID, Args: req.Args}, minSeq)
 	if a.Err != nil {
 		return nil, a.Err

@@ -353,33 +353,7 @@ func (s *Store) Load() (*runtime.State, []runtime.Call, uint64, error) {
 	}); err != nil {
 		return nil, nil, 0, fmt.Errorf("load sessions: %w", err)
 	}
-	rows, err := s.db.Query(`SELECT root_id, entry_id, tool, claimed_by, claimed_at FROM entries ORDER BY id`)
-	if err != nil {
-		return nil, nil, 0, fmt.Errorf("load entries: %w", err)
-	}
-	defer rows.Close()
-	tools := map[string]string{} // interned: a journal holds few distinct tool names
-	var root, id, tool, claimant string
-	var at int64
-	var last *runtime.Session
-	for rows.Next() {
-		if err := rows.Scan(&root, &id, &tool, &claimant, &at); err != nil {
-			return nil, nil, 0, fmt.Errorf("load entries: %w", err)
-		}
-		if last == nil || last.ID != root {
-			last = st.Sessions[root]
-			if last == nil {
-				continue // rows of a forgotten session: the journal sweep drops them
-			}
-		}
-		if t, ok := tools[tool]; ok {
-			tool = t
-		} else {
-			tools[tool] = tool
-		}
-		last.Entries = append(last.Entries, runtime.Entry{ID: id, Tool: tool, Claimant: claimant, ClaimedAt: fromMS(at)})
-	}
-	if err := rows.Err(); err != nil {
+	if err := loadEntries(s.db, st); err != nil {
 		return nil, nil, 0, fmt.Errorf("load entries: %w", err)
 	}
 	var calls []runtime.Call
@@ -400,6 +374,59 @@ func (s *Store) Load() (*runtime.State, []runtime.Call, uint64, error) {
 		calls = append(calls, c)
 	}
 	return st, calls, pos, crows.Err()
+}
+
+// loadEntries reads every entry into its root session. Entries are most of a large
+// state, so each row costs one string (its id): the rest is interned or reused, and each
+// session's slice is sized once.
+func loadEntries(db *sql.DB, st *runtime.State) error {
+	counts, err := db.Query(`SELECT root_id, count(*) FROM entries GROUP BY root_id`)
+	if err != nil {
+		return err
+	}
+	for counts.Next() {
+		var root sql.RawBytes
+		var n int
+		if err := counts.Scan(&root, &n); err != nil {
+			counts.Close()
+			return err
+		}
+		if sess := st.Sessions[string(root)]; sess != nil {
+			sess.Entries = make([]runtime.Entry, 0, n)
+		}
+	}
+	if err := counts.Close(); err != nil {
+		return err
+	}
+	rows, err := db.Query(`SELECT root_id, entry_id, tool, claimed_by, claimed_at FROM entries ORDER BY id`)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	intern := map[string]string{} // tool names and claimants repeat
+	internB := func(b sql.RawBytes) string {
+		if s, ok := intern[string(b)]; ok {
+			return s
+		}
+		s := string(b)
+		intern[s] = s
+		return s
+	}
+	var root, id, tool, claimant sql.RawBytes
+	var at int64
+	var last *runtime.Session
+	for rows.Next() {
+		if err := rows.Scan(&root, &id, &tool, &claimant, &at); err != nil {
+			return err
+		}
+		if last == nil || last.ID != string(root) {
+			if last = st.Sessions[string(root)]; last == nil {
+				continue // rows of a forgotten session: the journal sweep drops them
+			}
+		}
+		last.Entries = append(last.Entries, runtime.Entry{ID: string(id), Tool: internB(tool), Claimant: internB(claimant), ClaimedAt: at})
+	}
+	return rows.Err()
 }
 
 func getMeta(db *sql.DB, key string, v any) error {

@@ -142,7 +142,7 @@ type Entry struct {
 	ID        string // the tool call's callID
 	Tool      string
 	Claimant  string
-	ClaimedAt time.Time
+	ClaimedAt int64 // Unix milliseconds: a State may hold a million entries
 }
 
 // Accepted reports whether a session claimed e.

@@ -375,13 +375,13 @@ func (t *step) idle(ev Event) {
 func (t *step) topIdle(sess *Session) {
 	requeued := int64(0)
 	for i, e := range sess.Entries {
-		if !e.Accepted() || t.now.Sub(e.ClaimedAt) < t.StaleAccepted {
+		if !e.Accepted() || t.now.UnixMilli()-e.ClaimedAt < t.StaleAccepted.Milliseconds() {
 			continue
 		}
 		if c := t.s.Sessions[e.Claimant]; c != nil && c.Status == StatusBusy {
 			continue // a claimant still working keeps its claim: the check repeats at the next idle
 		}
-		sess.Entries[i].Claimant, sess.Entries[i].ClaimedAt = "", time.Time{}
+		sess.Entries[i].Claimant, sess.Entries[i].ClaimedAt = "", 0
 		t.fx.Entries = append(t.fx.Entries, EntryOp{Kind: EntryRelease, Root: sess.ID, ID: e.ID})
 		requeued++
 	}
@@ -449,7 +449,7 @@ func (t *step) release(root *Session, claimant string) int {
 	n := 0
 	for i, e := range root.Entries {
 		if e.Accepted() && (claimant == "" || e.Claimant == claimant) {
-			root.Entries[i].Claimant, root.Entries[i].ClaimedAt = "", time.Time{}
+			root.Entries[i].Claimant, root.Entries[i].ClaimedAt = "", 0
 			n++
 		}
 	}

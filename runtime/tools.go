@@ -38,7 +38,7 @@ func (t *step) tool(c ToolCall) *Reply {
 		claimed := 0
 		for i, e := range root.Entries {
 			if !e.Accepted() {
-				root.Entries[i].Claimant, root.Entries[i].ClaimedAt = caller.ID, t.now
+				root.Entries[i].Claimant, root.Entries[i].ClaimedAt = caller.ID, t.now.UnixMilli()
 				claimed++
 			}
 		}

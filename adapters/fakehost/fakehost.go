@@ -59,16 +59,16 @@ type Host struct {
 	// unknown. It should exist: thatch sweeps sessions whose directory is gone.
 	Dir string
 
-	mu       sync.Mutex
-	seq      int64
-	events   int
-	boot     string
-	calls    []Call
-	sessions map[string]runtime.SessionInfo
-	messages map[string]string // session → last assistant text
-	extracted map[string]int   // entry id → times the model completed it
-	nextID   int
-	subs     []*nats.Subscription
+	mu        sync.Mutex
+	seq       int64
+	events    int
+	boot      string
+	calls     []Call
+	sessions  map[string]runtime.SessionInfo
+	messages  map[string]string // session → last assistant text
+	extracted map[string]int    // entry id → times the model completed it
+	nextID    int
+	subs      []*nats.Subscription
 }
 
 // Methods lists the host API methods an api host serves.

@@ -105,7 +105,7 @@ func bench(ctx context.Context, args []string, out io.Writer, progress io.Writer
 		}
 		defer pprof.StopCPUProfile()
 	}
-	b := &benchRun{size: size, dir: dir, seed: *seed, progress: progress, only: *only,
+	b := &benchRun{size: size, dir: dir, seed: *seed, progress: progress, only: *only, cpuprofile: *cpuprofile,
 		report: BenchReport{Quick: *quick, Seed: *seed, Started: time.Now().UTC(), GoVersion: goVersion(), CPUs: cpus()}}
 	if err := b.run(ctx); err != nil {
 		return err
@@ -122,7 +122,8 @@ func bench(ctx context.Context, args []string, out io.Writer, progress io.Writer
 }
 
 type benchRun struct {
-	only     string
+	only       string
+	cpuprofile string
 	size     benchSize
 	dir      string
 	seed     uint64
@@ -800,7 +801,11 @@ func (b *benchRun) rehydrate(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	out, err := exec.CommandContext(ctx, self, "bench-rehydrate", path).Output()
+	args := []string{"bench-rehydrate", path}
+	if b.cpuprofile != "" {
+		args = append(args, b.cpuprofile+".rehydrate")
+	}
+	out, err := exec.CommandContext(ctx, self, args...).Output()
 	if err != nil {
 		return fmt.Errorf("rehydrate child: %w", err)
 	}
@@ -824,7 +829,18 @@ func (b *benchRun) rehydrate(ctx context.Context) error {
 }
 
 // benchRehydrate is the child process of the rehydrate figure: thatch bench-rehydrate PATH.
-func benchRehydrate(path string, out io.Writer) error {
+func benchRehydrate(path, profile string, out io.Writer) error {
+	if profile != "" {
+		f, err := os.Create(profile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	store, err := journal.Open(path)
 	if err != nil {
 		return err

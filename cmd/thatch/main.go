@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 )
 
@@ -58,10 +59,10 @@ func run(args []string) error {
 		}
 		return bench(ctx, args, os.Stdout, progress)
 	case "bench-rehydrate": // the child process of thatch bench
-		if len(args) != 1 {
-			return fmt.Errorf("usage: thatch bench-rehydrate JOURNAL")
+		if len(args) < 1 || len(args) > 2 {
+			return fmt.Errorf("usage: thatch bench-rehydrate JOURNAL [CPUPROFILE]")
 		}
-		return benchRehydrate(args[0], os.Stdout)
+		return benchRehydrate(args[0], strings.Join(args[1:], ""), os.Stdout)
 	}
 	c, err := loadConfig()
 	if err != nil {

@@ -390,7 +390,7 @@ func dumpSession(x *runtime.Session) []string {
 	for _, e := range x.Entries {
 		l := fmt.Sprintf("  entry %s %s pending", e.ID, e.Tool)
 		if e.Accepted() {
-			l = fmt.Sprintf("  entry %s %s accepted by=%s at=+%s", e.ID, e.Tool, e.Claimant, e.ClaimedAt.Sub(Epoch))
+			l = fmt.Sprintf("  entry %s %s accepted by=%s at=+%s", e.ID, e.Tool, e.Claimant, time.UnixMilli(e.ClaimedAt).Sub(Epoch))
 		}
 		lines = append(lines, l)
 	}

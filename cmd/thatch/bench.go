@@ -124,14 +124,14 @@ func bench(ctx context.Context, args []string, out io.Writer, progress io.Writer
 type benchRun struct {
 	only       string
 	cpuprofile string
-	size     benchSize
-	dir      string
-	seed     uint64
-	progress io.Writer
-	report   BenchReport
-	ns       *server.Server
-	nc       *nats.Conn
-	js       jetstream.JetStream
+	size       benchSize
+	dir        string
+	seed       uint64
+	progress   io.Writer
+	report     BenchReport
+	ns         *server.Server
+	nc         *nats.Conn
+	js         jetstream.JetStream
 }
 
 func (b *benchRun) say(format string, args ...any) {

@@ -6,8 +6,10 @@ package journal
 
 import (
 	"context"
+	"crypto/rand"
 	"database/sql"
 	"embed"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -35,8 +37,9 @@ const maxDeadBody = 4096
 // Store is the journal. It is not safe for concurrent writers: the runtime's owner
 // goroutine is its only one.
 type Store struct {
-	db   *sql.DB
-	path string
+	db       *sql.DB
+	path     string
+	instance string
 }
 
 var _ runtime.Journal = (*Store)(nil)
@@ -67,8 +70,25 @@ func Open(path string) (*Store, error) {
 		db.Close()
 		return nil, err
 	}
+	if err := getMeta(db, "instance", &s.instance); err != nil {
+		db.Close()
+		return nil, err
+	}
+	if s.instance == "" {
+		var b [8]byte
+		_, _ = rand.Read(b[:])
+		s.instance = hex.EncodeToString(b[:])
+		data, _ := json.Marshal(s.instance)
+		if _, err := db.Exec(`INSERT INTO meta (key, value) VALUES ('instance', ?)`, string(data)); err != nil {
+			db.Close()
+			return nil, fmt.Errorf("name the journal: %w", err)
+		}
+	}
 	return s, nil
 }
+
+// Instance names the journal for good (idempotency keys of host calls).
+func (s *Store) Instance() string { return s.instance }
 
 // Path is the journal file.
 func (s *Store) Path() string { return s.path }

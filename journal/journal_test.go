@@ -205,3 +205,28 @@ func TestSweepReturnsFreePages(t *testing.T) {
 		t.Fatalf("%d pages after completing every entry and sweeping, %d before: free pages were kept", after, full)
 	}
 }
+
+// Outbox ids are never reused, even after the outbox empties: they make idempotency keys.
+func TestOutboxIDsAreNeverReused(t *testing.T) {
+	s := open(t)
+	st := runtime.NewState()
+	seen := map[int64]bool{}
+	for range 3 {
+		fx := runtime.NewEffects()
+		fx.Calls = []runtime.Call{{Host: "h1", Op: runtime.OpList}}
+		if err := s.Commit(&runtime.Batch{Now: scenario.Epoch, State: st, Effects: fx}); err != nil {
+			t.Fatal(err)
+		}
+		id := fx.Calls[0].ID
+		if seen[id] {
+			t.Fatalf("outbox id %d handed out twice", id)
+		}
+		seen[id] = true
+		if err := s.Commit(&runtime.Batch{Now: scenario.Epoch, State: st, Done: []int64{id}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s.Instance() == "" {
+		t.Fatal("the journal has no instance name")
+	}
+}

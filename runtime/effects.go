@@ -48,7 +48,10 @@ const (
 // Call is one host call. It is journaled in the outbox with the state change that implies
 // it and performed after the commit; a crash repeats it.
 type Call struct {
-	ID        int64   `json:"-"` // outbox id, assigned by the journal
+	ID int64 `json:"-"` // outbox id, assigned by the journal
+	// Key is the call's idempotency key, the same in every run that repeats it: a host may
+	// answer a repeated key from memory instead of acting twice.
+	Key       string  `json:"-"`
 	Host      string  `json:"host"`
 	Op        Op      `json:"op"`
 	Purpose   Purpose `json:"purpose,omitempty"`

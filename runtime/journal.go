@@ -15,6 +15,9 @@ type Journal interface {
 	Commit(b *Batch) error
 	// Payload reads the bodies of the entries of root claimed by claimant, oldest first.
 	Payload(root, claimant string) ([]PayloadEntry, error)
+	// Instance names this journal for good: with an outbox id it makes a call's
+	// idempotency key.
+	Instance() string
 }
 
 // Batch is one journal transaction.

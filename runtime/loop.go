@@ -482,6 +482,7 @@ func (l *Loop) dispatch(wctx context.Context, c Call) {
 		l.wg.Add(1)
 		go l.work(wctx, w)
 	}
+	c.Key = fmt.Sprintf("%s-%d", l.Journal.Instance(), c.ID)
 	api := "v1"
 	if h := l.state.Hosts[c.Host]; h != nil && h.API != "" {
 		api = h.API

@@ -211,6 +211,12 @@ func (t *step) ensure(id, host string) *Session {
 func (t *step) upsert(ev Event) {
 	info := ev.Info
 	_, known := t.s.Sessions[info.ID]
+	if info.Title == ExtractionTitle && info.ParentID != "" && t.s.Sessions[info.ParentID] == nil && !known {
+		// Machinery of a parent thatch does not know (deleted, or never seen): a stray.
+		t.note(slog.LevelWarn, "deleting an extraction child of an unknown parent", "session", info.ID, "parent", info.ParentID)
+		t.call(Call{Host: ev.HostID, Op: OpDelete, SessionID: info.ID})
+		return
+	}
 	sess := t.ensure(info.ID, ev.HostID)
 	sess.Title, sess.Directory = info.Title, info.Directory
 	if info.ProjectID != "" {

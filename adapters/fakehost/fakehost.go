@@ -55,6 +55,8 @@ type Host struct {
 	// completes with thatch_extraction_done and goes idle. APIPrefix names thatch's prefix.
 	Model     bool
 	APIPrefix string
+	FailEvery int                  // the model errors on every nth extraction (0: never)
+	Trace     func(string, ...any) // when set, the model reports each step
 	// Dir is the host's directory: its hello's, and new sessions' when their parent is
 	// unknown. It should exist: thatch sweeps sessions whose directory is gone.
 	Dir string
@@ -67,6 +69,9 @@ type Host struct {
 	sessions  map[string]runtime.SessionInfo
 	messages  map[string]string // session → last assistant text
 	extracted map[string]int    // entry id → times the model completed it
+	answered  map[string][]byte // idempotency key → the reply it got
+	repeats   map[string]int    // method → calls answered from memory
+	turns     int               // extractions the model played
 	nextID    int
 	subs      []*nats.Subscription
 }
@@ -87,7 +92,8 @@ func New(nc *nats.Conn, id, api string, methods ...string) (*Host, error) {
 		return nil, err
 	}
 	h := &Host{ID: id, API: api, Prefix: "opencode", NC: nc, JS: js, Dir: os.TempDir(),
-		sessions: map[string]runtime.SessionInfo{}, messages: map[string]string{}, extracted: map[string]int{}}
+		sessions: map[string]runtime.SessionInfo{}, messages: map[string]string{}, extracted: map[string]int{},
+		answered: map[string][]byte{}, repeats: map[string]int{}}
 	if len(methods) == 0 {
 		methods = Methods(api)
 	}
@@ -112,7 +118,14 @@ func (h *Host) serve(m *nats.Msg) {
 	method := m.Subject[strings.LastIndex(m.Subject, ".api.")+len(".api."):]
 	var params map[string]any
 	_ = json.Unmarshal(m.Data, &params)
+	key, _ := params["idempotencyKey"].(string)
 	h.mu.Lock()
+	if old, ok := h.answered[key]; ok && key != "" {
+		h.repeats[method]++ // a repeated call: answered from memory, not acted on twice
+		h.mu.Unlock()
+		_ = m.Respond(old)
+		return
+	}
 	h.calls = append(h.calls, Call{Method: method, Params: params})
 	reply := h.Reply
 	h.mu.Unlock()
@@ -131,7 +144,24 @@ func (h *Host) serve(m *nats.Msg) {
 	} else {
 		data, _ = json.Marshal(map[string]any{"result": result})
 	}
+	if key != "" {
+		h.mu.Lock()
+		h.answered[key] = data
+		h.mu.Unlock()
+	}
 	_ = m.Respond(data)
+}
+
+// Repeats returns, per method, the calls that repeated an idempotency key already
+// answered.
+func (h *Host) Repeats() map[string]int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := map[string]int{}
+	for k, v := range h.repeats {
+		out[k] = v
+	}
+	return out
 }
 
 func (h *Host) builtin(method string, p map[string]any) (any, *runtime.HostError) {
@@ -143,6 +173,9 @@ func (h *Host) builtin(method string, p map[string]any) (any, *runtime.HostError
 		h.nextID++
 		parent, _ := p["parentID"].(string)
 		title, _ := p["title"].(string)
+		if _, ok := h.sessions[parent]; parent != "" && !ok {
+			return nil, &runtime.HostError{Name: "NotFoundError", Message: "parent session " + parent + " not found"}
+		}
 		s := runtime.SessionInfo{ID: fmt.Sprintf("ses_%s_c%03d", h.ID, h.nextID), ParentID: parent, Title: title, Directory: h.Dir}
 		if ps, ok := h.sessions[parent]; ok {
 			s.Directory = ps.Directory
@@ -205,19 +238,46 @@ func (h *Host) announce(typ string, s runtime.SessionInfo) {
 	}()
 }
 
-// extract plays an extraction child's turn.
+// extract plays an extraction child's turn. A tool call that fails (thatch restarting)
+// is retried, as a model would; with FailEvery n, every nth extraction errors instead of
+// completing, after claiming.
 func (h *Host) extract(child string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	prefix := h.APIPrefix
 	if prefix == "" {
 		prefix = "thatch"
 	}
-	if h.Status(ctx, child, "busy") != nil {
+	trace := func(format string, args ...any) {
+		if h.Trace != nil {
+			h.Trace(child+": "+format, args...)
+		}
+	}
+	call := func(name string, args any) (runtime.Answer, bool) {
+		for ctx.Err() == nil {
+			// A call in flight when thatch dies is never answered: time it out and retry.
+			actx, cancel := context.WithTimeout(ctx, 3*time.Second)
+			a, herr, err := h.Tool(actx, prefix, name, child, args)
+			cancel()
+			trace("%s: err=%v herr=%v", name, err, herr)
+			if err == nil && herr == nil {
+				return a, true
+			}
+			if herr != nil && herr.Name != "UnavailableError" {
+				return a, false // thatch forgot the child: the turn is over
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		return runtime.Answer{}, false
+	}
+	trace("turn starts")
+	if err := h.Status(ctx, child, "busy"); err != nil {
+		trace("busy: %v", err)
 		return
 	}
-	a, herr, err := h.Tool(ctx, prefix, runtime.ToolPayload, child, map[string]any{})
-	if err != nil || herr != nil {
+	defer func() { trace("idle: %v", h.Status(ctx, child, "idle")) }()
+	a, ok := call(runtime.ToolPayload, map[string]any{})
+	if !ok {
 		return
 	}
 	var ids []string
@@ -228,9 +288,18 @@ func (h *Host) extract(child string) {
 			}
 		}
 	}
+	h.mu.Lock()
+	h.turns++
+	fail := h.FailEvery > 0 && h.turns%h.FailEvery == 0
+	h.mu.Unlock()
+	if fail {
+		_, _ = h.Publish(ctx, "session.error", map[string]any{"sessionID": child,
+			"error": map[string]any{"name": "APIError", "data": map[string]any{"message": "scripted failure"}}})
+		return
+	}
 	_ = h.ToolExecuted(ctx, child, child+"_mem", "memory_remember", "remembered")
-	done, herr, err := h.Tool(ctx, prefix, runtime.ToolDone, child, map[string]any{"new": min(len(ids), 3), "updated": 0, "deleted": 0})
-	if err != nil || herr != nil {
+	done, ok := call(runtime.ToolDone, map[string]any{"new": min(len(ids), 3), "updated": 0, "deleted": 0})
+	if !ok {
 		return
 	}
 	if md, ok := done.Metadata.(map[string]any); ok && md["completed"] == float64(len(ids)) {
@@ -240,7 +309,6 @@ func (h *Host) extract(child string) {
 		}
 		h.mu.Unlock()
 	}
-	_ = h.Status(ctx, child, "idle")
 }
 
 // Extracted returns how many times the model completed each entry it extracted.
@@ -274,6 +342,13 @@ func (h *Host) Session(id string) (runtime.SessionInfo, bool) {
 	defer h.mu.Unlock()
 	s, ok := h.sessions[id]
 	return s, ok
+}
+
+// RemoveSession forgets a session, as the host does when it deletes one.
+func (h *Host) RemoveSession(id string) {
+	h.mu.Lock()
+	delete(h.sessions, id)
+	h.mu.Unlock()
 }
 
 // HasSession reports whether the host still has a session.

@@ -142,6 +142,9 @@ func (cl *Client) Do(ctx context.Context, api string, c runtime.Call) runtime.Re
 		res.Err = &runtime.HostError{Name: "BadRequestError", Message: err.Error()}
 		return res
 	}
+	if p, ok := req.Params.(map[string]any); ok && c.Key != "" {
+		p["idempotencyKey"] = c.Key
+	}
 	data, _ := json.Marshal(req.Params)
 	subject := cl.Prefix + "." + c.Host + ".api." + req.Method
 	rctx, cancel := context.WithTimeout(ctx, cl.Timeout)

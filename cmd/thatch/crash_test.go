@@ -47,7 +47,10 @@ func (r *rig) process(bin string) *exec.Cmd {
 	cmd := exec.Command(bin, "serve")
 	cmd.Env = append(os.Environ(), "THATCH_DATA_DIR="+r.dataDir, "THATCH_NATS_URL="+r.url,
 		"THATCH_HOST_TIMEOUT_MS=2000", "THATCH_LOG_FORMAT=json", "THATCH_LOG_LEVEL=debug", "THATCH_INSTALL_COMMANDS=off")
-	logf, err := os.OpenFile(filepath.Join(r.t.TempDir(), "thatch.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if r.logPath == "" {
+		r.logPath = filepath.Join(r.t.TempDir(), "thatch.log")
+	}
+	logf, err := os.OpenFile(r.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		r.t.Fatal(err)
 	}

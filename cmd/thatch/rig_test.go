@@ -33,6 +33,7 @@ type rig struct {
 	cfg     Config
 	cancel  context.CancelFunc
 	done    chan error
+	logPath string // the thatch process's log, all runs appended
 }
 
 func testLogger() *slog.Logger {

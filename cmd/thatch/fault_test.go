@@ -1,0 +1,265 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/thatch-dev/thatch/runtime"
+)
+
+// extractionWorkload publishes a seeded workload in which thatch's extractions run
+// through the tools (the fake host's model plays the children, failing every fifth):
+// sessions with two turns of tool calls, sub-agents, top-level errors, deletions.
+func extractionWorkload(ctx context.Context, r *rig, seed uint64, sessions int) (map[string][]string, map[string]bool, error) {
+	rng := rand.New(rand.NewPCG(seed, 11))
+	entries, deleted := map[string][]string{}, map[string]bool{}
+	if err := r.host.Hello(ctx, "b1"); err != nil {
+		return nil, nil, err
+	}
+	for s := range sessions {
+		sid := fmt.Sprintf("ses_%03d", s)
+		if err := r.host.Created(ctx, sid, "", "t", r.host.Dir); err != nil {
+			return nil, nil, err
+		}
+		for turn := range 2 {
+			if err := r.host.Status(ctx, sid, "busy"); err != nil {
+				return nil, nil, err
+			}
+			owner := sid
+			if turn == 1 && rng.IntN(3) == 0 {
+				owner = sid + "_task"
+				if err := r.host.Created(ctx, owner, sid, "sub-agent", r.host.Dir); err != nil {
+					return nil, nil, err
+				}
+			}
+			for c := range 2 + rng.IntN(5) {
+				id := fmt.Sprintf("%s_t%d_c%d", sid, turn, c)
+				entries[sid] = append(entries[sid], id)
+				if err := r.host.ToolExecuted(ctx, owner, id, "bash", strings.Repeat("x", 300)); err != nil {
+					return nil, nil, err
+				}
+			}
+			if rng.IntN(8) == 0 {
+				if _, err := r.host.Publish(ctx, "session.error", map[string]any{"sessionID": sid,
+					"error": map[string]any{"name": "APIError", "data": map[string]any{"message": "overloaded"}}}); err != nil {
+					return nil, nil, err
+				}
+			}
+			if err := r.host.Status(ctx, sid, "idle"); err != nil {
+				return nil, nil, err
+			}
+		}
+		if rng.IntN(6) == 0 {
+			deleted[sid] = true
+			r.host.RemoveSession(sid)
+			if _, err := r.host.Publish(ctx, "session.deleted", map[string]any{"sessionID": sid,
+				"info": map[string]any{"id": sid, "title": "t", "directory": r.host.Dir}}); err != nil {
+				return nil, nil, err
+			}
+		}
+	}
+	return entries, deleted, nil
+}
+
+// settle waits until thatch has applied the whole stream and answered every host call,
+// then idles every live session until nothing is pending: the run's end state.
+func settle(t *testing.T, r *rig, entries map[string][]string, deleted map[string]bool) {
+	t.Helper()
+	ctx := r.ctx()
+	quiet := func() {
+		stable := 0
+		waitFor(t, "thatch to settle", func() bool {
+			var st runtime.StatusView
+			if r.tryAPI("status", nil, &st) != nil {
+				stable = 0
+				return false
+			}
+			js, err := r.host.JS.Stream(ctx, "OPENCODE_EVENTS")
+			if err != nil {
+				return false
+			}
+			info, err := js.Info(ctx)
+			if err != nil {
+				return false
+			}
+			extracting := slices.ContainsFunc(slices.Collect(maps.Values(r.sessions())), func(v runtime.SessionView) bool { return v.Extracting })
+			if st.LastStreamSeq == info.State.LastSeq && st.OutstandingCalls == 0 && st.Accepted == 0 && !extracting {
+				stable++
+			} else {
+				stable = 0
+			}
+			return stable >= 3
+		})
+	}
+	for round := 0; ; round++ {
+		quiet()
+		if r.status().Pending == 0 {
+			return
+		}
+		if round == 6 {
+			var stuck []string
+			for _, v := range r.sessions() {
+				if v.Pending > 0 || v.Extracting || v.Kind == runtime.KindExtraction {
+					_, onHost := r.host.Session(v.SessionID)
+					stuck = append(stuck, fmt.Sprintf("%s %s parent=%s status=%s pending=%d extracting=%v on-host=%v",
+						v.SessionID, v.Kind, v.ParentID, v.Status, v.Pending, v.Extracting, onHost))
+				}
+			}
+			if r.logPath != "" {
+				data, _ := os.ReadFile(r.logPath)
+				lines := strings.Split(string(data), "\n")
+				var interesting []string
+				for _, l := range lines {
+					if strings.Contains(l, "c001") || strings.Contains(l, "ses_000\"") || strings.Contains(l, "resuming") || strings.Contains(l, "redelivering") {
+						interesting = append(interesting, l)
+					}
+				}
+				stuck = append(stuck, interesting[max(0, len(interesting)-40):]...)
+			}
+			t.Fatalf("entries still pending after %d rounds of idles:\n%s", round, strings.Join(stuck, "\n"))
+		}
+		for sid := range entries {
+			if !deleted[sid] {
+				must(t, r.host.Status(ctx, sid, "busy"))
+				must(t, r.host.Status(ctx, sid, "idle"))
+			}
+		}
+	}
+}
+
+// checkOutcome verifies what the fault tests promise: every entry extracted exactly once
+// (or gone with its deleted session), no extraction child left on the host, and only
+// thatch's own machinery deleted there.
+func checkOutcome(t *testing.T, r *rig, entries map[string][]string, deleted map[string]bool) {
+	t.Helper()
+	extracted := r.host.Extracted()
+	for sid, ids := range entries {
+		for _, id := range ids {
+			switch n := extracted[id]; {
+			case n > 1:
+				t.Errorf("%s extracted %d times", id, n)
+			case n == 0 && !deleted[sid]:
+				t.Errorf("%s of live session %s was never extracted", id, sid)
+			}
+		}
+	}
+	for _, c := range r.host.CallsTo("session.delete") {
+		id := fmt.Sprint(c.Params["sessionID"])
+		if !strings.HasPrefix(id, "ses_h1_c") {
+			t.Errorf("thatch deleted %s, which is not its own machinery", id)
+		}
+	}
+	var live []string
+	for _, s := range r.sessions() {
+		if s.Kind == runtime.KindExtraction {
+			live = append(live, s.SessionID)
+		}
+		if r.host.HasSession(s.SessionID) && s.Kind == runtime.KindExtraction {
+			t.Errorf("extraction child %s left behind", s.SessionID)
+		}
+	}
+	if len(live) > 0 {
+		t.Errorf("extraction children still tracked: %v", live)
+	}
+}
+
+// TestCrashAtAnyPoint plays a seeded workload with extractions through the tools against
+// the real binary, kills it with SIGKILL at random moments (at least 20 times), restarts
+// it on the same folder, and compares the end with an uninterrupted run of the same seed.
+func TestCrashAtAnyPoint(t *testing.T) {
+	if testing.Short() {
+		t.Skip("process-level crash test: skipped in -short mode")
+	}
+	bin := binary(t)
+	const kills, sessions = 20, 30
+	run := func(kill bool) (string, map[string]int) {
+		r := newRig(t, "v1")
+		r.host.Model, r.host.FailEvery = true, 5
+		var traceMu sync.Mutex
+		var traces []string
+		r.host.Trace = func(format string, args ...any) {
+			traceMu.Lock()
+			traces = append(traces, fmt.Sprintf(format, args...))
+			traceMu.Unlock()
+		}
+		defer func() {
+			if t.Failed() {
+				traceMu.Lock()
+				for _, l := range traces {
+					if strings.Contains(l, "c001") {
+						t.Log("model:", l)
+					}
+				}
+				traceMu.Unlock()
+			}
+		}()
+		cmd := r.process(bin)
+		waitFor(t, "thatch to answer", func() bool { return r.tryAPI("status", nil, new(map[string]any)) == nil })
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		type result struct {
+			entries map[string][]string
+			deleted map[string]bool
+			err     error
+		}
+		done := make(chan result, 1)
+		go func() {
+			e, d, err := extractionWorkload(ctx, r, 7, sessions)
+			done <- result{e, d, err}
+		}()
+		var res result
+		if kill {
+			rng := rand.New(rand.NewPCG(99, 1))
+			for i := range kills {
+				time.Sleep(time.Duration(30+rng.IntN(170)) * time.Millisecond)
+				if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+					t.Fatal(err)
+				}
+				_ = cmd.Wait()
+				cmd = r.process(bin)
+				if i == kills/2 { // the second half kills during the settling too
+					res = <-done
+				}
+			}
+		}
+		if res.entries == nil {
+			res = <-done
+		}
+		if res.err != nil {
+			t.Fatal(res.err)
+		}
+		settle(t, r, res.entries, res.deleted)
+		checkOutcome(t, r, res.entries, res.deleted)
+		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("thatch did not exit cleanly: %v", err)
+		}
+		// Counters and extraction ids depend on timing; sessions and entries must not.
+		var keep []string
+		for _, l := range strings.Split(r.journalDump(), "\n") {
+			if !strings.HasPrefix(l, "counters") && !strings.HasPrefix(l, "host ") {
+				keep = append(keep, l)
+			}
+		}
+		return strings.Join(keep, "\n"), r.host.Repeats()
+	}
+	want, _ := run(false)
+	got, repeats := run(true)
+	if want != got {
+		t.Fatalf("journal after %d SIGKILLs differs from an uninterrupted run:\n--- uninterrupted\n%s\n--- killed\n%s", kills, want, got)
+	}
+	// A kill between a host call and the commit of its result repeats the call at the next
+	// start, with the same idempotency key: the host answers it from memory.
+	t.Logf("calls repeated across %d kills (each answered from the host's memory by its idempotency key): %v", kills, repeats)
+}

@@ -199,6 +199,17 @@ func (s *Store) Commit(b *runtime.Batch) error {
 				return err
 			}
 		}
+		for id := range fx.Gone {
+			var err error
+			if at, ok := b.State.Gone[id]; ok {
+				_, err = tx.Exec(`INSERT INTO gone (session_id, at) VALUES (?, ?) ON CONFLICT (session_id) DO UPDATE SET at = excluded.at`, id, at)
+			} else {
+				_, err = tx.Exec(`DELETE FROM gone WHERE session_id = ?`, id)
+			}
+			if err != nil {
+				return err
+			}
+		}
 		if err := writeEntries(tx, fx.Entries); err != nil {
 			return err
 		}
@@ -372,6 +383,22 @@ func (s *Store) Load() (*runtime.State, []runtime.Call, uint64, error) {
 		return nil
 	}); err != nil {
 		return nil, nil, 0, fmt.Errorf("load sessions: %w", err)
+	}
+	grows, err := s.db.Query(`SELECT session_id, at FROM gone`)
+	if err != nil {
+		return nil, nil, 0, fmt.Errorf("load tombstones: %w", err)
+	}
+	for grows.Next() {
+		var id string
+		var at int64
+		if err := grows.Scan(&id, &at); err != nil {
+			grows.Close()
+			return nil, nil, 0, fmt.Errorf("load tombstones: %w", err)
+		}
+		st.Gone[id] = at
+	}
+	if err := grows.Close(); err != nil {
+		return nil, nil, 0, err
 	}
 	if err := loadEntries(s.db, st); err != nil {
 		return nil, nil, 0, fmt.Errorf("load entries: %w", err)

@@ -183,6 +183,7 @@ type Note struct {
 // only then performs the calls.
 type Effects struct {
 	Sessions map[string]bool // sessions to upsert (when still in State) or delete
+	Gone     map[string]bool // tombstones to write (when in State.Gone) or drop
 	Hosts    map[string]bool // hosts to upsert
 	Counters bool            // counters changed
 	Entries  []EntryOp
@@ -194,7 +195,7 @@ type Effects struct {
 
 // NewEffects returns empty effects.
 func NewEffects() *Effects {
-	return &Effects{Sessions: map[string]bool{}, Hosts: map[string]bool{}}
+	return &Effects{Sessions: map[string]bool{}, Gone: map[string]bool{}, Hosts: map[string]bool{}}
 }
 
 // Merge appends o to e, so a batch of inputs commits as one.
@@ -205,6 +206,9 @@ func (e *Effects) Merge(o *Effects) {
 	for id := range o.Hosts {
 		e.Hosts[id] = true
 	}
+	for id := range o.Gone {
+		e.Gone[id] = true
+	}
 	e.Counters = e.Counters || o.Counters
 	e.Entries = append(e.Entries, o.Entries...)
 	e.Calls = append(e.Calls, o.Calls...)
@@ -214,5 +218,5 @@ func (e *Effects) Merge(o *Effects) {
 
 // Empty reports whether e changes nothing.
 func (e *Effects) Empty() bool {
-	return len(e.Sessions) == 0 && len(e.Hosts) == 0 && !e.Counters && len(e.Entries) == 0 && len(e.Calls) == 0
+	return len(e.Sessions) == 0 && len(e.Gone) == 0 && len(e.Hosts) == 0 && !e.Counters && len(e.Entries) == 0 && len(e.Calls) == 0
 }

@@ -326,14 +326,9 @@ func (l *Loop) stepRound(batch []Delivery, results []Result, now time.Time) (*Ba
 	if err != nil {
 		return nil, err
 	}
-	for _, ev := range events {
-		if seen[ev.ID] {
-			continue // a redelivery or a duplicate publish: applied once already
-		}
-		seen[ev.ID] = true
-		b.Effects.Merge(l.Rules.Step(l.state, ev, now))
-		b.Applied = append(b.Applied, Applied{ID: ev.ID, Seq: ev.Seq})
-	}
+	fx, applied := l.Rules.ApplyEvents(l.state, events, seen, now)
+	b.Effects.Merge(fx)
+	b.Applied = applied
 	if b.StreamSeq <= l.pos {
 		b.StreamSeq = 0 // redeliveries only: the position stays
 	}

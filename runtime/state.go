@@ -55,12 +55,16 @@ func (w WrapUp) Command() string { return "thatch/" + string(w) }
 type State struct {
 	Hosts    map[string]*Host
 	Sessions map[string]*Session
+	// Gone remembers sessions thatch forgot (deleted, finished machinery) with the Unix
+	// milliseconds of their end, so a late or redelivered event naming one cannot bring
+	// it back as a zombie. The journal sweep drops them after the TTL.
+	Gone     map[string]int64
 	Counters Counters
 }
 
 // NewState returns an empty state.
 func NewState() *State {
-	return &State{Hosts: map[string]*Host{}, Sessions: map[string]*Session{}}
+	return &State{Hosts: map[string]*Host{}, Sessions: map[string]*Session{}, Gone: map[string]int64{}}
 }
 
 // Counters are the status figures and the hygiene signals that outlive a restart.

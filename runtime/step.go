@@ -23,6 +23,23 @@ const (
 	ToolDone    = "thatch_extraction_done"
 )
 
+// ApplyEvents applies events in order, each id at most once: seen holds the ids applied
+// before (the journal's record) and gains the new ones. A redelivery or a duplicate
+// publish of an applied id changes nothing.
+func (r Rules) ApplyEvents(s *State, events []Event, seen map[string]bool, now time.Time) (*Effects, []Applied) {
+	fx := NewEffects()
+	var applied []Applied
+	for _, ev := range events {
+		if seen[ev.ID] {
+			continue
+		}
+		seen[ev.ID] = true
+		fx.Merge(r.Step(s, ev, now))
+		applied = append(applied, Applied{ID: ev.ID, Seq: ev.Seq})
+	}
+	return fx, applied
+}
+
 // step carries one Step's arguments so the handlers stay short.
 type step struct {
 	Rules
@@ -71,6 +88,13 @@ func (t *step) touch(id string) {
 func (t *step) forget(sess *Session) {
 	delete(t.s.Sessions, sess.ID)
 	t.fx.Sessions[sess.ID] = true
+	t.bury(sess.ID)
+}
+
+// bury remembers that thatch is done with a session, so its late events are ignored.
+func (t *step) bury(id string) {
+	t.s.Gone[id] = t.now.UnixMilli()
+	t.fx.Gone[id] = true
 }
 
 func (t *step) count(c *int64, n int64) {
@@ -98,6 +122,9 @@ func (t *step) event(ev Event) {
 		return
 	}
 	t.count(&t.s.Counters.Applied, 1)
+	if _, gone := t.s.Gone[ev.SessionID]; gone && ev.SessionID != "" {
+		return // a late or redelivered event of a session thatch is done with
+	}
 	h := t.host(ev.HostID)
 	if ev.Type == "host.hello" {
 		t.hello(h, ev)
@@ -211,10 +238,18 @@ func (t *step) ensure(id, host string) *Session {
 func (t *step) upsert(ev Event) {
 	info := ev.Info
 	_, known := t.s.Sessions[info.ID]
+	if _, gone := t.s.Gone[info.ParentID]; gone && !known {
+		if info.Title == ExtractionTitle {
+			t.call(Call{Host: ev.HostID, Op: OpDelete, SessionID: info.ID})
+		}
+		t.bury(info.ID)
+		return // a child of a session thatch is done with: nothing to track
+	}
 	if info.Title == ExtractionTitle && info.ParentID != "" && t.s.Sessions[info.ParentID] == nil && !known {
 		// Machinery of a parent thatch does not know (deleted, or never seen): a stray.
 		t.note(slog.LevelWarn, "deleting an extraction child of an unknown parent", "session", info.ID, "parent", info.ParentID)
 		t.call(Call{Host: ev.HostID, Op: OpDelete, SessionID: info.ID})
+		t.bury(info.ID)
 		return
 	}
 	sess := t.ensure(info.ID, ev.HostID)
@@ -354,12 +389,17 @@ func (t *step) busy(ev Event) {
 // idle older than the session's last status change, counts for nothing.
 func (t *step) idle(ev Event) {
 	sess := t.s.Sessions[ev.SessionID]
-	if sess == nil || stale(sess, ev) || sess.Status == StatusIdle {
+	if sess == nil || stale(sess, ev) {
 		return
 	}
+	// The watermark advances even when the idle is no transition: an older busy delivered
+	// late must not undo it.
 	sess.Seq = max(sess.Seq, ev.Seq)
-	sess.Status = StatusIdle
 	t.dirty(sess)
+	if sess.Status == StatusIdle {
+		return
+	}
+	sess.Status = StatusIdle
 	switch sess.Kind {
 	case KindExtraction:
 		t.extractionIdle(sess)

@@ -143,6 +143,12 @@ func (t *step) journalSweep(tick Tick) {
 			t.dropTop(sess)
 		}
 	}
+	for id, at := range t.s.Gone {
+		if t.now.UnixMilli()-at >= t.TTL.Milliseconds() {
+			delete(t.s.Gone, id)
+			t.fx.Gone[id] = true
+		}
+	}
 	if dropped > 0 {
 		t.count(&t.s.Counters.Swept, int64(dropped))
 		t.note(slog.LevelInfo, "journal sweep dropped stale session rows", "sessions", dropped, "ttl", t.TTL.String())

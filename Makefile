@@ -5,7 +5,9 @@ VERSION       ?= $(shell git describe --tags --always --dirty 2>/dev/null || ech
 LDFLAGS       := -X github.com/thatch-dev/thatch/runtime.Version=$(VERSION)
 BIN           := bin/thatch
 
-.PHONY: run build test check fmt vet staticcheck bench clean
+FUZZTIME      ?= 15s
+
+.PHONY: run build test fuzz check fmt vet staticcheck bench clean
 
 ## run: start thatch with the embedded broker and journal (no set-up needed)
 run: build
@@ -18,6 +20,11 @@ build:
 ## test: every test, with the race detector
 test:
 	$(GO) test -race -count=1 -timeout 20m ./...
+
+## fuzz: each fuzz target for FUZZTIME (seed corpora also run in make test)
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeEvent$$' -fuzztime $(FUZZTIME) ./runtime
+	$(GO) test -run '^$$' -fuzz '^FuzzToolCall$$' -fuzztime $(FUZZTIME) ./runtime
 
 ## check: formatting, vet, staticcheck and the tests
 check: fmt vet staticcheck test

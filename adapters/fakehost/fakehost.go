@@ -48,6 +48,8 @@ type Host struct {
 	// Reply, when set, answers a method before the built-in behaviour; ok=false falls
 	// through to it.
 	Reply func(method string, params map[string]any) (result any, err *runtime.HostError, ok bool)
+	// Raw, when set, may answer a method with raw bytes (garbage, for fault tests).
+	Raw func(method string) ([]byte, bool)
 	// Quiet stops the host from announcing the sessions it creates and deletes.
 	Quiet bool
 	// Model, when set, plays the extraction child's model: prompted (not noReply), the
@@ -127,8 +129,14 @@ func (h *Host) serve(m *nats.Msg) {
 		return
 	}
 	h.calls = append(h.calls, Call{Method: method, Params: params})
-	reply := h.Reply
+	reply, raw := h.Reply, h.Raw
 	h.mu.Unlock()
+	if raw != nil {
+		if data, ok := raw(method); ok {
+			_ = m.Respond(data)
+			return
+		}
+	}
 	var result any
 	var herr *runtime.HostError
 	handled := false

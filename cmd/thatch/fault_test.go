@@ -263,3 +263,65 @@ func TestCrashAtAnyPoint(t *testing.T) {
 	// start, with the same idempotency key: the host answers it from memory.
 	t.Logf("calls repeated across %d kills (each answered from the host's memory by its idempotency key): %v", kills, repeats)
 }
+
+// A host that times out, answers garbage, answers errors and lacks methods degrades
+// alone: its calls fail once each and are never retried in a loop, while another host's
+// extraction runs end to end meanwhile.
+func TestHostFaults(t *testing.T) {
+	r := newRig(t, "v1", "session.create", "session.prompt", "session.delete", "tui.showToast") // no session.list, no session.messages
+	r.cfg.StrandSweep = false
+	ctx := r.ctx()
+	bad := r.host
+	bad.Raw = func(method string) ([]byte, bool) {
+		switch method {
+		case "session.prompt":
+			return []byte("<html>not a reply</html>"), true
+		case "session.delete":
+			return []byte(`{"error":{"name":"InternalError","message":"disk on fire"}}`), true
+		}
+		return nil, false
+	}
+	bad.Reply = func(method string, _ map[string]any) (any, *runtime.HostError, bool) {
+		if method == "session.create" {
+			time.Sleep(2500 * time.Millisecond) // past THATCH_HOST_TIMEOUT_MS (2000 in the rig)
+		}
+		return nil, nil, false
+	}
+	good, err := fakehostNew(r, "h2")
+	must(t, err)
+	r.start()
+
+	must(t, bad.Hello(ctx, "b1"))
+	must(t, good.Hello(ctx, "b1"))
+	must(t, bad.Created(ctx, "ses_bad", "", "t", bad.Dir))
+	must(t, bad.ToolExecuted(ctx, "ses_bad", "b1", "bash", "x"))
+	must(t, bad.Status(ctx, "ses_bad", "idle")) // its create will time out
+	_, err = bad.Publish(ctx, "command.executed", map[string]any{"name": "thatch/exit", "sessionID": "ses_bad", "arguments": "", "messageID": "m"})
+	must(t, err) // session.messages has no responder
+
+	must(t, good.Created(ctx, "ses_good", "", "t", good.Dir))
+	must(t, good.ToolExecuted(ctx, "ses_good", "g1", "bash", "x"))
+	must(t, good.Status(ctx, "ses_good", "idle"))
+	waitFor(t, "the healthy host's extraction", func() bool {
+		return len(good.Extracted()) == 1 && len(good.CallsTo("session.delete")) == 1
+	})
+	if n := len(bad.CallsTo("session.create")); n != 1 {
+		t.Fatalf("the faulty host got %d creates, want 1", n)
+	}
+	waitFor(t, "the timed-out create to clear the flag", func() bool { return !r.sessions()["ses_bad"].Extracting })
+	if e := r.entries("ses_bad"); len(e) != 1 || e[0].State != "pending" {
+		t.Fatalf("ses_bad entries %+v, want b1 pending", e)
+	}
+	// No call is retried by itself: once every committed call is answered, nothing new
+	// can start without an event, and the faulty host has seen each call once.
+	waitFor(t, "every host call to be answered", func() bool { return r.status().OutstandingCalls == 0 })
+	for method, want := range map[string]int{"session.create": 1, "session.prompt": 1} {
+		if n := len(bad.CallsTo(method)); n != want {
+			t.Errorf("%s called %d times on the faulty host, want %d", method, n, want)
+		}
+	}
+	// The next idle retries the extraction, once.
+	must(t, bad.Status(ctx, "ses_bad", "busy"))
+	must(t, bad.Status(ctx, "ses_bad", "idle"))
+	waitFor(t, "the retry", func() bool { return len(bad.CallsTo("session.create")) == 2 })
+}

@@ -201,3 +201,14 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// fakehostNew adds a second, healthy host that plays extraction children.
+func fakehostNew(r *rig, id string) (*fakehost.Host, error) {
+	h, err := fakehost.New(r.nc, id, "v1")
+	if err != nil {
+		return nil, err
+	}
+	h.Dir, h.Model = r.t.TempDir(), true
+	r.t.Cleanup(h.Close)
+	return h, nil
+}

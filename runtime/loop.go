@@ -62,7 +62,8 @@ type Loop struct {
 
 	state       *State
 	pos         uint64
-	outstanding int // host calls dispatched whose results are not committed
+	outstanding int    // host calls dispatched whose results are not committed
+	journalErr  string // the last commit error, while commits fail
 	workers     map[string]*worker
 	wg          sync.WaitGroup
 }
@@ -79,12 +80,17 @@ type query struct {
 	reply chan any
 }
 
-// View is what a query sees: the state, the consumer position, and the host calls
-// committed but not yet answered.
+// View is what a query sees: the state, the consumer position, the host calls committed
+// but not yet answered, and the journal's last write error while it fails.
 type View struct {
-	State       *State
-	Pos         uint64
-	Outstanding int
+	State        *State
+	Pos          uint64
+	Outstanding  int
+	JournalError string
+}
+
+func (l *Loop) view() View {
+	return View{State: l.state, Pos: l.pos, Outstanding: l.outstanding, JournalError: l.journalErr}
 }
 
 // NewLoop returns a loop; set its fields before Run.
@@ -164,7 +170,7 @@ func (l *Loop) Run(ctx context.Context) error {
 				return nil
 			}
 		case q := <-l.queries:
-			q.reply <- q.fn(View{State: l.state, Pos: l.pos, Outstanding: l.outstanding})
+			q.reply <- q.fn(l.view())
 		case <-timer.C:
 			expired = true
 		}
@@ -362,6 +368,7 @@ func (l *Loop) commit(ctx, wctx context.Context, build func(time.Time) (*Batch, 
 			err = l.Journal.Commit(b)
 		}
 		if err == nil {
+			l.journalErr = ""
 			if l.OnCommit != nil && len(b.Applied) > 0 {
 				l.OnCommit(b.Applied, l.Now())
 			}
@@ -381,15 +388,25 @@ func (l *Loop) commit(ctx, wctx context.Context, build func(time.Time) (*Batch, 
 			return true
 		}
 		l.Log.Error("journal write failed: not acknowledging events until it succeeds; check the disk holding the journal", "err", err, "retry_in", backoff.String())
+		l.journalErr = err.Error()
 		if st, _, pos, lerr := l.Journal.Load(); lerr == nil {
 			l.state, l.pos = st, pos
 		}
-		select {
-		case <-ctx.Done():
-			return false
-		case <-time.After(backoff):
+		// Wait out the backoff, still answering queries from the last committed state so
+		// status can say what is wrong.
+		wait := time.After(backoff)
+	waiting:
+		for {
+			select {
+			case <-ctx.Done():
+				return false
+			case <-wait:
+				break waiting
+			case q := <-l.queries:
+				q.reply <- q.fn(l.view())
+			}
 		}
-		backoff = min(backoff*2, 30*time.Second)
+		backoff = min(backoff*2, 5*time.Second)
 	}
 }
 

@@ -16,8 +16,9 @@ type StatusView struct {
 	LastStreamSeq uint64 `json:"lastStreamSeq"`
 	// Extensions. Consuming is false while the consumer does not run (a broker outage);
 	// OutstandingCalls counts host calls committed but not yet answered.
-	Consuming        bool `json:"consuming"`
-	OutstandingCalls int  `json:"outstandingCalls"`
+	Consuming        bool   `json:"consuming"`
+	OutstandingCalls int    `json:"outstandingCalls"`
+	JournalError     string `json:"journalError,omitempty"`
 }
 
 // Summary summarises s; pos is the consumer position.

@@ -181,7 +181,7 @@ func (s *Server) api(ctx context.Context, m *nats.Msg) (any, *runtime.HostError)
 		fn = func(v runtime.View) any {
 			st := runtime.Summary(v.State, v.Pos)
 			st.Consuming = s.Consumer != nil && s.Consumer.Running.Load()
-			st.OutstandingCalls = v.Outstanding
+			st.OutstandingCalls, st.JournalError = v.Outstanding, v.JournalError
 			return st
 		}
 	case "sessions":

@@ -74,6 +74,9 @@ func client(ctx context.Context, c Config, cmd string, args []string, out io.Wri
 			{"entries accepted", itoa(s.Accepted)}, {"events applied", i64(s.Applied)}, {"events rejected", i64(s.Rejected)},
 			{"gaps", i64(s.Gaps)}, {"last stream seq", strconv.FormatUint(s.LastStreamSeq, 10)},
 			{"host calls outstanding", itoa(s.OutstandingCalls)}} {
+			if row[0] == "version" && s.JournalError != "" {
+				fmt.Fprintf(tw, "JOURNAL ERROR\t%s\n", s.JournalError)
+			}
 			fmt.Fprintf(tw, "%s\t%s\n", row[0], row[1])
 		}
 	case "sessions":

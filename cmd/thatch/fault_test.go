@@ -6,6 +6,8 @@ import (
 	"maps"
 	"math/rand/v2"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -324,4 +326,65 @@ func TestHostFaults(t *testing.T) {
 	must(t, bad.Status(ctx, "ses_bad", "busy"))
 	must(t, bad.Status(ctx, "ses_bad", "idle"))
 	waitFor(t, "the retry", func() bool { return len(bad.CallsTo("session.create")) == 2 })
+}
+
+// A journal on a full filesystem (a small tmpfs): thatch stops acknowledging, says what is
+// wrong in its log and in status, loses nothing, and resumes when space returns.
+func TestJournalOnFullDisk(t *testing.T) {
+	if testing.Short() {
+		t.Skip("mounts a tmpfs: skipped in -short mode")
+	}
+	bin := binary(t)
+	r := newRig(t, "v1", "session.prompt")
+	mnt := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", mnt).CombinedOutput(); err != nil {
+		t.Fatalf("mounting a tmpfs for the full-disk test needs root (as CI runs): %v: %s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("umount", "-l", mnt).Run() })
+	r.dataDir = filepath.Join(mnt, "data")
+	cmd := r.process(bin)
+	waitFor(t, "thatch to answer", func() bool { return r.tryAPI("status", nil, new(map[string]any)) == nil })
+	ctx := r.ctx()
+	must(t, r.host.Hello(ctx, "b1"))
+	must(t, r.host.Created(ctx, "ses_a", "", "t", r.host.Dir))
+	const n = 2000 // about 4 MB of entries for a 2 MB disk
+	for i := range n {
+		must(t, r.host.ToolExecuted(ctx, "ses_a", fmt.Sprintf("c%04d", i), "bash", strings.Repeat("o", 2000)))
+	}
+	var st runtime.StatusView
+	waitFor(t, "status to report the journal error", func() bool {
+		return r.tryAPI("status", nil, &st) == nil && strings.Contains(st.JournalError, "full")
+	})
+	if st.Applied >= int64(n+2) {
+		t.Fatalf("every event applied on a full disk: %+v", st)
+	}
+	log, _ := os.ReadFile(r.logPath)
+	if !strings.Contains(string(log), "journal write failed") || !strings.Contains(string(log), "check the disk holding the journal") {
+		t.Fatal("the log does not say the journal write failed and what to check")
+	}
+	if out, err := exec.Command("mount", "-o", "remount,size=64m", mnt).CombinedOutput(); err != nil {
+		t.Fatalf("remount: %v: %s", err, out)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	fresh := func() error { st = runtime.StatusView{}; return r.tryAPI("status", nil, &st) }
+	for fresh() != nil || st.Applied != int64(n+2) || st.JournalError != "" {
+		if time.Now().After(deadline) {
+			_ = cmd.Process.Signal(syscall.SIGQUIT)
+			_ = cmd.Wait()
+			log, _ := os.ReadFile(r.logPath)
+			if i := strings.Index(string(log), "(*Loop).Run"); i > 0 {
+				t.Logf("loop stack:\n%s", string(log)[max(0, i-3000):i+200])
+			}
+			lines := strings.Split(string(log), "\n")
+			t.Fatalf("not recovered: %+v\nlast log lines:\n%s", st, strings.Join(lines[max(0, len(lines)-8):], "\n"))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if e := r.entries("ses_a"); len(e) != n {
+		t.Fatalf("%d entries after recovery, want %d", len(e), n)
+	}
+	must(t, cmd.Process.Signal(syscall.SIGTERM))
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("thatch did not exit cleanly: %v", err)
+	}
 }

@@ -180,7 +180,7 @@ func (s *Server) api(ctx context.Context, m *nats.Msg) (any, *runtime.HostError)
 	case "status":
 		fn = func(v runtime.View) any {
 			st := runtime.Summary(v.State, v.Pos)
-			st.Consuming = s.Consumer != nil && s.Consumer.Running.Load()
+			st.Consuming = s.Consumer != nil && s.Consumer.Running.Load() && s.NC.IsConnected()
 			st.OutstandingCalls, st.JournalError = v.Outstanding, v.JournalError
 			return st
 		}

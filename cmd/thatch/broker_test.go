@@ -1,0 +1,147 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/thatch-dev/thatch/adapters/fakehost"
+)
+
+var natsServerOnce struct {
+	sync.Once
+	path string
+	err  error
+}
+
+// natsServerBinary builds nats-server from the module thatch already depends on.
+func natsServerBinary(t *testing.T) string {
+	t.Helper()
+	natsServerOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "nats-server-bin")
+		if err != nil {
+			natsServerOnce.err = err
+			return
+		}
+		natsServerOnce.path = filepath.Join(dir, "nats-server")
+		out, err := exec.Command("go", "build", "-o", natsServerOnce.path, "github.com/nats-io/nats-server/v2").CombinedOutput()
+		if err != nil {
+			natsServerOnce.err = fmt.Errorf("go build nats-server: %v\n%s", err, out)
+		}
+	})
+	if natsServerOnce.err != nil {
+		t.Fatal(natsServerOnce.err)
+	}
+	return natsServerOnce.path
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// TestBrokerRestarts: thatch uses a separate nats-server process (file store) by URL; the
+// broker is stopped and started twice while a host publishes. thatch reconnects by itself
+// and nothing is lost.
+func TestBrokerRestarts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a nats-server process: skipped in -short mode")
+	}
+	bin := natsServerBinary(t)
+	port, store := freePort(t), t.TempDir()
+	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
+	var broker *exec.Cmd
+	startBroker := func() {
+		broker = exec.Command(bin, "-js", "-sd", store, "-a", "127.0.0.1", "-p", fmt.Sprint(port))
+		must(t, broker.Start())
+		waitFor(t, "the broker to listen", func() bool {
+			c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+			if err == nil {
+				c.Close()
+			}
+			return err == nil
+		})
+	}
+	stopBroker := func() {
+		must(t, broker.Process.Signal(syscall.SIGTERM))
+		_ = broker.Wait()
+	}
+	startBroker()
+	t.Cleanup(func() { _ = broker.Process.Kill(); _ = broker.Wait() })
+
+	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond), nats.RetryOnFailedConnect(true))
+	must(t, err)
+	t.Cleanup(nc.Close)
+	host, err := fakehost.New(nc, "h1", "v1", "session.prompt")
+	must(t, err)
+	host.Dir = t.TempDir()
+	r := &rig{t: t, url: url, dataDir: filepath.Join(t.TempDir(), "data"), nc: nc, host: host}
+	r.cfg, err = loadConfig()
+	must(t, err)
+	r.cfg.DataDir, r.cfg.NATSURL, r.cfg.InstallCommands, r.cfg.StrandSweep, r.cfg.HostTimeoutMS = r.dataDir, url, false, false, 2000
+	r.start()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const sessions, calls = 10, 30
+	published := make(chan error, 1)
+	go func() {
+		if err := host.Hello(ctx, "b1"); err != nil {
+			published <- err
+			return
+		}
+		for s := range sessions {
+			sid := fmt.Sprintf("ses_%02d", s)
+			if err := host.Created(ctx, sid, "", "t", host.Dir); err != nil {
+				published <- err
+				return
+			}
+			for c := range calls {
+				// PublishRaw retries until the stream acknowledges: a host's duty.
+				if err := host.ToolExecuted(ctx, sid, fmt.Sprintf("%s_c%02d", sid, c), "bash", strings.Repeat("x", 100)); err != nil {
+					published <- err
+					return
+				}
+			}
+		}
+		published <- nil
+	}()
+	for range 2 {
+		waitFor(t, "some events to be applied", func() bool {
+			var s struct{ Applied int64 }
+			return r.tryAPI("status", nil, &s) == nil && s.Applied > 0
+		})
+		stopBroker()
+		time.Sleep(500 * time.Millisecond) // an outage, not a blip
+		startBroker()
+	}
+	must(t, <-published)
+	total := int64(1 + sessions*(1+calls))
+	waitFor(t, "every event to be applied after two broker restarts", func() bool {
+		var s struct {
+			Applied   int64
+			Consuming bool
+		}
+		return r.tryAPI("status", nil, &s) == nil && s.Applied == total && s.Consuming
+	})
+	for s := range sessions {
+		if got := len(r.entries(fmt.Sprintf("ses_%02d", s))); got != calls {
+			t.Fatalf("ses_%02d has %d entries, want %d", s, got, calls)
+		}
+	}
+}

@@ -76,6 +76,19 @@ type Host struct {
 	turns     int               // extractions the model played
 	nextID    int
 	subs      []*nats.Subscription
+
+	ctx    context.Context // ends at Close: the host's own goroutines stop with it
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// goRun runs fn in a goroutine the host waits for at Close.
+func (h *Host) goRun(fn func(ctx context.Context)) {
+	h.wg.Add(1)
+	go func() {
+		defer h.wg.Done()
+		fn(h.ctx)
+	}()
 }
 
 // Methods lists the host API methods an api host serves.
@@ -93,7 +106,8 @@ func New(nc *nats.Conn, id, api string, methods ...string) (*Host, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &Host{ID: id, API: api, Prefix: "opencode", NC: nc, JS: js, Dir: os.TempDir(),
+	ctx, cancel := context.WithCancel(context.Background())
+	h := &Host{ID: id, API: api, Prefix: "opencode", NC: nc, JS: js, Dir: os.TempDir(), ctx: ctx, cancel: cancel,
 		sessions: map[string]runtime.SessionInfo{}, messages: map[string]string{}, extracted: map[string]int{},
 		answered: map[string][]byte{}, repeats: map[string]int{}}
 	if len(methods) == 0 {
@@ -109,11 +123,13 @@ func New(nc *nats.Conn, id, api string, methods ...string) (*Host, error) {
 	return h, nc.Flush()
 }
 
-// Close stops answering.
+// Close stops answering and waits for the host's own goroutines.
 func (h *Host) Close() {
 	for _, s := range h.subs {
 		_ = s.Unsubscribe()
 	}
+	h.cancel()
+	h.wg.Wait()
 }
 
 func (h *Host) serve(m *nats.Msg) {
@@ -209,7 +225,7 @@ func (h *Host) builtin(method string, p map[string]any) (any, *runtime.HostError
 	case "session.prompt":
 		if noReply, _ := p["noReply"].(bool); h.Model && !noReply {
 			if s, ok := h.sessions[sid]; ok && s.Title == runtime.ExtractionTitle {
-				go h.extract(sid)
+				h.goRun(func(ctx context.Context) { h.extract(ctx, sid) })
 			}
 		}
 		return map[string]any{}, nil
@@ -239,18 +255,18 @@ func (h *Host) announce(typ string, s runtime.SessionInfo) {
 	if h.Quiet {
 		return
 	}
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	h.goRun(func(ctx context.Context) {
+		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 		_, _ = h.Publish(ctx, typ, map[string]any{"sessionID": s.ID, "info": s})
-	}()
+	})
 }
 
 // extract plays an extraction child's turn. A tool call that fails (thatch restarting)
 // is retried, as a model would; with FailEvery n, every nth extraction errors instead of
 // completing, after claiming.
-func (h *Host) extract(child string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+func (h *Host) extract(ctx context.Context, child string) {
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	prefix := h.APIPrefix
 	if prefix == "" {

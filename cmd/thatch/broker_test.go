@@ -90,6 +90,7 @@ func TestBrokerRestarts(t *testing.T) {
 	host, err := fakehost.New(nc, "h1", "v1", "session.prompt")
 	must(t, err)
 	host.Dir = t.TempDir()
+	t.Cleanup(host.Close)
 	r := &rig{t: t, url: url, dataDir: filepath.Join(t.TempDir(), "data"), nc: nc, host: host}
 	r.cfg, err = loadConfig()
 	must(t, err)

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os"
 	"testing"
+
+	"go.uber.org/goleak"
 )
 
 // TestMain lets the test binary stand in for thatch as the benchmark's rehydrate child.
@@ -15,5 +17,6 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	// Every goroutine serve and the test brokers start must be gone when the tests end.
+	goleak.VerifyTestMain(m)
 }

@@ -60,6 +60,7 @@ func newRig(t *testing.T, api string, methods ...string) *rig {
 		t.Fatal(err)
 	}
 	h.Dir = t.TempDir()
+	t.Cleanup(h.Close)
 	r := &rig{t: t, ns: ns, url: ns.ClientURL(), dataDir: filepath.Join(t.TempDir(), "data"), nc: nc, host: h}
 	cfg, err := loadConfig() // the defaults, as a user gets them
 	if err != nil {

@@ -7,7 +7,9 @@ BIN           := bin/thatch
 
 FUZZTIME      ?= 15s
 
-.PHONY: run build test fuzz check fmt vet staticcheck bench clean
+SOAK          ?= 10m
+
+.PHONY: run build test fuzz check fmt vet staticcheck bench soak clean
 
 ## run: start thatch with the embedded broker and journal (no set-up needed)
 run: build
@@ -42,6 +44,10 @@ staticcheck:
 bench: build
 	./$(BIN) bench --out bench.json
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./runtime ./journal
+
+## soak: a long run sampling memory, goroutines and the journal (not in CI)
+soak: build
+	./$(BIN) bench --soak $(SOAK)
 
 clean:
 	rm -rf bin

@@ -19,6 +19,7 @@ type StatusView struct {
 	Consuming        bool   `json:"consuming"`
 	OutstandingCalls int    `json:"outstandingCalls"`
 	JournalError     string `json:"journalError,omitempty"`
+	Goroutines       int    `json:"goroutines"`
 }
 
 // Summary summarises s; pos is the consumer position.

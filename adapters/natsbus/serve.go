@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	goruntime "runtime"
 	"strings"
 	"sync"
 	"time"
@@ -182,6 +183,7 @@ func (s *Server) api(ctx context.Context, m *nats.Msg) (any, *runtime.HostError)
 			st := runtime.Summary(v.State, v.Pos)
 			st.Consuming = s.Consumer != nil && s.Consumer.Running.Load() && s.NC.IsConnected()
 			st.OutstandingCalls, st.JournalError = v.Outstanding, v.JournalError
+			st.Goroutines = goruntime.NumGoroutine()
 			return st
 		}
 	case "sessions":

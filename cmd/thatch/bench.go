@@ -82,6 +82,7 @@ func bench(ctx context.Context, args []string, out io.Writer, progress io.Writer
 	seed := fs.Uint64("seed", 1, "workload seed")
 	only := fs.String("only", "", "run one part: throughput, latency, tools, rehydrate or sweep")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the run here")
+	soakFor := fs.Duration("soak", 0, "instead of the figures, soak for this long, sampling memory and goroutines")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -104,6 +105,10 @@ func bench(ctx context.Context, args []string, out io.Writer, progress io.Writer
 			return err
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if *soakFor > 0 {
+		b := &benchRun{dir: dir, seed: *seed, progress: progress}
+		return b.soak(ctx, *soakFor, out)
 	}
 	b := &benchRun{size: size, dir: dir, seed: *seed, progress: progress, only: *only, cpuprofile: *cpuprofile,
 		report: BenchReport{Quick: *quick, Seed: *seed, Started: time.Now().UTC(), GoVersion: goVersion(), CPUs: cpus()}}
@@ -921,3 +926,102 @@ func (b *benchRun) print(w io.Writer) {
 
 func goVersion() string { return goruntime.Version() }
 func cpus() int         { return goruntime.NumCPU() }
+
+// soak runs thatch serve as its own process against the bench broker, plays the workload
+// in paced rounds (20 sessions a second, extractions included) with sweeps on a short
+// timer, and samples that process's memory, goroutines and journal every 10 s: what grows
+// without bound shows here (thatch bench --soak 10m).
+func (b *benchRun) soak(ctx context.Context, d time.Duration, out io.Writer) error {
+	ns, err := natsbus.StartEmbedded("127.0.0.1:-1", filepath.Join(b.dir, "broker"))
+	if err != nil {
+		return err
+	}
+	defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
+	if b.nc, err = nats.Connect(ns.ClientURL()); err != nil {
+		return err
+	}
+	defer b.nc.Close()
+	work, data := filepath.Join(b.dir, "work"), filepath.Join(b.dir, "soak")
+	if err := os.MkdirAll(work, 0o755); err != nil {
+		return err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	cmd := exec.CommandContext(ctx, self, "serve")
+	cmd.Env = append(os.Environ(), "THATCH_NATS_URL="+ns.ClientURL(), "THATCH_DATA_DIR="+data, "THATCH_INSTALL_COMMANDS=off",
+		"THATCH_STRAND_SWEEP_MS=5000", "THATCH_RUNTIME_STATE_TTL_MS=60000", "THATCH_LOG_LEVEL=error")
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	defer func() { _ = cmd.Process.Signal(os.Interrupt); _ = cmd.Wait() }()
+	for deadline := time.Now().Add(30 * time.Second); apiCall(b.nc, "status", nil, new(runtime.StatusView)) != nil; {
+		if time.Now().After(deadline) {
+			return errors.New("thatch serve did not become ready")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	fh, err := fakehost.New(b.nc, "soak", "v1")
+	if err != nil {
+		return err
+	}
+	defer fh.Close()
+	fh.Model, fh.Dir, fh.FailEvery = true, work, 7
+	if err := fh.Hello(ctx, "b1"); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "%8s %9s %9s %9s %9s %11s %12s\n", "elapsed", "applied", "sessions", "pending", "RSS MiB", "goroutines", "journal MiB")
+	sample := func(elapsed time.Duration) {
+		var st runtime.StatusView
+		_ = apiCall(b.nc, "status", nil, &st)
+		size, _, _ := journalSize(filepath.Join(data, "thatch.db"))
+		fmt.Fprintf(out, "%8s %9d %9d %9d %9.1f %11d %12.1f\n", elapsed.Round(time.Second), st.Applied, st.Sessions, st.Pending,
+			processRSSMiB(cmd.Process.Pid), st.Goroutines, float64(size)/(1<<20))
+	}
+	rng := rand.New(rand.NewPCG(b.seed, 3))
+	start, next := time.Now(), time.Now()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for round := 0; time.Since(start) < d && ctx.Err() == nil; round++ {
+		w := &workload{entries: map[string][]string{}, deleted: map[string]bool{}}
+		for _, e := range workloadEvents(rng, fmt.Sprintf("r%05d", round), 20, work, w) {
+			var props map[string]any
+			_ = json.Unmarshal([]byte(e[1]), &props)
+			if e[0] == "session.created" {
+				info, _ := props["info"].(map[string]any)
+				fh.AddSession(runtime.SessionInfo{ID: fmt.Sprint(info["id"]), Title: fmt.Sprint(info["title"]), Directory: work})
+			}
+			if _, err := fh.Publish(ctx, e[0], props); err != nil {
+				return err
+			}
+		}
+		if time.Now().After(next) {
+			sample(time.Since(start))
+			next = next.Add(10 * time.Second)
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+		}
+	}
+	sample(time.Since(start))
+	return nil
+}
+
+// processRSSMiB reads a process's VmRSS from /proc.
+func processRSSMiB(pid int) float64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			var kb float64
+			fmt.Sscanf(strings.TrimSpace(rest), "%f", &kb)
+			return kb / 1024
+		}
+	}
+	return 0
+}

@@ -57,8 +57,11 @@ type Host struct {
 	// completes with thatch_extraction_done and goes idle. APIPrefix names thatch's prefix.
 	Model     bool
 	APIPrefix string
-	FailEvery int                  // the model errors on every nth extraction (0: never)
-	Trace     func(string, ...any) // when set, the model reports each step
+	FailEvery int // the model errors on every nth extraction (0: never)
+	// ToolTimeout bounds each of the model's tool calls before it retries (30 s when 0):
+	// a call in flight when thatch dies is never answered.
+	ToolTimeout time.Duration
+	Trace       func(string, ...any) // when set, the model reports each step
 	// Dir is the host's directory: its hello's, and new sessions' when their parent is
 	// unknown. It should exist: thatch sweeps sessions whose directory is gone.
 	Dir string
@@ -279,8 +282,11 @@ func (h *Host) extract(ctx context.Context, child string) {
 	}
 	call := func(name string, args any) (runtime.Answer, bool) {
 		for ctx.Err() == nil {
-			// A call in flight when thatch dies is never answered: time it out and retry.
-			actx, cancel := context.WithTimeout(ctx, 3*time.Second)
+			timeout := h.ToolTimeout
+			if timeout == 0 {
+				timeout = 30 * time.Second
+			}
+			actx, cancel := context.WithTimeout(ctx, timeout)
 			a, herr, err := h.Tool(actx, prefix, name, child, args)
 			cancel()
 			trace("%s: err=%v herr=%v", name, err, herr)

@@ -185,7 +185,7 @@ func TestCrashAtAnyPoint(t *testing.T) {
 	const kills, sessions = 20, 30
 	run := func(kill bool) (string, map[string]int) {
 		r := newRig(t, "v1")
-		r.host.Model, r.host.FailEvery = true, 5
+		r.host.Model, r.host.FailEvery, r.host.ToolTimeout = true, 5, 3*time.Second
 		var traceMu sync.Mutex
 		var traces []string
 		r.host.Trace = func(format string, args ...any) {

@@ -167,25 +167,8 @@ type properties struct {
 	Name      string                 `json:"name"`
 	Arguments json.RawMessage        `json:"arguments"`
 	MessageID string                 `json:"messageID"`
-
-	// tool.execute.after
-	CallID   string          `json:"callID"`
-	Tool     string          `json:"tool"`
-	Args     json.RawMessage `json:"args"`
-	Title    string          `json:"title"`
-	Output   string          `json:"output"`
-	Metadata json.RawMessage `json:"metadata"`
-
-	// host.hello, host.goodbye
-	HostID    string       `json:"hostID"`
-	API       string       `json:"api"`
-	Version   string       `json:"version"`
-	BootID    string       `json:"bootID"`
-	Directory string       `json:"directory"`
-	Worktree  string       `json:"worktree"`
-	ProjectID string       `json:"projectID"`
-	Caps      Capabilities `json:"capabilities"`
-	Resumed   []string     `json:"resumed"`
+	ToolExec                         // tool.execute.after
+	Hello                            // host.hello, host.goodbye
 }
 
 // into checks the properties of ev's type and copies them into ev.
@@ -204,16 +187,14 @@ func (p *properties) into(ev *Event) error {
 		if p.BootID == "" {
 			return errors.New("bootID is missing")
 		}
-		api := p.API
-		if api == "" {
-			api = "v1"
+		hello := p.Hello
+		if hello.API == "" {
+			hello.API = "v1"
 		}
-		if api != "v1" && api != "v2" {
-			return fmt.Errorf("api %q is neither v1 nor v2", api)
+		if hello.API != "v1" && hello.API != "v2" {
+			return fmt.Errorf("api %q is neither v1 nor v2", hello.API)
 		}
-		ev.Hello = &Hello{HostID: p.HostID, API: api, Version: p.Version, BootID: p.BootID, Directory: p.Directory,
-			Worktree: p.Worktree, ProjectID: p.ProjectID, Caps: p.Caps, Resumed: p.Resumed}
-		ev.BootID = p.BootID
+		ev.Hello, ev.BootID = &hello, p.BootID
 	case "host.goodbye":
 		ev.BootID = p.BootID
 	case "session.created", "session.updated", "session.deleted":
@@ -256,7 +237,8 @@ func (p *properties) into(ev *Event) error {
 		if a := bytes.TrimSpace(p.Args); len(a) > 0 && !bytes.Equal(a, []byte("null")) && a[0] != '{' {
 			return errors.New("args is not an object")
 		}
-		ev.Tool = &ToolExec{CallID: p.CallID, Tool: p.Tool, Args: p.Args, Title: p.Title, Output: p.Output, Metadata: p.Metadata}
+		tool := p.ToolExec
+		ev.Tool = &tool
 	case "command.execute.before", "command.executed":
 		if err := need(); err != nil {
 			return err

@@ -184,8 +184,7 @@ func (t *step) hello(h *Host, ev Event) {
 			continue
 		}
 		if sess.Kind == KindExtraction {
-			t.releaseClaims(sess)
-			t.endExtraction(sess, true)
+			t.end(sess, true)
 			continue
 		}
 		// A status from the previous boot is stale either way: the first idle of the new
@@ -524,32 +523,33 @@ func (t *step) errored(ev Event) {
 	if sess == nil || sess.Kind == KindTop {
 		return // a top-level error is followed by its idle, which is handled as usual
 	}
-	t.releaseClaims(sess)
 	if sess.Kind == KindExtraction {
 		msg := ""
 		if ev.Error != nil {
 			msg = ev.Error.Name + ": " + ev.Error.Data.Message
 		}
 		t.note(slog.LevelWarn, "extraction child failed; its entries go back to pending", "session", sess.ID, "parent", sess.ParentID, "error", msg)
-		t.endExtraction(sess, true)
-		return
 	}
-	t.forget(sess)
+	t.end(sess, true)
 }
 
 func (t *step) deleted(ev Event) {
-	sess := t.s.Sessions[ev.SessionID]
-	if sess == nil {
-		return
+	if sess := t.s.Sessions[ev.SessionID]; sess != nil {
+		t.end(sess, false) // the host deleted it, and a parent's children with it
 	}
+}
+
+// end finishes with a session by its kind (rules 5, 7 and 9). A child's claims go back
+// (an extraction child that claimed nothing returns its parent's accepted set); an
+// extraction child unflags its parent and, with deleteMachinery, is deleted on the host;
+// a top-level session takes its entries and its children with it.
+func (t *step) end(sess *Session, deleteMachinery bool) {
 	switch sess.Kind {
 	case KindExtraction:
 		t.releaseClaims(sess)
-		t.endExtraction(sess, false)
+		t.endExtraction(sess, deleteMachinery)
 	case KindTask:
-		if root := t.s.Sessions[t.s.Root(sess.ID)]; root != nil {
-			t.release(root, sess.ID)
-		}
+		t.releaseClaims(sess)
 		t.forget(sess)
 	case KindTop:
 		if len(sess.Entries) > 0 {
@@ -557,7 +557,7 @@ func (t *step) deleted(ev Event) {
 		}
 		sess.Entries = nil
 		for _, c := range t.s.children(sess.ID) {
-			t.forget(c) // a host that deletes the parent first takes the children with it
+			t.end(c, deleteMachinery)
 		}
 		t.forget(sess)
 	}

@@ -79,8 +79,7 @@ func (t *step) sweepApply(in SweepApply) {
 		switch a.Kind {
 		case StrandDelete:
 			if sess := t.s.Sessions[a.SessionID]; sess != nil && sess.Kind == KindExtraction {
-				t.releaseClaims(sess)
-				t.endExtraction(sess, true)
+				t.end(sess, true)
 			} else {
 				t.call(Call{Host: in.Host, Op: OpDelete, SessionID: a.SessionID})
 			}
@@ -130,18 +129,7 @@ func (t *step) journalSweep(tick Tick) {
 			continue // its extraction child goes first; the next sweep takes it
 		}
 		dropped++
-		switch sess.Kind {
-		case KindExtraction:
-			t.releaseClaims(sess)
-			t.endExtraction(sess, true)
-		case KindTask:
-			if root := t.s.Sessions[t.s.Root(sess.ID)]; root != nil {
-				t.release(root, sess.ID)
-			}
-			t.forget(sess)
-		case KindTop:
-			t.dropTop(sess)
-		}
+		t.end(sess, true)
 	}
 	for id, at := range t.s.Gone {
 		if t.now.UnixMilli()-at >= t.TTL.Milliseconds() {
@@ -153,22 +141,6 @@ func (t *step) journalSweep(tick Tick) {
 		t.count(&t.s.Counters.Swept, int64(dropped))
 		t.note(slog.LevelInfo, "journal sweep dropped stale session rows", "sessions", dropped, "ttl", t.TTL.String())
 	}
-}
-
-// dropTop forgets a top-level session with its entries and children.
-func (t *step) dropTop(sess *Session) {
-	if len(sess.Entries) > 0 {
-		t.fx.Entries = append(t.fx.Entries, EntryOp{Kind: EntryDeleteAll, Root: sess.ID})
-	}
-	sess.Entries = nil
-	for _, c := range t.s.children(sess.ID) {
-		if c.Kind == KindExtraction {
-			t.endExtraction(c, true)
-		} else {
-			t.forget(c)
-		}
-	}
-	t.forget(sess)
 }
 
 // Directories returns the distinct directories of the tracked sessions, so the driver can

@@ -861,17 +861,17 @@ func benchRehydrate(path, profile string, out io.Writer) error {
 	for _, s := range st.Sessions {
 		entries += len(s.Entries)
 	}
-	return json.NewEncoder(out).Encode(map[string]any{"ms": ms(elapsed), "rssMiB": peakRSSMiB(), "sessions": len(st.Sessions), "entries": entries})
+	return json.NewEncoder(out).Encode(map[string]any{"ms": ms(elapsed), "rssMiB": procStatusMiB("self", "VmHWM"), "sessions": len(st.Sessions), "entries": entries})
 }
 
-// peakRSSMiB reads VmHWM from /proc/self/status.
-func peakRSSMiB() float64 {
-	data, err := os.ReadFile("/proc/self/status")
+// procStatusMiB reads a memory field (VmHWM, VmRSS) of a process from /proc, in MiB.
+func procStatusMiB(pid, field string) float64 {
+	data, err := os.ReadFile("/proc/" + pid + "/status")
 	if err != nil {
 		return 0
 	}
 	for _, line := range strings.Split(string(data), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+		if rest, ok := strings.CutPrefix(line, field+":"); ok {
 			var kb float64
 			fmt.Sscanf(strings.TrimSpace(rest), "%f", &kb)
 			return kb / 1024
@@ -978,7 +978,7 @@ func (b *benchRun) soak(ctx context.Context, d time.Duration, out io.Writer) err
 		_ = apiCall(b.nc, "status", nil, &st)
 		size, _, _ := journalSize(filepath.Join(data, "thatch.db"))
 		fmt.Fprintf(out, "%8s %9d %9d %9d %9.1f %11d %12.1f\n", elapsed.Round(time.Second), st.Applied, st.Sessions, st.Pending,
-			processRSSMiB(cmd.Process.Pid), st.Goroutines, float64(size)/(1<<20))
+			procStatusMiB(fmt.Sprint(cmd.Process.Pid), "VmRSS"), st.Goroutines, float64(size)/(1<<20))
 	}
 	rng := rand.New(rand.NewPCG(b.seed, 3))
 	start, next := time.Now(), time.Now()
@@ -1008,20 +1008,4 @@ func (b *benchRun) soak(ctx context.Context, d time.Duration, out io.Writer) err
 	}
 	sample(time.Since(start))
 	return nil
-}
-
-// processRSSMiB reads a process's VmRSS from /proc.
-func processRSSMiB(pid int) float64 {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			var kb float64
-			fmt.Sscanf(strings.TrimSpace(rest), "%f", &kb)
-			return kb / 1024
-		}
-	}
-	return 0
 }

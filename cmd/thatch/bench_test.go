@@ -21,7 +21,7 @@ func TestBenchQuick(t *testing.T) {
 	defer cancel()
 	out := filepath.Join(t.TempDir(), "bench.json")
 	var stdout bytes.Buffer
-	// bench-rehydrate runs in a child process: the test binary must be thatch.
+	// The rehydrate figure runs the test binary as its child process (see TestMain).
 	if err := bench(ctx, []string{"--quick", "--out", out}, &stdout, nil); err != nil {
 		t.Fatalf("%v\n%s", err, stdout.String())
 	}

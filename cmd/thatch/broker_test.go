@@ -4,11 +4,9 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -18,31 +16,9 @@ import (
 	"github.com/thatch-dev/thatch/adapters/fakehost"
 )
 
-var natsServerOnce struct {
-	sync.Once
-	path string
-	err  error
-}
-
 // natsServerBinary builds nats-server from the module thatch already depends on.
 func natsServerBinary(t *testing.T) string {
-	t.Helper()
-	natsServerOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "nats-server-bin")
-		if err != nil {
-			natsServerOnce.err = err
-			return
-		}
-		natsServerOnce.path = filepath.Join(dir, "nats-server")
-		out, err := exec.Command("go", "build", "-o", natsServerOnce.path, "github.com/nats-io/nats-server/v2").CombinedOutput()
-		if err != nil {
-			natsServerOnce.err = fmt.Errorf("go build nats-server: %v\n%s", err, out)
-		}
-	})
-	if natsServerOnce.err != nil {
-		t.Fatal(natsServerOnce.err)
-	}
-	return natsServerOnce.path
+	return goBuild(t, "nats-server", "github.com/nats-io/nats-server/v2")
 }
 
 func freePort(t *testing.T) int {

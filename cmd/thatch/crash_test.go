@@ -14,32 +14,36 @@ import (
 	"time"
 )
 
-var buildOnce struct {
-	sync.Once
-	path string
-	err  error
+var builds struct {
+	sync.Mutex
+	done map[string]string
 }
 
-// binary builds cmd/thatch once per test run.
-func binary(t *testing.T) string {
+// goBuild builds a main package once per test run and returns the binary.
+func goBuild(t *testing.T, name string, args ...string) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "thatch-bin")
-		if err != nil {
-			buildOnce.err = err
-			return
-		}
-		buildOnce.path = filepath.Join(dir, "thatch")
-		out, err := exec.Command("go", "build", "-race", "-o", buildOnce.path, ".").CombinedOutput()
-		if err != nil {
-			buildOnce.err = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildOnce.err != nil {
-		t.Fatal(buildOnce.err)
+	builds.Lock()
+	defer builds.Unlock()
+	if path, ok := builds.done[name]; ok {
+		return path
 	}
-	return buildOnce.path
+	dir, err := os.MkdirTemp("", "thatch-test-bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, name)
+	if out, err := exec.Command("go", append([]string{"build", "-o", path}, args...)...).CombinedOutput(); err != nil {
+		t.Fatalf("go build %s: %v\n%s", name, err, out)
+	}
+	if builds.done == nil {
+		builds.done = map[string]string{}
+	}
+	builds.done[name] = path
+	return path
 }
+
+// binary builds cmd/thatch, with the race detector.
+func binary(t *testing.T) string { return goBuild(t, "thatch", "-race", ".") }
 
 // process runs the thatch binary against the rig's broker and data folder.
 func (r *rig) process(bin string) *exec.Cmd {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"io"
 	"log/slog"
 	"os"
@@ -101,24 +100,7 @@ func (r *rig) stop() {
 	r.cancel = nil
 }
 
-func (r *rig) tryAPI(method string, params, out any) error {
-	data, _ := json.Marshal(params)
-	msg, err := r.nc.Request("thatch.api."+method, data, 2*time.Second)
-	if err != nil {
-		return err
-	}
-	var env struct {
-		Result json.RawMessage    `json:"result"`
-		Error  *runtime.HostError `json:"error"`
-	}
-	if err := json.Unmarshal(msg.Data, &env); err != nil {
-		return err
-	}
-	if env.Error != nil {
-		return env.Error
-	}
-	return json.Unmarshal(env.Result, out)
-}
+func (r *rig) tryAPI(method string, params, out any) error { return apiCall(r.nc, method, params, out) }
 
 func (r *rig) status() runtime.StatusView {
 	r.t.Helper()

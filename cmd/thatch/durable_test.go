@@ -199,3 +199,26 @@ func TestMalformedInputIsRejectedAndConsumerGoesOn(t *testing.T) {
 		t.Fatalf("after restart rejected %d, want %d (redelivered?)", got, len(bad))
 	}
 }
+
+// A consumer deleted under thatch is recreated by itself; no event is lost or applied twice.
+func TestConsumerDeletedIsRecreated(t *testing.T) {
+	r := newRig(t, "v1", "session.prompt")
+	ctx := r.ctx()
+	r.start()
+	must(t, r.host.Hello(ctx, "b1"))
+	must(t, r.host.Created(ctx, "ses_a", "", "t", r.host.Dir))
+	r.waitApplied(2)
+	stream, err := r.host.JS.Stream(ctx, "OPENCODE_EVENTS")
+	must(t, err)
+	must(t, stream.DeleteConsumer(ctx, "thatch"))
+	for i := range 5 {
+		must(t, r.host.ToolExecuted(ctx, "ses_a", fmt.Sprintf("c%d", i), "bash", "x"))
+	}
+	r.waitApplied(7)
+	if got := len(r.entries("ses_a")); got != 5 {
+		t.Fatalf("%d entries after the consumer was recreated, want 5", got)
+	}
+	if _, err := stream.Consumer(ctx, "thatch"); err != nil {
+		t.Fatalf("the durable consumer was not recreated: %v", err)
+	}
+}

@@ -122,6 +122,24 @@ func reply(m *nats.Msg, res any, herr *runtime.HostError) {
 	_ = m.Respond(data)
 }
 
+// summary is the status method's result.
+func (s *Server) summary(v runtime.View) runtime.StatusView {
+	st := runtime.Summary(v.State, v.Pos)
+	st.Consuming = s.Consumer != nil && s.Consumer.Running.Load() && s.NC.IsConnected()
+	st.OutstandingCalls, st.JournalError = v.Outstanding, v.JournalError
+	st.Goroutines = goruntime.NumGoroutine()
+	return st
+}
+
+// Status returns the status method's result without the broker, for the status file.
+func (s *Server) Status(ctx context.Context) (runtime.StatusView, error) {
+	v, err := s.Loop.Query(ctx, func(v runtime.View) any { return s.summary(v) })
+	if err != nil {
+		return runtime.StatusView{}, err
+	}
+	return v.(runtime.StatusView), nil
+}
+
 func badRequest(format string) *runtime.HostError {
 	return &runtime.HostError{Name: "BadRequestError", Message: format}
 }
@@ -179,13 +197,7 @@ func (s *Server) api(ctx context.Context, m *nats.Msg) (any, *runtime.HostError)
 	var fn func(runtime.View) any
 	switch method {
 	case "status":
-		fn = func(v runtime.View) any {
-			st := runtime.Summary(v.State, v.Pos)
-			st.Consuming = s.Consumer != nil && s.Consumer.Running.Load() && s.NC.IsConnected()
-			st.OutstandingCalls, st.JournalError = v.Outstanding, v.JournalError
-			st.Goroutines = goruntime.NumGoroutine()
-			return st
-		}
+		fn = func(v runtime.View) any { return s.summary(v) }
 	case "sessions":
 		fn = func(v runtime.View) any { return runtime.LiveSessions(v.State, p.HostID) }
 	case "entries":

@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -104,7 +106,12 @@ func TestBrokerRestarts(t *testing.T) {
 			return r.tryAPI("status", nil, &s) == nil && s.Applied > 0
 		})
 		stopBroker()
-		time.Sleep(500 * time.Millisecond) // an outage, not a blip
+		// While the broker is down, status cannot travel over it: the status file reports the outage.
+		waitFor(t, "the status file to report the outage", func() bool {
+			data, err := os.ReadFile(filepath.Join(r.dataDir, StatusFile))
+			var f statusFile
+			return err == nil && json.Unmarshal(data, &f) == nil && !f.Status.Consuming && time.Since(f.At) < 3*time.Second
+		})
 		startBroker()
 	}
 	must(t, <-published)

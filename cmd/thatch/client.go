@@ -7,6 +7,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"runtime/debug"
 	"strconv"
 	"text/tabwriter"
@@ -54,7 +56,18 @@ func client(ctx context.Context, c Config, cmd string, args []string, out io.Wri
 		params["sessionID"] = fs.Arg(0)
 	}
 	raw, err := request(ctx, c, cmd, params)
-	if err != nil {
+	var stale error // set when status falls back to the status file
+	if err != nil && cmd == "status" {
+		// The broker (or thatch) is unreachable: report what thatch last wrote.
+		data, ferr := os.ReadFile(filepath.Join(c.DataDir, StatusFile))
+		var f statusFile
+		if ferr != nil || json.Unmarshal(data, &f) != nil {
+			return err
+		}
+		fmt.Fprintf(out, "%v\nlast status thatch wrote, %s ago (%s):\n", err, time.Since(f.At).Round(time.Second), filepath.Join(c.DataDir, StatusFile))
+		raw, _ = json.Marshal(f.Status)
+		stale = fmt.Errorf("thatch is unreachable: the status above is from %s", f.At.Format(time.RFC3339))
+	} else if err != nil {
 		return err
 	}
 	if *asJSON {
@@ -123,7 +136,7 @@ func client(ctx context.Context, c Config, cmd string, args []string, out io.Wri
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.ID, r.Tool, r.State, r.ClaimedBy)
 		}
 	}
-	return nil
+	return stale
 }
 
 func itoa(n int) string  { return strconv.Itoa(n) }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -98,8 +99,10 @@ func serveWith(ctx context.Context, c Config, log *slog.Logger, tune func(*runti
 	loopPart := run(loop.Run)
 	consPart := run(consumer.Run)
 	sweepPart := run(sweeper.Run)
+	statusPart := run(func(ctx context.Context) error { return writeStatusFile(ctx, srv, c.DataDir, log) })
 	halt := func(p part) error { p.stop(); return <-p.done }
 	shutdown := func() error {
+		halt(statusPart)
 		halt(sweepPart)
 		srv.Stop()
 		halt(consPart)
@@ -147,5 +150,44 @@ func sweepAPI(w *runtime.Sweeper) func(context.Context, string, bool) (any, *run
 			return nil, &runtime.HostError{Name: "SweepError", Message: err.Error()}
 		}
 		return res, nil
+	}
+}
+
+// StatusFile is the status thatch serve keeps in its data folder, so that thatch status
+// can report it while the broker is unreachable.
+const StatusFile = "status.json"
+
+// statusFile is what the file holds: the status and when it was taken.
+type statusFile struct {
+	At     time.Time          `json:"at"`
+	Status runtime.StatusView `json:"status"`
+}
+
+// writeStatusFile rewrites the status file every second until ctx ends.
+func writeStatusFile(ctx context.Context, srv *natsbus.Server, dir string, log *slog.Logger) error {
+	path := filepath.Join(dir, StatusFile)
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	failed := false
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+		st, err := srv.Status(ctx)
+		if err != nil {
+			continue // the loop is stopping
+		}
+		data, _ := json.Marshal(statusFile{At: time.Now().UTC(), Status: st})
+		tmp := path + ".tmp"
+		err = os.WriteFile(tmp, data, 0o600)
+		if err == nil {
+			err = os.Rename(tmp, path)
+		}
+		if err != nil && !failed {
+			log.Warn("cannot write the status file", "path", path, "err", err)
+		}
+		failed = err != nil
 	}
 }

@@ -27,17 +27,17 @@ const (
 // before (the journal's record) and gains the new ones. A redelivery or a duplicate
 // publish of an applied id changes nothing.
 func (r Rules) ApplyEvents(s *State, events []Event, seen map[string]bool, now time.Time) (*Effects, []Applied) {
-	fx := NewEffects()
+	t := &step{Rules: r, s: s, fx: NewEffects(), now: now} // one Effects for the whole batch
 	var applied []Applied
 	for _, ev := range events {
 		if seen[ev.ID] {
 			continue
 		}
 		seen[ev.ID] = true
-		fx.Merge(r.Step(s, ev, now))
+		t.event(ev)
 		applied = append(applied, Applied{ID: ev.ID, Seq: ev.Seq})
 	}
-	return fx, applied
+	return t.fx, applied
 }
 
 // step carries one Step's arguments so the handlers stay short.

@@ -286,11 +286,17 @@ func publishAll(ctx context.Context, js jetstream.JetStream, subjectOf func(i in
 
 // startThatch runs the daemon's own wiring against the bench broker.
 func (b *benchRun) startThatch(name string, tune func(*runtime.Loop)) (Config, func() error, error) {
+	return b.startThatchAs(name, "thatch", tune)
+}
+
+// startThatchAs is startThatch with a consumer name of its own.
+func (b *benchRun) startThatchAs(name, consumer string, tune func(*runtime.Loop)) (Config, func() error, error) {
 	c, err := loadConfig()
 	if err != nil {
 		return c, nil, err
 	}
 	c.DataDir, c.NATSURL, c.InstallCommands, c.StrandSweep = filepath.Join(b.dir, name), b.ns.ClientURL(), false, false
+	c.Consumer = consumer
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- serveWith(ctx, c, slog.New(slog.NewTextHandler(io.Discard, nil)), tune) }()
@@ -442,6 +448,19 @@ func (b *benchRun) throughput(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// The apply loop alone: the same stream drained by a fresh journal and consumer while
+	// no host answers (no extraction traffic), like for like with the bare pipeline.
+	for _, h := range hosts {
+		h.Close()
+	}
+	applyRate, err := b.applyOnly(ctx, st.LastStreamSeq)
+	if err != nil {
+		return err
+	}
+	b.say("apply loop alone: %.0f events/s", applyRate)
+	b.add(Figure{Name: "apply-loop throughput", Value: applyRate, Unit: "events/s", Baseline: baseRate,
+		Definition: "the same stream drained by a fresh thatch while no host answers: events decoded, applied once, journaled with their outbox and acknowledged, without the extraction traffic"})
+
 	size, live, mix := journalSize(filepath.Join(c.DataDir, "thatch.db"))
 	b.report.JournalMix = mix
 	per := func(n int64) float64 { return float64(n) / float64(b.size.Sessions) * 1000 / (1 << 20) }
@@ -450,6 +469,35 @@ func (b *benchRun) throughput(ctx context.Context) error {
 	b.add(Figure{Name: "journal live data", Value: per(live), Unit: "MiB per 1,000 sessions",
 		Definition: "bytes in use in the journal's pages after the workload (what a sweep's incremental vacuum shrinks the file to); applied event ids, kept 8 days, are most of it"})
 	return nil
+}
+
+// applyOnly drains the whole stream (n messages) with a fresh journal and consumer.
+func (b *benchRun) applyOnly(ctx context.Context, n uint64) (float64, error) {
+	var first, last atomic.Int64
+	var applied atomic.Int64
+	_, stop, err := b.startThatchAs("apply-only", "apply", func(l *runtime.Loop) {
+		l.OnCommit = func(a []runtime.Applied, at time.Time) {
+			first.CompareAndSwap(0, at.UnixNano())
+			last.Store(at.UnixNano())
+			applied.Add(int64(len(a)))
+		}
+	})
+	if err != nil {
+		return 0, err
+	}
+	defer stop()
+	deadline := time.Now().Add(10 * time.Minute)
+	for {
+		var st runtime.StatusView
+		if err := apiCall(b.nc, "status", nil, &st); err == nil && st.LastStreamSeq >= n {
+			break
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return 0, errors.New("the apply-only run did not drain the stream")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return float64(applied.Load()) / time.Duration(last.Load()-first.Load()).Seconds(), nil
 }
 
 // reconcile checks that no buffered interaction vanished or was extracted twice: every

@@ -41,7 +41,8 @@ func PlanStrandActions(rows []SessionInfo, exists func(string) bool, worktrees m
 			a.Kind, a.Reason = StrandDelete, "thatch machinery in a missing directory"
 		case r.ParentID != "":
 			a.Reason = "a task child: the host's own record of sub-agent work"
-		case wt == "":
+		case wt == "" || filepath.Clean(wt) == "/":
+			// opencode's "global" project (directories outside a git history) reports "/".
 			a.Reason = "no canonical worktree known for project " + quoteOr(r.ProjectID, "(none)")
 		case filepath.Clean(wt) == filepath.Clean(r.Directory) || !exists(wt):
 			a.Reason = "the project's worktree " + wt + " is missing too"

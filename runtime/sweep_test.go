@@ -8,7 +8,7 @@ import (
 func TestPlanStrandActions(t *testing.T) {
 	live := map[string]bool{"/live": true, "/wt": true}
 	exists := func(d string) bool { return live[d] }
-	worktrees := map[string]string{"p1": "/wt", "p2": "/gone-wt", "p3": "/dead"}
+	worktrees := map[string]string{"p1": "/wt", "p2": "/gone-wt", "p3": "/dead", "global": "/"}
 	for _, tc := range []struct {
 		name    string
 		row     SessionInfo
@@ -24,6 +24,7 @@ func TestPlanStrandActions(t *testing.T) {
 		{"task child always skipped", SessionInfo{ID: "s", Directory: "/dead", ParentID: "p", Title: "explore", ProjectID: "p1"}, true, "skip /dead"},
 		{"no worktree known", SessionInfo{ID: "s", Directory: "/dead", ProjectID: "p9"}, true, "skip /dead"},
 		{"no project at all", SessionInfo{ID: "s", Directory: "/dead"}, true, "skip /dead"},
+		{"opencode's global project has no checkout", SessionInfo{ID: "s", Directory: "/dead", ProjectID: "global"}, true, "skip /dead"},
 		{"worktree itself gone", SessionInfo{ID: "s", Directory: "/dead", ProjectID: "p2"}, true, "skip /dead"},
 		{"worktree is the missing directory", SessionInfo{ID: "s", Directory: "/dead", ProjectID: "p3"}, true, "skip /dead"},
 		{"host cannot move", SessionInfo{ID: "s", Directory: "/dead", ProjectID: "p1"}, false, "skip /dead"},

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -38,6 +39,10 @@ type Config struct {
 	InstallCommands      Switch `envconfig:"INSTALL_COMMANDS" default:"on" desc:"install the slash commands when thatch serve starts"`
 	LogLevel             string `envconfig:"LOG_LEVEL" default:"info" desc:"debug, info, warn or error"`
 	LogFormat            string `envconfig:"LOG_FORMAT" default:"auto" desc:"auto (text on a terminal, JSON otherwise), text or json"`
+	OpencodeURL          string `envconfig:"OPENCODE_URL" desc:"a running opencode serve to bridge (thatch serve and thatch bridge)"`
+	// OpencodePassword is THATCH_OPENCODE_SERVER_PASSWORD, else opencode's own
+	// OPENCODE_SERVER_PASSWORD (envconfig reads the unprefixed name when the prefixed one is unset).
+	OpencodePassword string `envconfig:"OPENCODE_SERVER_PASSWORD" desc:"the opencode server's password (HTTP basic auth)"`
 
 	// OpencodeDir is opencode's config folder, $XDG_CONFIG_HOME/opencode (else
 	// ~/.config/opencode): the commands are installed under it.
@@ -94,6 +99,11 @@ func loadConfig() (Config, error) {
 	}
 	if c.RuntimeStateTTLMS <= 0 {
 		return c, fmt.Errorf("THATCH_RUNTIME_STATE_TTL_MS=%d: must be a positive integer", c.RuntimeStateTTLMS)
+	}
+	if c.OpencodeURL != "" {
+		if u, err := url.Parse(c.OpencodeURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return c, fmt.Errorf("THATCH_OPENCODE_URL=%q: must be the server's http://host:port", c.OpencodeURL)
+		}
 	}
 	if _, err := parseLevel(c.LogLevel); err != nil {
 		return c, err

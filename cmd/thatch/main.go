@@ -15,6 +15,7 @@ const usage = `thatch: the session-lifecycle sidecar for opencode-style hosts
 
 Usage:
   thatch serve                       run the daemon (embedded NATS and SQLite by default)
+  thatch bridge                      bridge THATCH_OPENCODE_URL to a running thatch (serve does it itself when set)
   thatch status [--json]             the daemon's counters
   thatch sessions [--host ID] [--json]
                                      the live sessions thatch tracks
@@ -71,6 +72,8 @@ func run(args []string) error {
 	switch cmd {
 	case "serve":
 		return serve(ctx, c, newLogger(os.Stderr, c.LogLevel, c.LogFormat))
+	case "bridge":
+		return bridge(ctx, c, newLogger(os.Stderr, c.LogLevel, c.LogFormat))
 	case "install":
 		changes, err := install(c, nil)
 		if err != nil {

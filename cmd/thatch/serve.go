@@ -100,8 +100,20 @@ func serveWith(ctx context.Context, c Config, log *slog.Logger, tune func(*runti
 	consPart := run(consumer.Run)
 	sweepPart := run(sweeper.Run)
 	statusPart := run(func(ctx context.Context) error { return writeStatusFile(ctx, srv, c.DataDir, log) })
+	bridgePart := run(func(ctx context.Context) error {
+		if c.OpencodeURL == "" {
+			return nil
+		}
+		select { // the stream exists before the bridge publishes to it
+		case <-consumer.Started():
+		case <-ctx.Done():
+			return nil
+		}
+		return newBridge(c, nc, js, log).Run(ctx)
+	})
 	halt := func(p part) error { p.stop(); return <-p.done }
 	shutdown := func() error {
+		halt(bridgePart)
 		halt(statusPart)
 		halt(sweepPart)
 		srv.Stop()

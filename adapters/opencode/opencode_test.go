@@ -1,0 +1,321 @@
+package opencode
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/thatch-dev/thatch/adapters/natsbus"
+	"github.com/thatch-dev/thatch/runtime"
+)
+
+// The real opencode 1.18.33 samples: the known types pass through unchanged, the rest
+// (sync frames, deltas, heartbeats, diffs) is dropped.
+func TestTranslateRealSamples(t *testing.T) {
+	f, err := os.Open("../../testdata/opencode-events-1.18.33.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	kept := map[string]int{}
+	for sc.Scan() {
+		events, err := Translate(sc.Bytes())
+		if err != nil {
+			t.Fatalf("%s: %v", sc.Text()[:60], err)
+		}
+		for _, ev := range events {
+			if !runtime.Known(ev.Type) {
+				t.Errorf("forwarded a type thatch ignores: %s", ev.Type)
+			}
+			if _, err := runtime.DecodeEvent("opencode", "opencode.h.event."+ev.Type, ev.Body()); err != nil {
+				t.Errorf("%s does not decode: %v", ev.Type, err)
+			}
+			kept[ev.Type]++
+		}
+	}
+	for _, typ := range []string{"session.created", "session.status", "session.idle", "session.error", "session.deleted", "session.compacted", "command.executed"} {
+		if kept[typ] == 0 {
+			t.Errorf("no %s forwarded", typ)
+		}
+	}
+	if kept["message.part.delta"] != 0 || kept["sync"] != 0 {
+		t.Errorf("forwarded noise: %v", kept)
+	}
+}
+
+func TestTranslateToolPart(t *testing.T) {
+	frame := func(status, partType string) []byte {
+		return []byte(fmt.Sprintf(`{"directory":"/w","project":"p","payload":{"id":"evt_9","type":"message.part.updated","properties":{"sessionID":"ses_a","part":{"id":"prt_1","sessionID":"ses_a","messageID":"msg_1","type":%q,"callID":"call_7","tool":"bash","state":{"status":%q,"input":{"command":"echo hi"},"output":"hi\n","title":"echo hi","metadata":{"exit":0},"time":{"start":1,"end":2}}}}}}`, partType, status))
+	}
+	events, err := Translate(frame("completed", "tool"))
+	if err != nil || len(events) != 1 {
+		t.Fatalf("completed tool part: %v, %v", events, err)
+	}
+	ev, err := runtime.DecodeEvent("opencode", "opencode.h.event.tool.execute.after", events[0].Body())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev.ID != "tool_call_7" || ev.SessionID != "ses_a" || ev.Tool.CallID != "call_7" || ev.Tool.Tool != "bash" ||
+		ev.Tool.Output != "hi\n" || ev.Tool.Title != "echo hi" || string(ev.Tool.Args) != `{"command":"echo hi"}` {
+		t.Fatalf("translated to %+v %+v", ev, ev.Tool)
+	}
+	for _, f := range [][]byte{frame("running", "tool"), frame("pending", "tool"), frame("completed", "text")} {
+		if events, err := Translate(f); err != nil || len(events) != 0 {
+			t.Errorf("%s: forwarded %v (%v)", f[:90], events, err)
+		}
+	}
+	if _, err := Translate([]byte(`{not json`)); err == nil {
+		t.Error("a broken frame translated")
+	}
+}
+
+// fakeOpencode answers a few of opencode's routes as 1.18.33 does, and records requests.
+type fakeOpencode struct {
+	mu       sync.Mutex
+	requests []string
+	events   chan string // frames for /global/event
+	password string
+}
+
+func (f *fakeOpencode) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if f.password != "" {
+		if u, p, ok := r.BasicAuth(); !ok || u != "opencode" || p != f.password {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+	}
+	body, _ := io.ReadAll(r.Body)
+	f.mu.Lock()
+	f.requests = append(f.requests, r.Method+" "+r.URL.Path+" "+string(body))
+	f.mu.Unlock()
+	js := func(code int, v string) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		io.WriteString(w, v)
+	}
+	switch {
+	case r.URL.Path == "/global/event":
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		for {
+			select {
+			case <-r.Context().Done():
+				return
+			case frame := <-f.events:
+				if frame == "" {
+					return // ends this stream; the next connection goes on
+				}
+				fmt.Fprintf(w, "data: %s\n\n", frame)
+				w.(http.Flusher).Flush()
+			}
+		}
+	case r.URL.Path == "/global/health":
+		js(200, `{"healthy":true,"version":"1.18.33"}`)
+	case r.URL.Path == "/path":
+		js(200, `{"directory":"/w","worktree":"/w"}`)
+	case r.Method == "POST" && r.URL.Path == "/session":
+		js(200, `{"id":"ses_new","title":"thatch-extraction","directory":"/w","parentID":"ses_a"}`)
+	case r.Method == "DELETE" && r.URL.Path == "/session/ses_gone":
+		js(404, `{"name":"NotFoundError","data":{"message":"Session not found: ses_gone"}}`)
+	case r.Method == "DELETE":
+		js(200, `true`)
+	case r.URL.Path == "/experimental/session":
+		js(200, `[{"id":"ses_a","directory":"/w","title":"t"}]`)
+	case r.URL.Path == "/session/ses_a/prompt_async":
+		w.WriteHeader(http.StatusNoContent)
+	default:
+		w.Header().Set("Content-Type", "text/html")
+		io.WriteString(w, "<html></html>")
+	}
+}
+
+func (f *fakeOpencode) seen() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.requests...)
+}
+
+func raw(m map[string]any) map[string]json.RawMessage {
+	out := map[string]json.RawMessage{}
+	for k, v := range m {
+		out[k], _ = json.Marshal(v)
+	}
+	return out
+}
+
+func TestClient(t *testing.T) {
+	fake := &fakeOpencode{password: "s3cret"}
+	srv := httptest.NewServer(fake)
+	defer srv.Close()
+	c := &Client{BaseURL: srv.URL, Password: "s3cret"}
+	ctx := context.Background()
+
+	res, err := c.Call(ctx, "session.create", raw(map[string]any{"parentID": "ses_a", "title": "thatch-extraction"}))
+	if err != nil || !strings.Contains(string(res.(json.RawMessage)), `"id":"ses_new"`) {
+		t.Fatalf("create: %v, %v", res, err)
+	}
+	if _, err := c.Call(ctx, "session.prompt", raw(map[string]any{"sessionID": "ses_a", "parts": []any{map[string]any{"type": "text", "text": "x"}}, "noReply": true})); err != nil {
+		t.Fatalf("prompt: %v", err)
+	}
+	if _, err := c.Call(ctx, "session.delete", raw(map[string]any{"sessionID": "ses_gone"})); err == nil || err.(*runtime.HostError).Name != "NotFoundError" {
+		t.Fatalf("deleting an absent session: %v, want NotFoundError", err)
+	}
+	if _, err := c.Call(ctx, "project.list", nil); err == nil || err.(*runtime.HostError).Name != "NotFoundError" {
+		t.Fatalf("an HTML answer: %v, want NotFoundError", err)
+	}
+	want := []string{
+		`POST /session {"parentID":"ses_a","title":"thatch-extraction"}`,
+		`POST /session/ses_a/prompt_async {"noReply":true,"parts":[{"text":"x","type":"text"}]}`,
+		`DELETE /session/ses_gone `,
+		`GET /project `,
+	}
+	if got := fake.seen(); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("requests:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	bad := &Client{BaseURL: srv.URL, Password: "wrong"}
+	if _, err := bad.Call(ctx, "session.list", nil); err == nil || err.(*runtime.HostError).Name != "UnauthorizedError" {
+		t.Fatalf("wrong password: %v", err)
+	}
+}
+
+// The bridge over a real broker: events are published with their ids and Host-Seq, a
+// server that went away comes back as a new boot, and a repeated idempotency key is
+// answered from memory.
+func TestBridge(t *testing.T) {
+	ns, err := natsbus.StartEmbedded("127.0.0.1:-1", filepath.Join(t.TempDir(), "broker"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	stream, err := natsbus.EnsureStream(ctx, js, natsbus.StreamConfig{Stream: "OPENCODE_EVENTS", Prefix: "opencode"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake := &fakeOpencode{events: make(chan string, 16)}
+	srv := httptest.NewServer(fake)
+	addr := srv.Listener.Addr().String()
+	b := &Bridge{Client: &Client{BaseURL: srv.URL}, NC: nc, JS: js, Prefix: "opencode", HostID: HostIDFor(srv.URL),
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	bctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- b.Run(bctx) }()
+
+	fake.events <- `{"directory":"/w","payload":{"id":"evt_1","type":"session.created","properties":{"sessionID":"ses_a","info":{"id":"ses_a","title":"t","directory":"/w"}}}}`
+	fake.events <- `{"directory":"/w","payload":{"id":"evt_2","type":"message.part.delta","properties":{}}}`
+	fake.events <- `{"directory":"/w","payload":{"id":"evt_3","type":"session.idle","properties":{"sessionID":"ses_a"}}}`
+	type got struct{ typ, id, seq string }
+	read := func(n int) []got {
+		t.Helper()
+		var out []got
+		deadline := time.Now().Add(10 * time.Second)
+		for seq := uint64(1); len(out) < n; seq++ {
+			var m *jetstream.RawStreamMsg
+			for {
+				if m, err = stream.GetMsg(ctx, seq); err == nil {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("only %d events published: %+v", len(out), out)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			var ev Event
+			_ = json.Unmarshal(m.Data, &ev)
+			out = append(out, got{ev.Type, m.Header.Get(jetstream.MsgIDHeader), m.Header.Get("Host-Seq")})
+		}
+		return out
+	}
+	first := read(3)
+	if first[0].typ != "host.hello" || first[0].seq != "1" || first[1] != (got{"session.created", "evt_1", "2"}) || first[2] != (got{"session.idle", "evt_3", "3"}) {
+		t.Fatalf("published %+v", first)
+	}
+
+	// A repeated idempotency key: one DELETE reaches opencode.
+	for range 2 {
+		msg, err := nc.Request("opencode."+b.HostID+".api.session.delete", []byte(`{"sessionID":"ses_x","idempotencyKey":"k1"}`), 5*time.Second)
+		if err != nil || !strings.Contains(string(msg.Data), `"result":true`) {
+			t.Fatalf("delete: %v %s", err, msg.Data)
+		}
+	}
+	deletes := 0
+	for _, r := range fake.seen() {
+		if strings.HasPrefix(r, "DELETE") {
+			deletes++
+		}
+	}
+	if deletes != 1 {
+		t.Fatalf("%d DELETEs reached opencode for one idempotency key", deletes)
+	}
+
+	// The stream ends while the server stays up: the same boot, and one Host-Seq number is
+	// skipped so that thatch resyncs (events may have passed unseen).
+	fake.events <- "" // ends this stream
+	fake.events <- `{"payload":{"id":"evt_4","type":"session.idle","properties":{"sessionID":"ses_a"}}}`
+	if g := read(4)[3]; g != (got{"session.idle", "evt_4", "5"}) {
+		t.Fatalf("after the stream ended: %+v, want evt_4 at Host-Seq 5 (4 skipped)", g)
+	}
+
+	// The server goes away and comes back: a new boot, Host-Seq from 1 again.
+	srv.CloseClientConnections() // as a dying server does; Close alone waits for the stream
+	srv.Close()
+	time.Sleep(time.Second) // down while it restarts (opencode takes 2-4 s); the bridge sees the outage
+	fake2 := &fakeOpencode{events: make(chan string, 16)}
+	srv2 := listenAt(t, addr, fake2)
+	defer srv2.Close()
+	fake2.events <- `{"payload":{"id":"evt_5","type":"session.idle","properties":{"sessionID":"ses_a"}}}`
+	again := read(6)[4:]
+	if again[0].typ != "host.hello" || again[0].id == first[0].id || again[0].seq != "1" || again[1] != (got{"session.idle", "evt_5", "2"}) {
+		t.Fatalf("after the server came back: %+v", again)
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// listenAt serves fake at addr, as a restarted server on the same port.
+func listenAt(t *testing.T, addr string, fake http.Handler) *httptest.Server {
+	t.Helper()
+	var l net.Listener
+	var err error
+	for range 50 {
+		if l, err = net.Listen("tcp", addr); err == nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(fake)
+	srv.Listener.Close()
+	srv.Listener = l
+	srv.Start()
+	return srv
+}

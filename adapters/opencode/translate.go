@@ -1,0 +1,97 @@
+// Package opencode bridges a running `opencode serve` to the thatch protocol: it reads
+// the server's bus events (GET /global/event, server-sent events) and publishes the ones
+// thatch acts on as host events, turning each completed tool part into one
+// tool.execute.after; and it answers the host API (opencode.<host>.api.*) with the
+// server's HTTP routes.
+package opencode
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+
+	"github.com/thatch-dev/thatch/runtime"
+)
+
+// Event is one protocol event to publish.
+type Event struct {
+	ID         string          `json:"id"`
+	Type       string          `json:"type"`
+	Properties json.RawMessage `json:"properties"`
+}
+
+// Body is the event's JSON body.
+func (e Event) Body() []byte {
+	data, _ := json.Marshal(e)
+	return data
+}
+
+// frame is a /global/event frame (or a bare /event one).
+type frame struct {
+	Directory string          `json:"directory"`
+	Payload   json.RawMessage `json:"payload"`
+}
+
+// toolPart is the part of message.part.updated that carries a tool call.
+type toolPart struct {
+	Part struct {
+		Type      string `json:"type"`
+		SessionID string `json:"sessionID"`
+		CallID    string `json:"callID"`
+		Tool      string `json:"tool"`
+		State     struct {
+			Status   string          `json:"status"`
+			Input    json.RawMessage `json:"input"`
+			Output   string          `json:"output"`
+			Title    string          `json:"title"`
+			Metadata json.RawMessage `json:"metadata"`
+		} `json:"state"`
+	} `json:"part"`
+}
+
+// Translate turns one server-sent event's data into the protocol events to publish: the
+// types thatch acts on pass through as they are; a completed tool part becomes
+// tool.execute.after, with id "tool_<callID>" so a repeated update of the same part is
+// one event; everything else (deltas, heartbeats, sync frames) is dropped.
+func Translate(data []byte) ([]Event, error) {
+	var f frame
+	if err := json.Unmarshal(data, &f); err != nil {
+		return nil, fmt.Errorf("an event frame that is not JSON: %w", err)
+	}
+	payload := f.Payload
+	if len(bytes.TrimSpace(payload)) == 0 {
+		payload = data // GET /event frames are the bare event
+	}
+	var ev Event
+	if err := json.Unmarshal(payload, &ev); err != nil {
+		return nil, fmt.Errorf("an event that is not {id, type, properties}: %w", err)
+	}
+	switch {
+	case ev.Type == "message.part.updated":
+		var tp toolPart
+		if err := json.Unmarshal(ev.Properties, &tp); err != nil {
+			return nil, nil // a part of another shape: not a tool call
+		}
+		p := tp.Part
+		if p.Type != "tool" || p.State.Status != "completed" || p.CallID == "" || p.SessionID == "" {
+			return nil, nil
+		}
+		args := p.State.Input
+		if len(bytes.TrimSpace(args)) == 0 {
+			args = json.RawMessage(`{}`)
+		}
+		props, _ := json.Marshal(map[string]any{"sessionID": p.SessionID, "callID": p.CallID, "tool": p.Tool,
+			"args": args, "title": p.State.Title, "output": p.State.Output, "metadata": rawOr(p.State.Metadata, "{}")})
+		return []Event{{ID: "tool_" + p.CallID, Type: "tool.execute.after", Properties: props}}, nil
+	case ev.ID == "" || !runtime.Known(ev.Type):
+		return nil, nil
+	}
+	return []Event{ev}, nil
+}
+
+func rawOr(raw json.RawMessage, def string) json.RawMessage {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return json.RawMessage(def)
+	}
+	return raw
+}

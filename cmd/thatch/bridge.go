@@ -1,0 +1,36 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/thatch-dev/thatch/adapters/natsbus"
+	"github.com/thatch-dev/thatch/adapters/opencode"
+)
+
+// newBridge makes the opencode server at c.OpencodeURL a protocol host on nc.
+func newBridge(c Config, nc *nats.Conn, js jetstream.JetStream, log *slog.Logger) *opencode.Bridge {
+	return &opencode.Bridge{Client: &opencode.Client{BaseURL: c.OpencodeURL, Password: c.OpencodePassword},
+		NC: nc, JS: js, Prefix: c.SubjectPrefix, HostID: opencode.HostIDFor(c.OpencodeURL), Log: log.With("component", "bridge")}
+}
+
+// bridge runs the opencode bridge on its own: thatch bridge.
+func bridge(ctx context.Context, c Config, log *slog.Logger) error {
+	if c.OpencodeURL == "" {
+		return fmt.Errorf("set THATCH_OPENCODE_URL to the opencode server to bridge (e.g. http://127.0.0.1:4096)")
+	}
+	nc, err := natsbus.Connect(natsbus.ConnectOptions{URL: c.natsURL(), CredsFile: c.NATSCreds, Token: c.NATSToken, Name: "thatch-bridge"}, log.With("component", "nats"))
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	return newBridge(c, nc, js, log).Run(ctx)
+}

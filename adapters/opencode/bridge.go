@@ -89,9 +89,21 @@ func (b *Bridge) Run(ctx context.Context) error {
 	return nil
 }
 
-// stream reads /global/event until it ends. With newBoot, it first announces a new boot
-// of the host with host.hello. It reports whether the stream connected.
+// Stream watchdog: opencode sends server.heartbeat every 10 s, so a stream silent for
+// StreamIdle is dead (a request that went in while the server was starting can hang).
+var (
+	StreamIdle    = 30 * time.Second
+	streamHeaders = &http.Client{Transport: &http.Transport{ResponseHeaderTimeout: 10 * time.Second}}
+)
+
+// stream reads /global/event until it ends or falls silent. With newBoot, it first
+// announces a new boot of the host with host.hello. It reports whether the stream
+// connected.
 func (b *Bridge) stream(ctx context.Context, newBoot bool) (bool, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	watchdog := time.AfterFunc(StreamIdle, cancel)
+	defer watchdog.Stop()
 	req, err := http.NewRequestWithContext(ctx, "GET", strings.TrimRight(b.Client.BaseURL, "/")+"/global/event", nil)
 	if err != nil {
 		return false, err
@@ -100,7 +112,7 @@ func (b *Bridge) stream(ctx context.Context, newBoot bool) (bool, error) {
 	if b.Client.Password != "" {
 		req.SetBasicAuth("opencode", b.Client.Password)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := streamHeaders.Do(req)
 	if err != nil {
 		return false, err
 	}
@@ -117,6 +129,7 @@ func (b *Bridge) stream(ctx context.Context, newBoot bool) (bool, error) {
 	sc.Buffer(make([]byte, 64<<10), 16<<20)
 	var data bytes.Buffer
 	for sc.Scan() {
+		watchdog.Reset(StreamIdle)
 		line := sc.Bytes()
 		if rest, ok := bytes.CutPrefix(line, []byte("data:")); ok {
 			data.Write(bytes.TrimPrefix(rest, []byte(" ")))

@@ -1,0 +1,128 @@
+// Package fakellm is a scripted, OpenAI-compatible chat-completions server for running a
+// real opencode offline: it answers POST /v1/chat/completions with streamed chunks
+// (server-sent events ending with [DONE]). Its script: a title request gets a title; a
+// turn whose last user text contains "RUN <command>" calls the bash tool with that
+// command, then answers once the tool result comes back; a message containing
+// "END WITH <token>" ends the reply with that token on its own line; anything else gets a
+// short reply.
+package fakellm
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+)
+
+// Server is the fake model.
+type Server struct {
+	calls atomic.Int64
+	mu    sync.Mutex
+	log   []string // the last user text of each request, for assertions
+}
+
+// Requests returns the last user text of each request so far.
+func (s *Server) Requests() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.log...)
+}
+
+type message struct {
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+}
+
+func (m message) text() string {
+	var s string
+	if json.Unmarshal(m.Content, &s) == nil {
+		return s
+	}
+	var parts []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	_ = json.Unmarshal(m.Content, &parts)
+	var b strings.Builder
+	for _, p := range parts {
+		b.WriteString(p.Text)
+	}
+	return b.String()
+}
+
+var (
+	runPattern = regexp.MustCompile(`RUN ([^\n]+)`)
+	endPattern = regexp.MustCompile(`END WITH ([A-Z_]+)`)
+)
+
+// ServeHTTP implements the chat-completions route.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !strings.HasSuffix(r.URL.Path, "/chat/completions") {
+		http.Error(w, `{"error":{"message":"not found"}}`, http.StatusNotFound)
+		return
+	}
+	var req struct {
+		Messages []message `json:"messages"`
+		Tools    []any     `json:"tools"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		http.Error(w, `{"error":{"message":"bad request"}}`, http.StatusBadRequest)
+		return
+	}
+	n := s.calls.Add(1)
+	var system, lastUser string
+	last := message{}
+	for _, m := range req.Messages {
+		switch m.Role {
+		case "system":
+			system += m.text()
+		case "user":
+			lastUser = m.text()
+		}
+		last = m
+	}
+	s.mu.Lock()
+	s.log = append(s.log, lastUser)
+	s.mu.Unlock()
+
+	w.Header().Set("Content-Type", "text/event-stream")
+	chunk := func(delta map[string]any, finish any) {
+		data, _ := json.Marshal(map[string]any{"id": fmt.Sprintf("chatcmpl-%d", n), "object": "chat.completion.chunk",
+			"model": "fake-model", "choices": []any{map[string]any{"index": 0, "delta": delta, "finish_reason": finish}}})
+		fmt.Fprintf(w, "data: %s\n\n", data)
+		if f, ok := w.(http.Flusher); ok {
+			f.Flush()
+		}
+	}
+	text := func(t string) {
+		chunk(map[string]any{"role": "assistant", "content": t}, nil)
+		chunk(map[string]any{}, "stop")
+		fmt.Fprint(w, "data: [DONE]\n\n")
+	}
+	switch {
+	case strings.Contains(strings.ToLower(system), "title") && len(req.Tools) == 0:
+		text("A scripted session")
+	case last.Role == "tool":
+		reply := "The command ran."
+		if m := endPattern.FindStringSubmatch(lastUser); m != nil {
+			reply += "\n\n" + m[1]
+		}
+		text(reply)
+	case runPattern.MatchString(lastUser) && len(req.Tools) > 0:
+		cmd := strings.TrimSpace(runPattern.FindStringSubmatch(lastUser)[1])
+		args, _ := json.Marshal(map[string]string{"command": cmd, "description": "scripted"})
+		chunk(map[string]any{"role": "assistant", "tool_calls": []any{map[string]any{"index": 0, "id": fmt.Sprintf("call_%d", n),
+			"type": "function", "function": map[string]any{"name": "bash", "arguments": string(args)}}}}, nil)
+		chunk(map[string]any{}, "tool_calls")
+		fmt.Fprint(w, "data: [DONE]\n\n")
+	default:
+		reply := "FAKE REPLY"
+		if m := endPattern.FindStringSubmatch(lastUser); m != nil {
+			reply += "\n\n" + m[1]
+		}
+		text(reply)
+	}
+}

@@ -1,0 +1,82 @@
+package fakellm
+
+import (
+	"bufio"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+// stream posts one chat-completions request and returns the content and tool calls the
+// streamed chunks carry, and the finish reason.
+func stream(t *testing.T, url, body string) (content string, tools []string, finish string) {
+	t.Helper()
+	resp, err := http.Post(url+"/v1/chat/completions", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	done := false
+	for sc.Scan() {
+		data, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok {
+			continue
+		}
+		if data == "[DONE]" {
+			done = true
+			continue
+		}
+		var c struct {
+			Choices []struct {
+				Delta struct {
+					Content   string `json:"content"`
+					ToolCalls []struct {
+						Function struct{ Name, Arguments string } `json:"function"`
+					} `json:"tool_calls"`
+				} `json:"delta"`
+				Finish *string `json:"finish_reason"`
+			} `json:"choices"`
+		}
+		if err := json.Unmarshal([]byte(data), &c); err != nil {
+			t.Fatalf("a chunk that is not JSON: %s", data)
+		}
+		for _, ch := range c.Choices {
+			content += ch.Delta.Content
+			for _, tc := range ch.Delta.ToolCalls {
+				tools = append(tools, tc.Function.Name+" "+tc.Function.Arguments)
+			}
+			if ch.Finish != nil {
+				finish = *ch.Finish
+			}
+		}
+	}
+	if !done {
+		t.Fatal("the stream did not end with [DONE]")
+	}
+	return content, tools, finish
+}
+
+func TestScript(t *testing.T) {
+	s := &Server{}
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	if c, _, f := stream(t, srv.URL, `{"stream":true,"messages":[{"role":"system","content":"You are a title generator"},{"role":"user","content":"hi"}]}`); c != "A scripted session" || f != "stop" {
+		t.Fatalf("title: %q %q", c, f)
+	}
+	_, tools, f := stream(t, srv.URL, `{"stream":true,"tools":[{}],"messages":[{"role":"user","content":[{"type":"text","text":"please RUN echo hi"}]}]}`)
+	if len(tools) != 1 || !strings.HasPrefix(tools[0], `bash {"command":"echo hi"`) || f != "tool_calls" {
+		t.Fatalf("tool call: %v %q", tools, f)
+	}
+	if c, _, _ := stream(t, srv.URL, `{"stream":true,"tools":[{}],"messages":[{"role":"user","content":"RUN echo hi, END WITH THATCH_COMPACT_READY"},{"role":"tool","content":"hi"}]}`); c != "The command ran.\n\nTHATCH_COMPACT_READY" {
+		t.Fatalf("after the tool: %q", c)
+	}
+	if c, _, _ := stream(t, srv.URL, `{"stream":true,"messages":[{"role":"user","content":"wrap up. END WITH THATCH_EXIT_READY"}]}`); !strings.HasSuffix(c, "\nTHATCH_EXIT_READY") {
+		t.Fatalf("token: %q", c)
+	}
+	if got := s.Requests(); len(got) != 4 || got[1] != "please RUN echo hi" {
+		t.Fatalf("requests %q", got)
+	}
+}

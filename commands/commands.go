@@ -9,14 +9,16 @@ package commands
 import (
 	"bytes"
 	"embed"
+	"encoding/json"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 )
 
-//go:embed templates/*.md
+//go:embed templates/*.md plugin/thatch.js
 var templates embed.FS
 
 // File is one file the installer manages, relative to the opencode config folder.
@@ -35,6 +37,17 @@ func Files() []File {
 		out = append(out, File{Path: filepath.Join("command", "thatch", filepath.Base(n)), Content: data})
 	}
 	return out
+}
+
+// Plugin is the opencode plugin shim, pointed at the bridge's loopback endpoint and the
+// file holding its token. It goes to plugin/thatch.js in the opencode config folder.
+func Plugin(endpoint, tokenFile string) File {
+	data, _ := templates.ReadFile("plugin/thatch.js")
+	js, _ := json.Marshal(endpoint) // JSON string literals are JavaScript ones
+	tf, _ := json.Marshal(tokenFile)
+	text := strings.ReplaceAll(string(data), `"__ENDPOINT__"`, string(js))
+	text = strings.ReplaceAll(text, `"__TOKEN_FILE__"`, string(tf))
+	return File{Path: filepath.Join("plugin", "thatch.js"), Content: []byte(text)}
 }
 
 // Change is one file the installer wrote.

@@ -85,3 +85,17 @@ func TestTemplates(t *testing.T) {
 		})
 	}
 }
+
+func TestPluginShim(t *testing.T) {
+	f := Plugin("http://127.0.0.1:4223", `/home/a "b"/shim.token`)
+	text := string(f.Content)
+	if f.Path != filepath.Join("plugin", "thatch.js") || strings.Contains(text, "__ENDPOINT__") || strings.Contains(text, "__TOKEN_FILE__") {
+		t.Fatalf("placeholders left in %s", f.Path)
+	}
+	for _, want := range []string{`const ENDPOINT = "http://127.0.0.1:4223"`, `const TOKEN_FILE = "/home/a \"b\"/shim.token"`,
+		"thatch_get_extraction_payload: tool(", "thatch_extraction_done: tool(", `"command.execute.before"`, `"experimental.session.compacting"`} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the shim lacks %s", want)
+		}
+	}
+}

@@ -3,8 +3,9 @@
 // (server-sent events ending with [DONE]). Its script: a title request gets a title; a
 // turn whose last user text contains "RUN <command>" calls the bash tool with that
 // command, then answers once the tool result comes back; a message containing
-// "END WITH <token>" ends the reply with that token on its own line; anything else gets a
-// short reply.
+// "END WITH <token>" ends the reply with that token on its own line; a thatch extraction
+// prompt, when the tools are offered, calls thatch_get_extraction_payload and then
+// thatch_extraction_done; anything else gets a short reply.
 package fakellm
 
 import (
@@ -32,8 +33,13 @@ func (s *Server) Requests() []string {
 }
 
 type message struct {
-	Role    string          `json:"role"`
-	Content json.RawMessage `json:"content"`
+	Role      string          `json:"role"`
+	Content   json.RawMessage `json:"content"`
+	ToolCalls []struct {
+		Function struct {
+			Name string `json:"name"`
+		} `json:"function"`
+	} `json:"tool_calls"`
 }
 
 func (m message) text() string {
@@ -66,14 +72,18 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	var req struct {
 		Messages []message `json:"messages"`
-		Tools    []any     `json:"tools"`
+		Tools    []struct {
+			Function struct {
+				Name string `json:"name"`
+			} `json:"function"`
+		} `json:"tools"`
 	}
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
 		http.Error(w, `{"error":{"message":"bad request"}}`, http.StatusBadRequest)
 		return
 	}
 	n := s.calls.Add(1)
-	var system, lastUser string
+	var system, lastUser, lastCall string
 	last := message{}
 	for _, m := range req.Messages {
 		switch m.Role {
@@ -81,8 +91,16 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			system += m.text()
 		case "user":
 			lastUser = m.text()
+		case "assistant":
+			for _, c := range m.ToolCalls {
+				lastCall = c.Function.Name
+			}
 		}
 		last = m
+	}
+	offered := map[string]bool{}
+	for _, t := range req.Tools {
+		offered[t.Function.Name] = true
 	}
 	s.mu.Lock()
 	s.log = append(s.log, lastUser)
@@ -102,9 +120,23 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		chunk(map[string]any{}, "stop")
 		fmt.Fprint(w, "data: [DONE]\n\n")
 	}
+	call := func(name string, args any) {
+		a, _ := json.Marshal(args)
+		chunk(map[string]any{"role": "assistant", "tool_calls": []any{map[string]any{"index": 0, "id": fmt.Sprintf("call_%d", n),
+			"type": "function", "function": map[string]any{"name": name, "arguments": string(a)}}}}, nil)
+		chunk(map[string]any{}, "tool_calls")
+		fmt.Fprint(w, "data: [DONE]\n\n")
+	}
+	extracting := strings.Contains(lastUser, "thatch_get_extraction_payload") && offered["thatch_get_extraction_payload"]
 	switch {
 	case strings.Contains(strings.ToLower(system), "title") && len(req.Tools) == 0:
 		text("A scripted session")
+	case extracting && last.Role == "user":
+		call("thatch_get_extraction_payload", map[string]any{})
+	case extracting && last.Role == "tool" && lastCall == "thatch_get_extraction_payload":
+		call("thatch_extraction_done", map[string]int{"new": 1, "updated": 0, "deleted": 0})
+	case extracting && last.Role == "tool":
+		text("Extracted.")
 	case last.Role == "tool":
 		reply := "The command ran."
 		if m := endPattern.FindStringSubmatch(lastUser); m != nil {
@@ -112,12 +144,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		text(reply)
 	case runPattern.MatchString(lastUser) && len(req.Tools) > 0:
-		cmd := strings.TrimSpace(runPattern.FindStringSubmatch(lastUser)[1])
-		args, _ := json.Marshal(map[string]string{"command": cmd, "description": "scripted"})
-		chunk(map[string]any{"role": "assistant", "tool_calls": []any{map[string]any{"index": 0, "id": fmt.Sprintf("call_%d", n),
-			"type": "function", "function": map[string]any{"name": "bash", "arguments": string(args)}}}}, nil)
-		chunk(map[string]any{}, "tool_calls")
-		fmt.Fprint(w, "data: [DONE]\n\n")
+		call("bash", map[string]string{"command": strings.TrimSpace(runPattern.FindStringSubmatch(lastUser)[1]), "description": "scripted"})
 	default:
 		reply := "FAKE REPLY"
 		if m := endPattern.FindStringSubmatch(lastUser); m != nil {

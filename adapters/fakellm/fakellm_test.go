@@ -76,7 +76,21 @@ func TestScript(t *testing.T) {
 	if c, _, _ := stream(t, srv.URL, `{"stream":true,"messages":[{"role":"user","content":"wrap up. END WITH THATCH_EXIT_READY"}]}`); !strings.HasSuffix(c, "\nTHATCH_EXIT_READY") {
 		t.Fatalf("token: %q", c)
 	}
-	if got := s.Requests(); len(got) != 4 || got[1] != "please RUN echo hi" {
+	// An extraction child: payload, then done, then a reply.
+	offer := `"tools":[{"type":"function","function":{"name":"thatch_get_extraction_payload"}},{"type":"function","function":{"name":"thatch_extraction_done"}}]`
+	prompt := `{"role":"user","content":"Call thatch_get_extraction_payload once."}`
+	if _, tools, _ := stream(t, srv.URL, `{"stream":true,`+offer+`,"messages":[`+prompt+`]}`); len(tools) != 1 || !strings.HasPrefix(tools[0], "thatch_get_extraction_payload") {
+		t.Fatalf("extraction start: %v", tools)
+	}
+	payloadCall := `{"role":"assistant","content":null,"tool_calls":[{"function":{"name":"thatch_get_extraction_payload"}}]},{"role":"tool","content":"2 entries"}`
+	if _, tools, _ := stream(t, srv.URL, `{"stream":true,`+offer+`,"messages":[`+prompt+`,`+payloadCall+`]}`); len(tools) != 1 || tools[0] != `thatch_extraction_done {"deleted":0,"new":1,"updated":0}` {
+		t.Fatalf("after the payload: %v", tools)
+	}
+	doneCall := `{"role":"assistant","content":null,"tool_calls":[{"function":{"name":"thatch_extraction_done"}}]},{"role":"tool","content":"ok"}`
+	if c, _, _ := stream(t, srv.URL, `{"stream":true,`+offer+`,"messages":[`+prompt+`,`+payloadCall+`,`+doneCall+`]}`); c != "Extracted." {
+		t.Fatalf("after done: %q", c)
+	}
+	if got := s.Requests(); len(got) != 7 || got[1] != "please RUN echo hi" {
 		t.Fatalf("requests %q", got)
 	}
 }

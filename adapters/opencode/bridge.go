@@ -6,11 +6,15 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -29,15 +33,21 @@ func HostIDFor(baseURL string) string {
 
 // Bridge makes an opencode server a protocol host.
 type Bridge struct {
-	Client *Client
-	NC     *nats.Conn
-	JS     jetstream.JetStream
-	Prefix string // host subject prefix, "opencode"
-	HostID string
-	Log    *slog.Logger
+	Client    *Client
+	NC        *nats.Conn
+	JS        jetstream.JetStream
+	Prefix    string // host subject prefix, "opencode"
+	APIPrefix string // thatch's own prefix, "thatch"
+	HostID    string
+	Log       *slog.Logger
+	// ShimListen and TokenFile, when both set, serve the plugin shim on loopback: POST
+	// /tool/<name> forwards a tool call to thatch, POST /event publishes a hook's event.
+	ShimListen string
+	TokenFile  string
 
-	seq  int64 // Host-Seq of the last event published in this boot
-	boot string
+	pubMu sync.Mutex // the stream and the shim both publish: Host-Seq must count both
+	seq   int64      // Host-Seq of the last event published in this boot
+	boot  string
 
 	mu       sync.Mutex
 	answered map[string][]byte // idempotency key → the reply sent
@@ -65,6 +75,13 @@ func (b *Bridge) Run(ctx context.Context) error {
 		_ = sub.Unsubscribe()
 		b.wg.Wait()
 	}()
+	if b.ShimListen != "" && b.TokenFile != "" {
+		srv, err := b.serveShim()
+		if err != nil {
+			return err
+		}
+		defer srv.Close()
+	}
 	b.Log.Info("bridging opencode", "url", b.Client.BaseURL, "host", b.HostID)
 	backoff, down, first := 250*time.Millisecond, false, true
 	for ctx.Err() == nil {
@@ -75,7 +92,9 @@ func (b *Bridge) Run(ctx context.Context) error {
 		if connected {
 			first, backoff = false, 250*time.Millisecond
 			down = false
+			b.pubMu.Lock()
 			b.seq++ // the events between this stream and the next are unseen: a gap makes thatch resync
+			b.pubMu.Unlock()
 		} else if !down {
 			down = true // unreachable: when it answers again it restarted, a new boot
 			b.Log.Warn("opencode unreachable; retrying", "url", b.Client.BaseURL, "err", err)
@@ -145,7 +164,10 @@ func (b *Bridge) stream(ctx context.Context, newBoot bool) (bool, error) {
 			continue
 		}
 		for _, ev := range events {
-			if err := b.publish(ctx, ev); err != nil {
+			b.pubMu.Lock()
+			err := b.publish(ctx, ev)
+			b.pubMu.Unlock()
+			if err != nil {
 				return true, err
 			}
 		}
@@ -166,11 +188,15 @@ func (b *Bridge) hello(ctx context.Context) error {
 	_ = b.Client.do(ctx, "GET", "/path", nil, &path)
 	var raw [6]byte
 	_, _ = rand.Read(raw[:])
+	b.pubMu.Lock()
 	b.boot, b.seq = hex.EncodeToString(raw[:]), 0
+	b.pubMu.Unlock()
 	props, _ := json.Marshal(runtime.Hello{HostID: b.HostID, API: "v1", Version: health.Version, BootID: b.boot,
 		Directory: path.Directory, Worktree: path.Worktree, Caps: runtime.Capabilities{TUI: true, Compact: true, Move: true, List: true},
 		Resumed: []string{}})
 	b.Log.Info("opencode connected", "version", health.Version, "boot_id", b.boot)
+	b.pubMu.Lock()
+	defer b.pubMu.Unlock()
 	return b.publish(ctx, Event{ID: "hello_" + b.boot, Type: "host.hello", Properties: props})
 }
 
@@ -245,4 +271,72 @@ func (b *Bridge) respond(m *nats.Msg, key string, res any, herr *runtime.HostErr
 		b.mu.Unlock()
 	}
 	_ = m.Respond(data)
+}
+
+// serveShim serves the plugin shim's endpoint on loopback.
+func (b *Bridge) serveShim() (*http.Server, error) {
+	l, err := net.Listen("tcp", b.ShimListen)
+	if err != nil {
+		return nil, fmt.Errorf("serve the plugin shim on %s: %w (set THATCH_SHIM_LISTEN)", b.ShimListen, err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /tool/{name}", b.shimTool)
+	mux.HandleFunc("POST /event", b.shimEvent)
+	srv := &http.Server{Handler: b.shimAuth(mux), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(l) }()
+	return srv, nil
+}
+
+// shimAuth admits requests bearing the token of TokenFile, read at each request so a new
+// token takes effect without a restart.
+func (b *Bridge) shimAuth(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		want, err := os.ReadFile(b.TokenFile)
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		tok := strings.TrimSpace(string(want))
+		if err != nil || tok == "" || !ok || subtle.ConstantTimeCompare([]byte(got), []byte(tok)) != 1 {
+			http.Error(w, `{"error":{"name":"UnauthorizedError","message":"bad or missing token"}}`, http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// shimTool forwards a tool call of the host's model to thatch and returns thatch's reply.
+func (b *Bridge) shimTool(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	msg, err := b.NC.RequestWithContext(r.Context(), b.APIPrefix+".tool."+r.PathValue("name"), body)
+	if err != nil {
+		herr, _ := json.Marshal(map[string]any{"error": runtime.HostError{Name: "UnavailableError", Message: "thatch did not answer: " + err.Error()}})
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(herr)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(msg.Data)
+}
+
+// shimEvent publishes a plugin hook's event ({type, properties}) as a host event.
+func (b *Bridge) shimEvent(w http.ResponseWriter, r *http.Request) {
+	var ev Event
+	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&ev); err != nil || ev.Type == "" {
+		http.Error(w, `{"error":{"name":"BadRequestError","message":"want {type, properties}"}}`, http.StatusBadRequest)
+		return
+	}
+	var id [8]byte
+	_, _ = rand.Read(id[:])
+	ev.ID = "shim_" + hex.EncodeToString(id[:])
+	b.pubMu.Lock()
+	err := b.publish(r.Context(), ev)
+	b.pubMu.Unlock()
+	if err != nil {
+		http.Error(w, `{"error":{"name":"UnavailableError","message":"could not publish"}}`, http.StatusServiceUnavailable)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = io.WriteString(w, `{"result":true}`)
 }

@@ -319,3 +319,79 @@ func listenAt(t *testing.T, addr string, fake http.Handler) *httptest.Server {
 	srv.Start()
 	return srv
 }
+
+// The plugin shim's endpoint: only the token's holder gets in; a tool call is forwarded
+// to thatch's tool subject and its reply returned as is; a hook's event is published.
+func TestShimEndpoint(t *testing.T) {
+	ns, err := natsbus.StartEmbedded("127.0.0.1:-1", filepath.Join(t.TempDir(), "broker"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	stream, err := natsbus.EnsureStream(ctx, js, natsbus.StreamConfig{Stream: "OPENCODE_EVENTS", Prefix: "opencode"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := nc.Subscribe("thatch.tool.thatch_extraction_done", func(m *nats.Msg) {
+		_ = m.Respond([]byte(`{"result":{"output":"got ` + strings.ReplaceAll(string(m.Data), `"`, `'`) + `"}}`))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	token := filepath.Join(t.TempDir(), "shim.token")
+	if err := os.WriteFile(token, []byte("tok-123\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	l, _ := net.Listen("tcp", "127.0.0.1:0")
+	addr := l.Addr().String()
+	l.Close()
+	b := &Bridge{NC: nc, JS: js, Prefix: "opencode", APIPrefix: "thatch", HostID: "oc-test", ShimListen: addr, TokenFile: token,
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	srv, err := b.serveShim()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	post := func(path, tok, body string) (int, string) {
+		req, _ := http.NewRequest("POST", "http://"+addr+path, strings.NewReader(body))
+		if tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tok)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		data, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(data)
+	}
+	for _, tok := range []string{"", "wrong"} {
+		if code, _ := post("/tool/thatch_extraction_done", tok, `{}`); code != http.StatusUnauthorized {
+			t.Fatalf("token %q: HTTP %d, want 401", tok, code)
+		}
+	}
+	code, body := post("/tool/thatch_extraction_done", "tok-123", `{"sessionID":"ses_c","args":{"new":1}}`)
+	if code != 200 || body != `{"result":{"output":"got {'sessionID':'ses_c','args':{'new':1}}"}}` {
+		t.Fatalf("tool call: %d %s", code, body)
+	}
+	if code, _ := post("/event", "tok-123", `{"type":"command.execute.before","properties":{"command":"thatch/compact","sessionID":"ses_a","arguments":""}}`); code != 200 {
+		t.Fatalf("event: HTTP %d", code)
+	}
+	m, err := stream.GetMsg(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := runtime.DecodeEvent("opencode", m.Subject, m.Data)
+	if err != nil || ev.Type != "command.execute.before" || ev.Command != "thatch/compact" || ev.HostID != "oc-test" || m.Header.Get("Host-Seq") != "1" {
+		t.Fatalf("published %+v (%v), Host-Seq %q", ev, err, m.Header.Get("Host-Seq"))
+	}
+}

@@ -14,8 +14,13 @@ import (
 
 // newBridge makes the opencode server at c.OpencodeURL a protocol host on nc.
 func newBridge(c Config, nc *nats.Conn, js jetstream.JetStream, log *slog.Logger) *opencode.Bridge {
+	tokenFile, err := shimToken(c.DataDir)
+	if err != nil {
+		log.Warn("the plugin shim endpoint is off: no token", "err", err)
+	}
 	return &opencode.Bridge{Client: &opencode.Client{BaseURL: c.OpencodeURL, Password: c.OpencodePassword},
-		NC: nc, JS: js, Prefix: c.SubjectPrefix, HostID: opencode.HostIDFor(c.OpencodeURL), Log: log.With("component", "bridge")}
+		NC: nc, JS: js, Prefix: c.SubjectPrefix, APIPrefix: c.APIPrefix, HostID: opencode.HostIDFor(c.OpencodeURL),
+		ShimListen: c.ShimListen, TokenFile: tokenFile, Log: log.With("component", "bridge")}
 }
 
 // bridge runs the opencode bridge on its own: thatch bridge.

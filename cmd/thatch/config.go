@@ -40,6 +40,7 @@ type Config struct {
 	LogLevel             string `envconfig:"LOG_LEVEL" default:"info" desc:"debug, info, warn or error"`
 	LogFormat            string `envconfig:"LOG_FORMAT" default:"auto" desc:"auto (text on a terminal, JSON otherwise), text or json"`
 	OpencodeURL          string `envconfig:"OPENCODE_URL" desc:"a running opencode serve to bridge (thatch serve and thatch bridge)"`
+	ShimListen           string `envconfig:"SHIM_LISTEN" default:"127.0.0.1:4223" desc:"where the bridge serves the opencode plugin shim (loopback)"`
 	// OpencodePassword is THATCH_OPENCODE_SERVER_PASSWORD, else opencode's own
 	// OPENCODE_SERVER_PASSWORD (envconfig reads the unprefixed name when the prefixed one is unset).
 	OpencodePassword string `envconfig:"OPENCODE_SERVER_PASSWORD" desc:"the opencode server's password (HTTP basic auth)"`

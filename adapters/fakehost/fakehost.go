@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/thatch-dev/thatch/adapters/natsbus"
 	"github.com/thatch-dev/thatch/runtime"
 )
 
@@ -441,27 +442,7 @@ func (h *Host) PublishRaw(ctx context.Context, typ string, body []byte, msgID st
 
 // PublishRawHeader publishes a body with a Host-Seq header taken as it is.
 func (h *Host) PublishRawHeader(ctx context.Context, typ string, body []byte, msgID, hostSeq string) error {
-	msg := nats.NewMsg(h.Prefix + "." + h.ID + ".event." + typ)
-	msg.Data = body
-	if msgID != "" {
-		msg.Header.Set(jetstream.MsgIDHeader, msgID)
-	}
-	if hostSeq != "" {
-		msg.Header.Set("Host-Seq", hostSeq)
-	}
-	for {
-		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		_, err := h.JS.PublishMsg(pctx, msg)
-		cancel()
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("publish %s: %w (last error: %v)", typ, ctx.Err(), err)
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+	return natsbus.PublishEvent(ctx, h.JS, h.Prefix+"."+h.ID+".event."+typ, body, msgID, hostSeq)
 }
 
 // Hello announces a (re)start of the host with a new boot id; Host-Seq restarts at 1.

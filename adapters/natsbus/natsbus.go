@@ -313,3 +313,30 @@ func (c *Consumer) handle(ctx context.Context) jetstream.MessageHandler {
 		}
 	}
 }
+
+// PublishEvent publishes a host event to the stream as the protocol asks of a host: with
+// its event id as Nats-Msg-Id (and a Host-Seq when given), retrying until the stream
+// acknowledges it or ctx ends.
+func PublishEvent(ctx context.Context, js jetstream.JetStream, subject string, body []byte, msgID, hostSeq string) error {
+	msg := nats.NewMsg(subject)
+	msg.Data = body
+	if msgID != "" {
+		msg.Header.Set(jetstream.MsgIDHeader, msgID)
+	}
+	if hostSeq != "" {
+		msg.Header.Set("Host-Seq", hostSeq)
+	}
+	for {
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_, err := js.PublishMsg(pctx, msg)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("publish to %s: %w (last error: %v)", subject, ctx.Err(), err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}

@@ -22,6 +22,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/thatch-dev/thatch/adapters/natsbus"
 	"github.com/thatch-dev/thatch/runtime"
 )
 
@@ -200,26 +201,11 @@ func (b *Bridge) hello(ctx context.Context) error {
 	return b.publish(ctx, Event{ID: "hello_" + b.boot, Type: "host.hello", Properties: props})
 }
 
-// publish puts one event on the stream, retrying until it is acknowledged.
+// publish puts one event on the stream, retrying until it is acknowledged. The caller
+// holds pubMu.
 func (b *Bridge) publish(ctx context.Context, ev Event) error {
 	b.seq++
-	msg := nats.NewMsg(b.Prefix + "." + b.HostID + ".event." + ev.Type)
-	msg.Data = ev.Body()
-	msg.Header.Set(jetstream.MsgIDHeader, ev.ID)
-	msg.Header.Set("Host-Seq", fmt.Sprint(b.seq))
-	for {
-		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		_, err := b.JS.PublishMsg(pctx, msg)
-		cancel()
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(250 * time.Millisecond):
-		}
-	}
+	return natsbus.PublishEvent(ctx, b.JS, b.Prefix+"."+b.HostID+".event."+ev.Type, ev.Body(), ev.ID, fmt.Sprint(b.seq))
 }
 
 // serve answers one host API request. A request repeating an idempotency key already

@@ -200,23 +200,10 @@ func TestClient(t *testing.T) {
 // server that went away comes back as a new boot, and a repeated idempotency key is
 // answered from memory.
 func TestBridge(t *testing.T) {
-	ns, err := natsbus.StartEmbedded("127.0.0.1:-1", filepath.Join(t.TempDir(), "broker"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
-	nc, err := nats.Connect(ns.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
+	nc, js, stream := broker(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	stream, err := natsbus.EnsureStream(ctx, js, natsbus.StreamConfig{Stream: "OPENCODE_EVENTS", Prefix: "opencode"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	var err error
 	fake := &fakeOpencode{events: make(chan string, 16)}
 	srv := httptest.NewServer(fake)
 	addr := srv.Listener.Addr().String()
@@ -323,23 +310,9 @@ func listenAt(t *testing.T, addr string, fake http.Handler) *httptest.Server {
 // The plugin shim's endpoint: only the token's holder gets in; a tool call is forwarded
 // to thatch's tool subject and its reply returned as is; a hook's event is published.
 func TestShimEndpoint(t *testing.T) {
-	ns, err := natsbus.StartEmbedded("127.0.0.1:-1", filepath.Join(t.TempDir(), "broker"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
-	nc, err := nats.Connect(ns.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
+	nc, js, stream := broker(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	stream, err := natsbus.EnsureStream(ctx, js, natsbus.StreamConfig{Stream: "OPENCODE_EVENTS", Prefix: "opencode"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	sub, err := nc.Subscribe("thatch.tool.thatch_extraction_done", func(m *nats.Msg) {
 		_ = m.Respond([]byte(`{"result":{"output":"got ` + strings.ReplaceAll(string(m.Data), `"`, `'`) + `"}}`))
 	})
@@ -394,4 +367,25 @@ func TestShimEndpoint(t *testing.T) {
 	if err != nil || ev.Type != "command.execute.before" || ev.Command != "thatch/compact" || ev.HostID != "oc-test" || m.Header.Get("Host-Seq") != "1" {
 		t.Fatalf("published %+v (%v), Host-Seq %q", ev, err, m.Header.Get("Host-Seq"))
 	}
+}
+
+// broker starts an in-process nats-server with the event stream for one test.
+func broker(t *testing.T) (*nats.Conn, jetstream.JetStream, jetstream.Stream) {
+	t.Helper()
+	ns, err := natsbus.StartEmbedded("127.0.0.1:-1", filepath.Join(t.TempDir(), "broker"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, _ := jetstream.New(nc)
+	stream, err := natsbus.EnsureStream(context.Background(), js, natsbus.StreamConfig{Stream: "OPENCODE_EVENTS", Prefix: "opencode"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nc, js, stream
 }

@@ -136,7 +136,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case extracting && last.Role == "tool" && lastCall == "thatch_get_extraction_payload":
 		call("thatch_extraction_done", map[string]int{"new": 1, "updated": 0, "deleted": 0})
 	case extracting && last.Role == "tool":
-		text("Extracted.")
+		reply := "Extracted."
+		if m := endPattern.FindStringSubmatch(lastUser); m != nil {
+			reply += "\n\n" + m[1] // a wrap-up: flush, then the greenlight token
+		}
+		text(reply)
 	case last.Role == "tool":
 		reply := "The command ran."
 		if m := endPattern.FindStringSubmatch(lastUser); m != nil {

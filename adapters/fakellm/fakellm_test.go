@@ -90,7 +90,12 @@ func TestScript(t *testing.T) {
 	if c, _, _ := stream(t, srv.URL, `{"stream":true,`+offer+`,"messages":[`+prompt+`,`+payloadCall+`,`+doneCall+`]}`); c != "Extracted." {
 		t.Fatalf("after done: %q", c)
 	}
-	if got := s.Requests(); len(got) != 7 || got[1] != "please RUN echo hi" {
+	// A wrap-up flush ends with the token it was asked for.
+	wrap := `{"role":"user","content":"# Pre-compact wrap-up checklist: call thatch_get_extraction_payload. END WITH THATCH_COMPACT_READY"}`
+	if c, _, _ := stream(t, srv.URL, `{"stream":true,`+offer+`,"messages":[`+wrap+`,`+payloadCall+`,`+doneCall+`]}`); c != "Extracted.\n\nTHATCH_COMPACT_READY" {
+		t.Fatalf("wrap-up flush: %q", c)
+	}
+	if got := s.Requests(); len(got) != 8 || got[1] != "please RUN echo hi" {
 		t.Fatalf("requests %q", got)
 	}
 }

@@ -237,19 +237,19 @@ func (t *step) ensure(id, host string) *Session {
 func (t *step) upsert(ev Event) {
 	info := ev.Info
 	_, known := t.s.Sessions[info.ID]
-	if _, gone := t.s.Gone[info.ParentID]; gone && !known {
-		if info.Title == ExtractionTitle {
+	if !known && info.ParentID != "" {
+		// A child of a session thatch is done with is not tracked, and machinery of a parent
+		// thatch does not know (gone, or never seen) is a stray: deleted.
+		_, parentGone := t.s.Gone[info.ParentID]
+		machinery := info.Title == ExtractionTitle && t.s.Sessions[info.ParentID] == nil
+		if machinery {
+			t.note(slog.LevelWarn, "deleting an extraction child of an unknown parent", "session", info.ID, "parent", info.ParentID)
 			t.call(Call{Host: ev.HostID, Op: OpDelete, SessionID: info.ID})
 		}
-		t.bury(info.ID)
-		return // a child of a session thatch is done with: nothing to track
-	}
-	if info.Title == ExtractionTitle && info.ParentID != "" && t.s.Sessions[info.ParentID] == nil && !known {
-		// Machinery of a parent thatch does not know (deleted, or never seen): a stray.
-		t.note(slog.LevelWarn, "deleting an extraction child of an unknown parent", "session", info.ID, "parent", info.ParentID)
-		t.call(Call{Host: ev.HostID, Op: OpDelete, SessionID: info.ID})
-		t.bury(info.ID)
-		return
+		if machinery || parentGone {
+			t.bury(info.ID)
+			return
+		}
 	}
 	sess := t.ensure(info.ID, ev.HostID)
 	sess.Title, sess.Directory = info.Title, info.Directory

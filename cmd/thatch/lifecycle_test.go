@@ -47,6 +47,19 @@ func (r *rig) prompted(session string) {
 	})
 }
 
+// extractionOfOneEntry plays a host's hello and a session ses_a with one tool call (c1)
+// going idle, and returns the extraction child thatch created and prompted for it.
+func (r *rig) extractionOfOneEntry(ctx context.Context) string {
+	r.t.Helper()
+	must(r.t, r.host.Hello(ctx, "b1"))
+	must(r.t, r.host.Created(ctx, "ses_a", "", "t", r.host.Dir))
+	must(r.t, r.host.ToolExecuted(ctx, "ses_a", "c1", "bash", "x"))
+	must(r.t, r.host.Status(ctx, "ses_a", "idle"))
+	child := r.childOf("ses_a", 1)
+	r.prompted(child)
+	return child
+}
+
 func (r *rig) tool(ctx context.Context, name, session string, args any) runtime.Answer {
 	r.t.Helper()
 	a, herr, err := r.host.Tool(ctx, "thatch", name, session, args)
@@ -142,12 +155,7 @@ func TestChildErrorRequeuesAndDeletes(t *testing.T) {
 	r := newRig(t, "v1")
 	ctx := r.ctx()
 	r.start()
-	must(t, r.host.Hello(ctx, "b1"))
-	must(t, r.host.Created(ctx, "ses_a", "", "t", r.host.Dir))
-	must(t, r.host.ToolExecuted(ctx, "ses_a", "c1", "bash", "x"))
-	must(t, r.host.Status(ctx, "ses_a", "idle"))
-	child := r.childOf("ses_a", 1)
-	r.prompted(child)
+	child := r.extractionOfOneEntry(ctx)
 	r.tool(ctx, runtime.ToolPayload, child, nil)
 	_, err := r.host.Publish(ctx, "session.error", map[string]any{"sessionID": child,
 		"error": map[string]any{"name": "APIError", "data": map[string]any{"message": "provider down"}}})

@@ -442,7 +442,8 @@ func (h *Host) PublishRaw(ctx context.Context, typ string, body []byte, msgID st
 
 // PublishRawHeader publishes a body with a Host-Seq header taken as it is.
 func (h *Host) PublishRawHeader(ctx context.Context, typ string, body []byte, msgID, hostSeq string) error {
-	return natsbus.PublishEvent(ctx, h.JS, h.Prefix+"."+h.ID+".event."+typ, body, msgID, hostSeq)
+	_, err := natsbus.PublishEvent(ctx, h.JS, h.Prefix+"."+h.ID+".event."+typ, body, msgID, hostSeq)
+	return err
 }
 
 // Hello announces a (re)start of the host with a new boot id; Host-Seq restarts at 1.

@@ -23,6 +23,33 @@ type Server struct {
 	calls atomic.Int64
 	mu    sync.Mutex
 	log   []string // the last user text of each request, for assertions
+	hold  *hold
+}
+
+type hold struct {
+	arrived chan struct{}
+	release chan struct{}
+}
+
+// HoldExtractions makes every extraction turn that starts from now on wait, before it
+// calls its first tool, until release is called (or opencode gives up on the request).
+// Each held request is announced on held.
+func (s *Server) HoldExtractions() (held <-chan struct{}, release func()) {
+	h := &hold{arrived: make(chan struct{}, 64), release: make(chan struct{})}
+	s.mu.Lock()
+	s.hold = h
+	s.mu.Unlock()
+	var once sync.Once
+	return h.arrived, func() {
+		once.Do(func() {
+			s.mu.Lock()
+			if s.hold == h {
+				s.hold = nil
+			}
+			s.mu.Unlock()
+			close(h.release)
+		})
+	}
 }
 
 // Requests returns the last user text of each request so far.
@@ -104,7 +131,20 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Lock()
 	s.log = append(s.log, lastUser)
+	h := s.hold
 	s.mu.Unlock()
+	extracting := strings.Contains(lastUser, "thatch_get_extraction_payload") && offered["thatch_get_extraction_payload"]
+	if h != nil && extracting && last.Role == "user" {
+		select {
+		case h.arrived <- struct{}{}:
+		default:
+		}
+		select {
+		case <-h.release:
+		case <-r.Context().Done():
+			return
+		}
+	}
 
 	w.Header().Set("Content-Type", "text/event-stream")
 	chunk := func(delta map[string]any, finish any) {
@@ -127,7 +167,6 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		chunk(map[string]any{}, "tool_calls")
 		fmt.Fprint(w, "data: [DONE]\n\n")
 	}
-	extracting := strings.Contains(lastUser, "thatch_get_extraction_payload") && offered["thatch_get_extraction_payload"]
 	switch {
 	case strings.Contains(strings.ToLower(system), "title") && len(req.Tools) == 0:
 		text("A scripted session")

@@ -99,3 +99,31 @@ func TestScript(t *testing.T) {
 		t.Fatalf("requests %q", got)
 	}
 }
+
+// A held extraction waits for its release; other requests go on meanwhile.
+func TestHoldExtractions(t *testing.T) {
+	s := &Server{}
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	held, release := s.HoldExtractions()
+	offer := `"tools":[{"type":"function","function":{"name":"thatch_get_extraction_payload"}}]`
+	got := make(chan []string, 1)
+	go func() {
+		_, tools, _ := stream(t, srv.URL, `{"stream":true,`+offer+`,"messages":[{"role":"user","content":"Call thatch_get_extraction_payload once."}]}`)
+		got <- tools
+	}()
+	<-held
+	if c, _, _ := stream(t, srv.URL, `{"stream":true,"messages":[{"role":"user","content":"hi"}]}`); c != "FAKE REPLY" {
+		t.Fatalf("a request beside a held one: %q", c)
+	}
+	select {
+	case tools := <-got:
+		t.Fatalf("the held extraction answered before its release: %v", tools)
+	default:
+	}
+	release()
+	release() // twice is harmless
+	if tools := <-got; len(tools) != 1 || !strings.HasPrefix(tools[0], "thatch_get_extraction_payload") {
+		t.Fatalf("released: %v", tools)
+	}
+}

@@ -75,7 +75,9 @@ func Encode(api string, c runtime.Call) (Request, error) {
 		if v2 {
 			return Request{"session.compact", map[string]any{"sessionID": c.SessionID}}, nil
 		}
-		return Request{"tui.executeCommand", map[string]any{"command": "session_compact"}}, nil
+		// sessionID is an extension (docs/protocol.md): a host with no TUI, such as
+		// the opencode bridge, compacts that session itself.
+		return Request{"tui.executeCommand", map[string]any{"command": "session_compact", "sessionID": c.SessionID}}, nil
 	case runtime.OpClose:
 		if v2 {
 			return Request{"bridge.emit", map[string]any{"type": "exit-tab-closed", "properties": map[string]any{"sessionID": c.SessionID}}}, nil

@@ -23,7 +23,7 @@ func TestEncode(t *testing.T) {
 		{"v2", runtime.Call{Op: runtime.OpMove, SessionID: "s", Directory: "/w"}, `session.move {"directory":"/w","sessionID":"s"}`},
 		{"v1", runtime.Call{Op: runtime.OpMessages, SessionID: "s"}, `session.messages {"sessionID":"s"}`},
 		{"v2", runtime.Call{Op: runtime.OpMessages, SessionID: "s"}, `session.context {"sessionID":"s"}`},
-		{"v1", runtime.Call{Op: runtime.OpCompact, SessionID: "s"}, `tui.executeCommand {"command":"session_compact"}`},
+		{"v1", runtime.Call{Op: runtime.OpCompact, SessionID: "s"}, `tui.executeCommand {"command":"session_compact","sessionID":"s"}`},
 		{"v2", runtime.Call{Op: runtime.OpCompact, SessionID: "s"}, `session.compact {"sessionID":"s"}`},
 		{"v1", runtime.Call{Op: runtime.OpClose, SessionID: "s"}, `tui.publish {"properties":{"command":"app.exit"},"type":"tui.command.execute"}`},
 		{"v2", runtime.Call{Op: runtime.OpClose, SessionID: "s"}, `bridge.emit {"properties":{"sessionID":"s"},"type":"exit-tab-closed"}`},

@@ -316,8 +316,9 @@ func (c *Consumer) handle(ctx context.Context) jetstream.MessageHandler {
 
 // PublishEvent publishes a host event to the stream as the protocol asks of a host: with
 // its event id as Nats-Msg-Id (and a Host-Seq when given), retrying until the stream
-// acknowledges it or ctx ends.
-func PublishEvent(ctx context.Context, js jetstream.JetStream, subject string, body []byte, msgID, hostSeq string) error {
+// acknowledges it or ctx ends. duplicate reports that the stream already held that id
+// (within its duplicate window) before this call, so this message was not stored.
+func PublishEvent(ctx context.Context, js jetstream.JetStream, subject string, body []byte, msgID, hostSeq string) (duplicate bool, err error) {
 	msg := nats.NewMsg(subject)
 	msg.Data = body
 	if msgID != "" {
@@ -326,16 +327,17 @@ func PublishEvent(ctx context.Context, js jetstream.JetStream, subject string, b
 	if hostSeq != "" {
 		msg.Header.Set("Host-Seq", hostSeq)
 	}
-	for {
+	for attempt := 0; ; attempt++ {
 		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		_, err := js.PublishMsg(pctx, msg)
+		ack, err := js.PublishMsg(pctx, msg)
 		cancel()
 		if err == nil {
-			return nil
+			// After a failed attempt, a duplicate may be that attempt's own message.
+			return ack.Duplicate && attempt == 0, nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("publish to %s: %w (last error: %v)", subject, ctx.Err(), err)
+			return false, fmt.Errorf("publish to %s: %w (last error: %v)", subject, ctx.Err(), err)
 		case <-time.After(200 * time.Millisecond):
 		}
 	}

@@ -3,17 +3,20 @@ package opencode
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -45,6 +48,12 @@ type Bridge struct {
 	// /tool/<name> forwards a tool call to thatch, POST /event publishes a hook's event.
 	ShimListen string
 	TokenFile  string
+	// CatchUp is how far back the first connection looks for tool calls the stream could
+	// not show (the bridge was not running); later connections look back to the last
+	// event seen. Zero means DefaultCatchUp.
+	CatchUp time.Duration
+
+	lastSeen time.Time // when the stream last showed something; owned by Run
 
 	pubMu sync.Mutex // the stream and the shim both publish: Host-Seq must count both
 	seq   int64      // Host-Seq of the last event published in this boot
@@ -58,6 +67,9 @@ type Bridge struct {
 
 // maxAnswered bounds the idempotency memory.
 const maxAnswered = 4096
+
+// DefaultCatchUp covers a restart of thatch, or of a bridge, with room to spare.
+const DefaultCatchUp = 15 * time.Minute
 
 // Run serves the host API and streams events until ctx ends.
 func (b *Bridge) Run(ctx context.Context) error {
@@ -145,11 +157,26 @@ func (b *Bridge) stream(ctx context.Context, newBoot bool) (bool, error) {
 			return true, err
 		}
 	}
+	// Events from here on are in the stream; the tool calls completed before it are read
+	// from the sessions themselves.
+	since := b.lastSeen.Add(-time.Minute) // the margin covers opencode's clock and in-flight writes
+	if b.lastSeen.IsZero() {
+		since = time.Now().Add(-cmp.Or(b.CatchUp, DefaultCatchUp))
+	}
+	connected := time.Now()
+	var pe *publishError
+	if err := b.catchUp(ctx, since); errors.As(err, &pe) || ctx.Err() != nil {
+		return true, err // the broker: try again from the same point
+	} else if err != nil {
+		b.Log.Warn("could not look for tool calls made while the bridge was away; some may be missing", "err", err)
+	}
+	b.lastSeen = connected
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 16<<20)
 	var data bytes.Buffer
 	for sc.Scan() {
 		watchdog.Reset(StreamIdle)
+		b.lastSeen = time.Now()
 		line := sc.Bytes()
 		if rest, ok := bytes.CutPrefix(line, []byte("data:")); ok {
 			data.Write(bytes.TrimPrefix(rest, []byte(" ")))
@@ -175,6 +202,49 @@ func (b *Bridge) stream(ctx context.Context, newBoot bool) (bool, error) {
 	}
 	return true, sc.Err()
 }
+
+// catchUp publishes the completed tool calls of the sessions updated since then. The
+// ones thatch already has are the same event ids (tool_<callID>), which it drops.
+func (b *Bridge) catchUp(ctx context.Context, since time.Time) error {
+	var sessions []struct {
+		ID string `json:"id"`
+	}
+	if err := b.Client.sessions(ctx, since.UnixMilli(), &sessions); err != nil {
+		return err
+	}
+	published := 0
+	for _, s := range sessions {
+		var msgs []struct {
+			Parts []part `json:"parts"`
+		}
+		err := b.Client.do(ctx, "GET", "/session/"+url.PathEscape(s.ID)+"/message", nil, &msgs)
+		if he, ok := err.(*runtime.HostError); ok && he.Name == "NotFoundError" {
+			continue // deleted meanwhile
+		} else if err != nil {
+			return err
+		}
+		for _, m := range msgs {
+			for _, p := range m.Parts {
+				if ev, ok := p.toolEvent(); ok {
+					b.pubMu.Lock()
+					err := b.publish(ctx, ev)
+					b.pubMu.Unlock()
+					if err != nil {
+						return &publishError{err}
+					}
+					published++
+				}
+			}
+		}
+	}
+	b.Log.Info("caught up on tool calls", "since", since.Format(time.RFC3339), "sessions", len(sessions), "tool_calls", published)
+	return nil
+}
+
+type publishError struct{ err error }
+
+func (e *publishError) Error() string { return "publish: " + e.err.Error() }
+func (e *publishError) Unwrap() error { return e.err }
 
 // hello announces a new boot: a fresh bootID, Host-Seq from 1.
 func (b *Bridge) hello(ctx context.Context) error {
@@ -205,7 +275,11 @@ func (b *Bridge) hello(ctx context.Context) error {
 // holds pubMu.
 func (b *Bridge) publish(ctx context.Context, ev Event) error {
 	b.seq++
-	return natsbus.PublishEvent(ctx, b.JS, b.Prefix+"."+b.HostID+".event."+ev.Type, ev.Body(), ev.ID, fmt.Sprint(b.seq))
+	dup, err := natsbus.PublishEvent(ctx, b.JS, b.Prefix+"."+b.HostID+".event."+ev.Type, ev.Body(), ev.ID, fmt.Sprint(b.seq))
+	if dup {
+		b.seq-- // not stored: thatch never sees this number, which must not look like a gap
+	}
+	return err
 }
 
 // serve answers one host API request. A request repeating an idempotency key already

@@ -95,14 +95,25 @@ func (c *Client) Call(ctx context.Context, method string, p map[string]json.RawM
 	var out json.RawMessage
 	switch method {
 	case "session.create":
-		body := map[string]any{}
+		body, route := map[string]any{}, "/session"
 		if v := str("parentID"); v != "" {
+			// opencode creates a session in the directory the request names, else in its
+			// own working directory: a child belongs in its parent's.
+			var parent struct {
+				Directory string `json:"directory"`
+			}
+			if err := c.do(ctx, "GET", "/session/"+url.PathEscape(v), nil, &parent); err != nil {
+				return nil, err
+			}
 			body["parentID"] = v
+			if parent.Directory != "" {
+				route += "?directory=" + url.QueryEscape(parent.Directory)
+			}
 		}
 		if v := str("title"); v != "" {
 			body["title"] = v
 		}
-		err := c.do(ctx, "POST", "/session", body, &out)
+		err := c.do(ctx, "POST", route, body, &out)
 		return out, err
 	case "session.prompt":
 		body := map[string]json.RawMessage{"parts": p["parts"]}
@@ -119,10 +130,7 @@ func (c *Client) Call(ctx context.Context, method string, p map[string]json.RawM
 		}
 		return true, nil
 	case "session.list":
-		err := c.do(ctx, "GET", "/experimental/session", nil, &out) // every project's sessions
-		if he, ok := err.(*runtime.HostError); ok && he.Name == "NotFoundError" {
-			err = c.do(ctx, "GET", "/session", nil, &out)
-		}
+		err := c.sessions(ctx, 0, &out)
 		return out, err
 	case "project.list":
 		err := c.do(ctx, "GET", "/project", nil, &out)
@@ -131,6 +139,11 @@ func (c *Client) Call(ctx context.Context, method string, p map[string]json.RawM
 		err := c.do(ctx, "GET", "/session/"+sid+"/message", nil, &out)
 		return out, err
 	case "tui.executeCommand":
+		if str("command") == "session_compact" && str("sessionID") != "" {
+			// thatch names the session (a protocol extension): compact exactly that one,
+			// which also works with no TUI attached, where session_compact does nothing.
+			return c.summarize(ctx, str("sessionID"))
+		}
 		if err := c.do(ctx, "POST", "/tui/execute-command", map[string]any{"command": str("command")}, nil); err != nil {
 			return nil, err
 		}
@@ -151,4 +164,58 @@ func (c *Client) Call(ctx context.Context, method string, p map[string]json.RawM
 		return out, err
 	}
 	return nil, &runtime.HostError{Name: "NotFoundError", Message: "the opencode bridge has no method " + method}
+}
+
+// sessions lists every project's sessions, those updated at or after sinceMS when it is
+// not zero. opencode returns 100 unless asked for more.
+func (c *Client) sessions(ctx context.Context, sinceMS int64, out any) error {
+	q := "?limit=1000000"
+	if sinceMS > 0 {
+		q += fmt.Sprintf("&start=%d", sinceMS)
+	}
+	err := c.do(ctx, "GET", "/experimental/session"+q, nil, out)
+	if he, ok := err.(*runtime.HostError); ok && he.Name == "NotFoundError" {
+		err = c.do(ctx, "GET", "/session"+q, nil, out) // an opencode without the route: this directory's
+	}
+	return err
+}
+
+// summarize compacts a session with the model of its latest user message, or the
+// server's configured model when the session has none yet.
+func (c *Client) summarize(ctx context.Context, sessionID string) (any, error) {
+	sid := url.PathEscape(sessionID)
+	var msgs []struct {
+		Info struct {
+			Role  string `json:"role"`
+			Model struct {
+				ProviderID string `json:"providerID"`
+				ModelID    string `json:"modelID"`
+			} `json:"model"`
+		} `json:"info"`
+	}
+	if err := c.do(ctx, "GET", "/session/"+sid+"/message", nil, &msgs); err != nil {
+		return nil, err
+	}
+	var provider, model string
+	for _, m := range msgs {
+		if m.Info.Role == "user" && m.Info.Model.ProviderID != "" {
+			provider, model = m.Info.Model.ProviderID, m.Info.Model.ModelID
+		}
+	}
+	if provider == "" {
+		var cfg struct {
+			Model string `json:"model"`
+		}
+		if err := c.do(ctx, "GET", "/config", nil, &cfg); err != nil {
+			return nil, err
+		}
+		var ok bool
+		if provider, model, ok = strings.Cut(cfg.Model, "/"); !ok {
+			return nil, &runtime.HostError{Name: "BadRequestError", Message: "cannot compact " + sessionID + ": it has no messages and opencode has no default model (set \"model\" in opencode.json)"}
+		}
+	}
+	if err := c.do(ctx, "POST", "/session/"+sid+"/summarize", map[string]string{"providerID": provider, "modelID": model}, nil); err != nil {
+		return nil, err
+	}
+	return true, nil
 }

@@ -103,7 +103,7 @@ func (f *fakeOpencode) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	body, _ := io.ReadAll(r.Body)
 	f.mu.Lock()
-	f.requests = append(f.requests, r.Method+" "+r.URL.Path+" "+string(body))
+	f.requests = append(f.requests, r.Method+" "+r.URL.RequestURI()+" "+string(body))
 	f.mu.Unlock()
 	js := func(code int, v string) {
 		w.Header().Set("Content-Type", "application/json")
@@ -133,6 +133,16 @@ func (f *fakeOpencode) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		js(200, `{"directory":"/w","worktree":"/w"}`)
 	case r.Method == "POST" && r.URL.Path == "/session":
 		js(200, `{"id":"ses_new","title":"thatch-extraction","directory":"/w","parentID":"ses_a"}`)
+	case r.Method == "GET" && r.URL.Path == "/session/ses_a":
+		js(200, `{"id":"ses_a","title":"t","directory":"/w/sub dir"}`)
+	case r.Method == "GET" && r.URL.Path == "/session/ses_a/message":
+		js(200, `[{"info":{"role":"user","model":{"providerID":"p1","modelID":"m1"}},"parts":[]},{"info":{"role":"assistant","providerID":"p1","modelID":"m1"},"parts":[`+toolPartJSON+`]}]`)
+	case r.Method == "GET" && r.URL.Path == "/session/ses_empty/message":
+		js(200, `[]`)
+	case r.URL.Path == "/config":
+		js(200, `{"model":"p2/m2"}`)
+	case r.Method == "POST" && strings.HasSuffix(r.URL.Path, "/summarize"):
+		js(200, `true`)
 	case r.Method == "DELETE" && r.URL.Path == "/session/ses_gone":
 		js(404, `{"name":"NotFoundError","data":{"message":"Session not found: ses_gone"}}`)
 	case r.Method == "DELETE":
@@ -146,6 +156,9 @@ func (f *fakeOpencode) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "<html></html>")
 	}
 }
+
+// toolPartJSON is a completed bash call of ses_a, as opencode stores and streams it.
+const toolPartJSON = `{"id":"prt_1","type":"tool","sessionID":"ses_a","messageID":"msg_2","callID":"call_1","tool":"bash","state":{"status":"completed","input":{"command":"echo hi"},"output":"hi\n","title":"echo hi","metadata":{},"time":{"start":1,"end":2}}}`
 
 func (f *fakeOpencode) seen() []string {
 	f.mu.Lock()
@@ -181,11 +194,22 @@ func TestClient(t *testing.T) {
 	if _, err := c.Call(ctx, "project.list", nil); err == nil || err.(*runtime.HostError).Name != "NotFoundError" {
 		t.Fatalf("an HTML answer: %v, want NotFoundError", err)
 	}
+	for _, sid := range []string{"ses_a", "ses_empty"} {
+		if _, err := c.Call(ctx, "tui.executeCommand", raw(map[string]any{"command": "session_compact", "sessionID": sid})); err != nil {
+			t.Fatalf("compact %s: %v", sid, err)
+		}
+	}
 	want := []string{
-		`POST /session {"parentID":"ses_a","title":"thatch-extraction"}`,
+		`GET /session/ses_a `,
+		`POST /session?directory=%2Fw%2Fsub+dir {"parentID":"ses_a","title":"thatch-extraction"}`,
 		`POST /session/ses_a/prompt_async {"noReply":true,"parts":[{"text":"x","type":"text"}]}`,
 		`DELETE /session/ses_gone `,
 		`GET /project `,
+		`GET /session/ses_a/message `,
+		`POST /session/ses_a/summarize {"modelID":"m1","providerID":"p1"}`,
+		`GET /session/ses_empty/message `,
+		`GET /config `,
+		`POST /session/ses_empty/summarize {"modelID":"m2","providerID":"p2"}`,
 	}
 	if got := fake.seen(); strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("requests:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -238,8 +262,14 @@ func TestBridge(t *testing.T) {
 		}
 		return out
 	}
-	first := read(3)
-	if first[0].typ != "host.hello" || first[0].seq != "1" || first[1] != (got{"session.created", "evt_1", "2"}) || first[2] != (got{"session.idle", "evt_3", "3"}) {
+	// The first connection catches up on the tool call opencode completed before the
+	// bridge ran; the stream showing that part again is the same event, not stored twice
+	// and costing no Host-Seq number.
+	fake.events <- `{"directory":"/w","payload":{"id":"evt_p","type":"message.part.updated","properties":{"part":` + toolPartJSON + `}}}`
+	fake.events <- `{"directory":"/w","payload":{"id":"evt_3b","type":"session.idle","properties":{"sessionID":"ses_a"}}}`
+	first := read(5)
+	if first[0].typ != "host.hello" || first[0].seq != "1" || first[1] != (got{"tool.execute.after", "tool_call_1", "2"}) ||
+		first[2] != (got{"session.created", "evt_1", "3"}) || first[3] != (got{"session.idle", "evt_3", "4"}) || first[4] != (got{"session.idle", "evt_3b", "5"}) {
 		t.Fatalf("published %+v", first)
 	}
 
@@ -264,8 +294,8 @@ func TestBridge(t *testing.T) {
 	// skipped so that thatch resyncs (events may have passed unseen).
 	fake.events <- "" // ends this stream
 	fake.events <- `{"payload":{"id":"evt_4","type":"session.idle","properties":{"sessionID":"ses_a"}}}`
-	if g := read(4)[3]; g != (got{"session.idle", "evt_4", "5"}) {
-		t.Fatalf("after the stream ended: %+v, want evt_4 at Host-Seq 5 (4 skipped)", g)
+	if g := read(6)[5]; g != (got{"session.idle", "evt_4", "7"}) {
+		t.Fatalf("after the stream ended: %+v, want evt_4 at Host-Seq 7 (6 skipped)", g)
 	}
 
 	// The server goes away and comes back: a new boot, Host-Seq from 1 again.
@@ -276,7 +306,7 @@ func TestBridge(t *testing.T) {
 	srv2 := listenAt(t, addr, fake2)
 	defer srv2.Close()
 	fake2.events <- `{"payload":{"id":"evt_5","type":"session.idle","properties":{"sessionID":"ses_a"}}}`
-	again := read(6)[4:]
+	again := read(8)[6:]
 	if again[0].typ != "host.hello" || again[0].id == first[0].id || again[0].seq != "1" || again[1] != (got{"session.idle", "evt_5", "2"}) {
 		t.Fatalf("after the server came back: %+v", again)
 	}

@@ -32,21 +32,34 @@ type frame struct {
 	Payload   json.RawMessage `json:"payload"`
 }
 
-// toolPart is the part of message.part.updated that carries a tool call.
-type toolPart struct {
-	Part struct {
-		Type      string `json:"type"`
-		SessionID string `json:"sessionID"`
-		CallID    string `json:"callID"`
-		Tool      string `json:"tool"`
-		State     struct {
-			Status   string          `json:"status"`
-			Input    json.RawMessage `json:"input"`
-			Output   string          `json:"output"`
-			Title    string          `json:"title"`
-			Metadata json.RawMessage `json:"metadata"`
-		} `json:"state"`
-	} `json:"part"`
+// part is a message part, as message.part.updated and GET /session/{id}/message carry it.
+type part struct {
+	Type      string `json:"type"`
+	SessionID string `json:"sessionID"`
+	CallID    string `json:"callID"`
+	Tool      string `json:"tool"`
+	State     struct {
+		Status   string          `json:"status"`
+		Input    json.RawMessage `json:"input"`
+		Output   string          `json:"output"`
+		Title    string          `json:"title"`
+		Metadata json.RawMessage `json:"metadata"`
+	} `json:"state"`
+}
+
+// toolEvent is the tool.execute.after of a completed tool part. Its id, tool_<callID>,
+// is the same however often the part is seen, so thatch applies it once.
+func (p part) toolEvent() (Event, bool) {
+	if p.Type != "tool" || p.State.Status != "completed" || p.CallID == "" || p.SessionID == "" {
+		return Event{}, false
+	}
+	args := p.State.Input
+	if len(bytes.TrimSpace(args)) == 0 {
+		args = json.RawMessage(`{}`)
+	}
+	props, _ := json.Marshal(map[string]any{"sessionID": p.SessionID, "callID": p.CallID, "tool": p.Tool,
+		"args": args, "title": p.State.Title, "output": p.State.Output, "metadata": rawOr(p.State.Metadata, "{}")})
+	return Event{ID: "tool_" + p.CallID, Type: "tool.execute.after", Properties: props}, true
 }
 
 // Translate turns one server-sent event's data into the protocol events to publish: the
@@ -68,21 +81,16 @@ func Translate(data []byte) ([]Event, error) {
 	}
 	switch {
 	case ev.Type == "message.part.updated":
-		var tp toolPart
+		var tp struct {
+			Part part `json:"part"`
+		}
 		if err := json.Unmarshal(ev.Properties, &tp); err != nil {
 			return nil, nil // a part of another shape: not a tool call
 		}
-		p := tp.Part
-		if p.Type != "tool" || p.State.Status != "completed" || p.CallID == "" || p.SessionID == "" {
-			return nil, nil
+		if ev, ok := tp.Part.toolEvent(); ok {
+			return []Event{ev}, nil
 		}
-		args := p.State.Input
-		if len(bytes.TrimSpace(args)) == 0 {
-			args = json.RawMessage(`{}`)
-		}
-		props, _ := json.Marshal(map[string]any{"sessionID": p.SessionID, "callID": p.CallID, "tool": p.Tool,
-			"args": args, "title": p.State.Title, "output": p.State.Output, "metadata": rawOr(p.State.Metadata, "{}")})
-		return []Event{{ID: "tool_" + p.CallID, Type: "tool.execute.after", Properties: props}}, nil
+		return nil, nil
 	case ev.ID == "" || !runtime.Known(ev.Type):
 		return nil, nil
 	}

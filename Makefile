@@ -9,7 +9,11 @@ FUZZTIME      ?= 15s
 
 SOAK          ?= 10m
 
-.PHONY: run build test fuzz check fmt vet staticcheck bench soak clean
+# make e2e: the real opencode, installed from npm into a cache folder outside the repo.
+OPENCODE_VERSION := 1.18.33
+E2E_CACHE     ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/thatch-e2e/$(OPENCODE_VERSION)
+
+.PHONY: run build test e2e fuzz check fmt vet staticcheck bench soak clean
 
 ## run: start thatch with the embedded broker and journal (no set-up needed)
 run: build
@@ -23,6 +27,12 @@ build:
 test:
 	$(GO) test -race -count=1 -timeout 20m ./...
 
+## e2e: thatch against the real opencode $(OPENCODE_VERSION) (installs it, and ripgrep, on first use)
+e2e:
+	@bin=$$(./testdata/e2e/setup.sh "$(E2E_CACHE)" $(OPENCODE_VERSION)) && \
+	THATCH_E2E_OPENCODE="$$bin" THATCH_E2E_MODULES="$(E2E_CACHE)/node_modules" \
+		$(GO) test -tags e2e -run '^TestOpencodeEndToEnd$$' -count=1 -v -timeout 15m ./cmd/thatch
+
 ## fuzz: each fuzz target for FUZZTIME (seed corpora also run in make test)
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeEvent$$' -fuzztime $(FUZZTIME) ./runtime
@@ -35,10 +45,10 @@ fmt:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
 vet:
-	$(GO) vet ./...
+	$(GO) vet -tags e2e ./...
 
 staticcheck:
-	$(GO) run $(STATICCHECK) ./...
+	$(GO) run $(STATICCHECK) -tags e2e ./...
 
 ## bench: the full benchmark (report in bench.json) and the hot-path Go benchmarks
 bench: build

@@ -157,3 +157,32 @@ func TestLateStatusNeverUndoesNewer(t *testing.T) {
 		}
 	})
 }
+
+// A bridge catching up republishes events thatch has applied, under new Host-Seq
+// numbers: they change nothing, and the numbers they take are not a gap.
+func TestRepublishedEventIsNoGap(t *testing.T) {
+	s := runtime.NewState()
+	seen := map[string]bool{}
+	tool := func(seq int64) runtime.Event {
+		return runtime.Event{ID: "tool_c1", Type: "tool.execute.after", HostID: "h1", SessionID: "ses_a", HostSeq: seq,
+			Tool: &runtime.ToolExec{CallID: "c1", Tool: "bash", Output: "x"}}
+	}
+	runtime.DefaultRules.ApplyEvents(s, []runtime.Event{
+		{ID: "evt_hello", Type: "host.hello", HostID: "h1", HostSeq: 1, Hello: &runtime.Hello{HostID: "h1", API: "v1", BootID: "b1"}},
+		{ID: "evt_1", Type: "session.created", HostID: "h1", SessionID: "ses_a", HostSeq: 2, Info: &runtime.SessionInfo{ID: "ses_a", Title: "t", Directory: "/w"}},
+		tool(3),
+	}, seen, scenario.Epoch)
+	fx, applied := runtime.DefaultRules.ApplyEvents(s, []runtime.Event{
+		tool(4), // the same call, republished
+		{ID: "evt_2", Type: "session.status", HostID: "h1", SessionID: "ses_a", HostSeq: 5, Status: runtime.StatusBusy},
+	}, seen, scenario.Epoch)
+	if len(applied) != 1 || applied[0].ID != "evt_2" {
+		t.Fatalf("applied %+v, want evt_2 only", applied)
+	}
+	if s.Counters.Gaps != 0 || len(fx.Calls) != 0 || s.Hosts["h1"].Seq != 5 {
+		t.Fatalf("gaps=%d calls=%v seq=%d: a republished event counted as a lost one", s.Counters.Gaps, fx.Calls, s.Hosts["h1"].Seq)
+	}
+	if n := len(s.Sessions["ses_a"].Entries); n != 1 {
+		t.Fatalf("%d entries after a republished call, want 1", n)
+	}
+}

@@ -31,6 +31,11 @@ func (r Rules) ApplyEvents(s *State, events []Event, seen map[string]bool, now t
 	var applied []Applied
 	for _, ev := range events {
 		if seen[ev.ID] {
+			// Republished (a bridge catching up): its Host-Seq still counts, or the
+			// number it took would look like a lost event.
+			if h := s.Hosts[ev.HostID]; h != nil && ev.Type != "host.hello" {
+				t.hostSeq(h, ev)
+			}
 			continue
 		}
 		seen[ev.ID] = true
@@ -122,15 +127,15 @@ func (t *step) event(ev Event) {
 		return
 	}
 	t.count(&t.s.Counters.Applied, 1)
-	if _, gone := t.s.Gone[ev.SessionID]; gone && ev.SessionID != "" {
-		return // a late or redelivered event of a session thatch is done with
-	}
 	h := t.host(ev.HostID)
 	if ev.Type == "host.hello" {
 		t.hello(h, ev)
 		return
 	}
-	t.hostSeq(h, ev)
+	t.hostSeq(h, ev) // every event of the host counts, also the ones ignored below
+	if _, gone := t.s.Gone[ev.SessionID]; gone && ev.SessionID != "" {
+		return // a late or redelivered event of a session thatch is done with
+	}
 	switch ev.Type {
 	case "host.goodbye":
 		if h.Online {

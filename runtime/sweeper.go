@@ -108,6 +108,12 @@ func (w *Sweeper) Sweep(ctx context.Context, hostID string, dryRun bool) (SweepR
 	var errs []error
 	for _, h := range hosts {
 		actions, err := w.plan(ctx, h)
+		var he *HostError
+		if hostID == "" && errors.As(err, &he) && he.NoResponder {
+			// Not running (or, at thatch's start, its bridge not up yet): its next hello sweeps it.
+			w.Log.Info("host does not answer; its strand sweep waits for its next hello", "host", h.ID)
+			continue
+		}
 		if err != nil {
 			errs = append(errs, err)
 			continue

@@ -35,8 +35,18 @@ func client(ctx context.Context, c Config, cmd string, args []string, out io.Wri
 	asJSON := fs.Bool("json", false, "print JSON")
 	hostID := fs.String("host", "", "only this host")
 	dryRun := fs.Bool("dry-run", false, "sweep: only plan")
-	if err := fs.Parse(args); err != nil {
-		return err
+	var pos []string // positional arguments; flags may come before or after them
+	for {
+		if err := fs.Parse(args); err != nil {
+			return err
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		pos, args = append(pos, fs.Arg(0)), fs.Args()[1:]
+	}
+	if cmd != "entries" && len(pos) > 0 {
+		return fmt.Errorf("thatch %s takes no arguments, got %q", cmd, pos)
 	}
 	params := map[string]any{}
 	switch cmd {
@@ -50,10 +60,10 @@ func client(ctx context.Context, c Config, cmd string, args []string, out io.Wri
 			params["hostID"] = *hostID
 		}
 	case "entries":
-		if fs.NArg() != 1 {
+		if len(pos) != 1 {
 			return fmt.Errorf("usage: thatch entries SESSION [--json]")
 		}
-		params["sessionID"] = fs.Arg(0)
+		params["sessionID"] = pos[0]
 	}
 	raw, err := request(ctx, c, cmd, params)
 	var stale error // set when status falls back to the status file

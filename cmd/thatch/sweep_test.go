@@ -74,6 +74,17 @@ func TestStrandSweep(t *testing.T) {
 	if n := len(r.host.CallsTo("tui.showToast")); n != 1 {
 		t.Fatalf("%d toasts, want the first sweep's only", n)
 	}
+
+	// The host stops answering without a goodbye: a sweep of every host passes it by
+	// (its next hello sweeps it); a sweep naming it says why it cannot.
+	r.host.Close()
+	var none runtime.SweepResult
+	if err := r.tryAPI("sweep", map[string]any{}, &none); err != nil || len(none.Actions) != 0 {
+		t.Fatalf("sweep of every host with one silent: %v %q", err, planOf(none))
+	}
+	if err := r.tryAPI("sweep", map[string]any{"hostID": "h1"}, &none); err == nil || !strings.Contains(err.Error(), "does not serve session.list") {
+		t.Fatalf("sweep of the silent host: %v, want its no-responder error", err)
+	}
 }
 
 // THATCH_STRAND_SWEEP=off: nothing acts on the host, a sweep that would act is refused,

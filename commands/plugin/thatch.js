@@ -26,7 +26,7 @@ function forward(name) {
   return async (args, ctx) => {
     const reply = await post("/tool/" + name, { sessionID: ctx.sessionID, callID: ctx.callID, args })
     if (reply.error) throw new Error(`${reply.error.name}: ${reply.error.message}`)
-    return reply.result.output
+    return { output: reply.result.output, metadata: reply.result.metadata ?? {} }
   }
 }
 

@@ -1,0 +1,593 @@
+//go:build e2e
+
+package main
+
+// The end-to-end test against the real opencode (make e2e): opencode serve, a scripted
+// fake model, and the thatch binary with its bridge and plugin shim, all on 127.0.0.1 with
+// a private HOME. THATCH_E2E_OPENCODE names the opencode binary and THATCH_E2E_MODULES the
+// node_modules folder holding @opencode-ai/plugin (testdata/e2e/setup.sh installs both).
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/thatch-dev/thatch/adapters/fakellm"
+	"github.com/thatch-dev/thatch/runtime"
+)
+
+// ocEvent is one opencode bus event, as GET /global/event shows it.
+type ocEvent struct {
+	Directory string `json:"directory"`
+	Payload   struct {
+		Type       string          `json:"type"`
+		Properties json.RawMessage `json:"properties"`
+	} `json:"payload"`
+}
+
+// ocInfo is the session info that session.created and session.deleted carry.
+type ocInfo struct {
+	ID        string `json:"id"`
+	ParentID  string `json:"parentID"`
+	Title     string `json:"title"`
+	Directory string `json:"directory"`
+}
+
+// ocTool is a tool part of message.part.updated.
+type ocTool struct {
+	SessionID string `json:"sessionID"`
+	CallID    string `json:"callID"`
+	Tool      string `json:"tool"`
+	State     struct {
+		Status   string          `json:"status"`
+		Input    json.RawMessage `json:"input"`
+		Output   string          `json:"output"`
+		Metadata json.RawMessage `json:"metadata"`
+	} `json:"state"`
+}
+
+type e2e struct {
+	t          *testing.T
+	root, proj string
+	ocURL      string
+	hc         *http.Client
+	llm        *fakellm.Server
+	bin        string
+	env        []string // thatch's environment
+	thatchLog  string
+	thatch     *exec.Cmd
+
+	mu     sync.Mutex
+	events []ocEvent
+}
+
+func TestOpencodeEndToEnd(t *testing.T) {
+	ocBin, modules := os.Getenv("THATCH_E2E_OPENCODE"), os.Getenv("THATCH_E2E_MODULES")
+	if ocBin == "" || modules == "" {
+		t.Fatal("THATCH_E2E_OPENCODE and THATCH_E2E_MODULES are unset: run make e2e")
+	}
+	x := &e2e{t: t, root: t.TempDir(), hc: &http.Client{Timeout: 60 * time.Second}, llm: &fakellm.Server{}}
+	defer x.hc.CloseIdleConnections()
+	llm := httptest.NewServer(x.llm)
+	defer llm.Close()
+	home := filepath.Join(x.root, "home")
+	x.ocURL = fmt.Sprintf("http://127.0.0.1:%d", freePort(t))
+	x.bin = binary(t)
+	x.env = append(os.Environ(), "HOME="+home, "XDG_CONFIG_HOME="+filepath.Join(home, ".config"),
+		"THATCH_DATA_DIR="+filepath.Join(x.root, "thatch"), "THATCH_NATS_LISTEN="+fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+		"THATCH_SHIM_LISTEN="+fmt.Sprintf("127.0.0.1:%d", freePort(t)), "THATCH_OPENCODE_URL="+x.ocURL,
+		"THATCH_LOG_FORMAT=json", "THATCH_LOG_LEVEL=debug")
+
+	// As the README says: thatch install, then opencode, then thatch serve.
+	if out, err := x.cli("install"); err != nil {
+		t.Fatalf("thatch install: %v\n%s", err, out)
+	}
+	x.startOpencode(ocBin, modules, llm.URL, home)
+	ctx, cancel := context.WithCancel(context.Background())
+	watching := x.watch(ctx)
+	defer func() { cancel(); <-watching }()
+	x.startThatch()
+	var commands []struct{ Name string }
+	x.get("/command", &commands)
+	var tools []string
+	x.get("/experimental/tool/ids", &tools)
+	t.Logf("opencode lists the commands %v and the thatch tools %v", names(commands, "thatch/"), filter(tools, "thatch_"))
+	if !slices.Contains(names(commands, "thatch/"), "thatch/compact") || !slices.Contains(tools, "thatch_get_extraction_payload") {
+		t.Fatal("opencode did not load thatch's commands and plugin shim")
+	}
+
+	// 1. A tool call becomes an entry, and the extraction child claims and completes it.
+	held, release := x.llm.HoldExtractions()
+	s1 := x.session(x.proj, "e2e parent")
+	call1 := x.runTool(s1, "echo thatch-e2e-one")
+	x.waitEntries(s1, []string{call1}, "pending")
+	t.Logf("step 1: bash call %s of %s is entry %s, pending", call1, s1, call1)
+	c1 := x.extractionChild(s1, held, 0)
+	if x.reminded(s1) {
+		t.Logf("step 1: thatch's reminder is in %s as a synthetic message", s1)
+	} else {
+		t.Errorf("no reminder reached %s", s1)
+	}
+	release()
+	x.extracted(c1, s1, []string{call1})
+
+	// 2. thatch is killed while an extraction waits on the model; a tool call completes
+	// while it is down. Back up, it loses neither: the next extraction takes both.
+	held, release = x.llm.HoldExtractions()
+	from := x.count()
+	call2 := x.runTool(s1, "echo thatch-e2e-two")
+	c2 := x.extractionChild(s1, held, from)
+	x.killThatch()
+	call3 := x.runTool(s1, "echo thatch-e2e-three")
+	x.waitEvent("session.idle of "+s1+" while thatch is down", func(e ocEvent) bool {
+		return e.Payload.Type == "session.idle" && strings.Contains(string(e.Payload.Properties), s1)
+	}, x.count())
+	t.Logf("step 2: thatch killed during extraction %s; bash call %s completed while it was down", c2, call3)
+	x.startThatch()
+	x.waitEvent("session.deleted of the interrupted child "+c2, deleted(c2), 0)
+	x.waitEntries(s1, []string{call2, call3}, "pending")
+	t.Logf("step 2: restarted, thatch deleted the interrupted child %s and holds %s and %s pending", c2, call2, call3)
+	release()
+	held, release = x.llm.HoldExtractions()
+	from = x.count()
+	call4 := x.runTool(s1, "echo thatch-e2e-four")
+	c3 := x.extractionChild(s1, held, from)
+	release()
+	x.extracted(c3, s1, []string{call2, call3, call4})
+
+	// 3. /thatch/compact: the turn flushes and ends with the token; at idle thatch compacts.
+	from = x.count()
+	go func() {
+		var out json.RawMessage
+		_ = x.do("POST", "/session/"+s1+"/command", map[string]string{"command": "thatch/compact", "arguments": "END WITH THATCH_COMPACT_READY"}, &out)
+	}()
+	x.waitEvent("session.compacted of "+s1, func(e ocEvent) bool {
+		return e.Payload.Type == "session.compacted" && strings.Contains(string(e.Payload.Properties), s1)
+	}, from)
+	t.Logf("step 3: /thatch/compact ended with the token and opencode compacted %s (session.compacted)", s1)
+	waitFor(t, "thatch to see the compaction end", func() bool {
+		v, ok := x.sessions()[s1]
+		return ok && !v.Compacting && v.WrapUp == ""
+	})
+
+	// 4. A worktree removed from disk: the sweep deletes the machinery session in it, and its
+	// entry goes back to pending.
+	dirB := filepath.Join(x.root, "worktree-b")
+	must(t, os.MkdirAll(dirB, 0o755))
+	held, release = x.llm.HoldExtractions()
+	defer release()
+	s5 := x.session(dirB, "e2e in b")
+	call5 := x.runTool(s5, "echo thatch-e2e-five")
+	c5 := x.extractionChild(s5, held, 0)
+	must(t, os.RemoveAll(dirB))
+	out, err := x.cli("sweep", "--json")
+	if err != nil {
+		t.Fatalf("thatch sweep: %v\n%s", err, out)
+	}
+	var plan runtime.SweepResult
+	must(t, json.Unmarshal(out, &plan))
+	t.Logf("step 4: removed %s; thatch sweep planned %s", dirB, planOf(plan))
+	if !slices.ContainsFunc(plan.Actions, func(a runtime.StrandAction) bool { return a.Kind == runtime.StrandDelete && a.SessionID == c5 }) {
+		t.Fatalf("the sweep did not delete the machinery session %s: %s", c5, planOf(plan))
+	}
+	x.waitEvent("session.deleted of "+c5, deleted(c5), 0)
+	x.waitEntries(s5, []string{call5}, "pending")
+	t.Logf("step 4: opencode deleted %s; entry %s of %s is pending again", c5, call5, s5)
+	release()
+
+	// thatch stops cleanly.
+	must(t, x.thatch.Process.Signal(syscall.SIGTERM))
+	if err := x.thatch.Wait(); err != nil {
+		t.Fatalf("thatch serve did not stop cleanly: %v", err)
+	}
+	x.logProblems()
+}
+
+// startOpencode runs opencode serve in a private world: HOME and every XDG folder under
+// the test's folder, the fake model as the only provider, its plugin package pre-installed.
+func (x *e2e) startOpencode(bin, modules, llmURL, home string) {
+	t := x.t
+	cfg := filepath.Join(home, ".config", "opencode")
+	x.proj = filepath.Join(x.root, "proj")
+	for _, d := range []string{cfg, x.proj} {
+		must(t, os.MkdirAll(d, 0o755))
+	}
+	config := map[string]any{
+		"$schema": "https://opencode.ai/config.json",
+		"provider": map[string]any{"fake": map[string]any{"npm": "@ai-sdk/openai-compatible",
+			"options": map[string]any{"baseURL": llmURL + "/v1", "apiKey": "x"},
+			"models":  map[string]any{"fake-model": map[string]any{"limit": map[string]int{"context": 32000, "output": 4000}}}}},
+		"model": "fake/fake-model", "small_model": "fake/fake-model", "enabled_providers": []string{"fake"},
+		"permission": map[string]string{"bash": "allow", "edit": "allow"},
+	}
+	data, _ := json.Marshal(config)
+	must(t, os.WriteFile(filepath.Join(cfg, "opencode.json"), data, 0o644))
+	must(t, os.WriteFile(filepath.Join(cfg, "package.json"), []byte(`{"dependencies":{"@opencode-ai/plugin":"1.18.33"}}`), 0o644))
+	must(t, os.Symlink(modules, filepath.Join(cfg, "node_modules")))
+
+	u, _ := url.Parse(x.ocURL)
+	cmd := exec.Command(bin, "serve", "--port", u.Port(), "--hostname", "127.0.0.1")
+	cmd.Dir = x.proj
+	cmd.Env = append(os.Environ(), "HOME="+home, "XDG_CONFIG_HOME="+filepath.Join(home, ".config"),
+		"XDG_DATA_HOME="+filepath.Join(home, ".local", "share"), "XDG_STATE_HOME="+filepath.Join(home, ".local", "state"),
+		"XDG_CACHE_HOME="+filepath.Join(home, ".cache"), "OPENCODE_DISABLE_MODELS_FETCH=1", "OPENCODE_DISABLE_AUTOUPDATE=1",
+		"OPENCODE_DISABLE_LSP_DOWNLOAD=1", "OPENCODE_DISABLE_SHARE=1")
+	logf, err := os.Create(filepath.Join(x.root, "opencode.out"))
+	must(t, err)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // its tool processes go with it
+	must(t, cmd.Start())
+	t.Cleanup(func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		_ = cmd.Wait()
+		logf.Close()
+	})
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		// A request that goes in while opencode is starting can hang: ask briefly, again.
+		var health struct{ Version string }
+		resp, err := (&http.Client{Timeout: 2 * time.Second}).Get(x.ocURL + "/global/health")
+		if err == nil {
+			err = json.NewDecoder(resp.Body).Decode(&health)
+			resp.Body.Close()
+		}
+		if err == nil && health.Version != "" {
+			t.Logf("opencode %s is up at %s (worktree %s)", health.Version, x.ocURL, x.proj)
+			return
+		}
+		if time.Now().After(deadline) {
+			out, _ := os.ReadFile(filepath.Join(x.root, "opencode.out"))
+			t.Fatalf("opencode did not come up in 60 s:\n%s", out)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// watch records every event of GET /global/event until ctx ends.
+func (x *e2e) watch(ctx context.Context) <-chan struct{} {
+	done := make(chan struct{})
+	req, _ := http.NewRequestWithContext(ctx, "GET", x.ocURL+"/global/event", nil)
+	resp, err := (&http.Client{}).Do(req)
+	if err != nil {
+		x.t.Fatalf("GET /global/event: %v", err)
+	}
+	go func() {
+		defer close(done)
+		defer resp.Body.Close()
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 64<<10), 16<<20)
+		for sc.Scan() {
+			data, ok := bytes.CutPrefix(sc.Bytes(), []byte("data: "))
+			var ev ocEvent
+			if ok && json.Unmarshal(data, &ev) == nil {
+				x.mu.Lock()
+				x.events = append(x.events, ev)
+				x.mu.Unlock()
+			}
+		}
+	}()
+	return done
+}
+
+func (x *e2e) count() int {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return len(x.events)
+}
+
+// waitEvent waits for an event at index from or later that match accepts.
+func (x *e2e) waitEvent(what string, match func(ocEvent) bool, from int) ocEvent {
+	x.t.Helper()
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		x.mu.Lock()
+		evs := x.events[from:]
+		x.mu.Unlock()
+		for _, e := range evs {
+			if match(e) {
+				return e
+			}
+		}
+		if time.Now().After(deadline) {
+			x.t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func deleted(id string) func(ocEvent) bool {
+	return func(e ocEvent) bool {
+		var p struct{ Info ocInfo }
+		return e.Payload.Type == "session.deleted" && json.Unmarshal(e.Payload.Properties, &p) == nil && p.Info.ID == id
+	}
+}
+
+// toolDone waits for a completed call of tool in session, from index from on.
+func (x *e2e) toolDone(session, tool string, from int) ocTool {
+	x.t.Helper()
+	var part ocTool
+	x.waitEvent(tool+" completing in "+session, func(e ocEvent) bool {
+		var p struct{ Part ocTool }
+		if e.Payload.Type != "message.part.updated" || json.Unmarshal(e.Payload.Properties, &p) != nil {
+			return false
+		}
+		part = p.Part
+		return part.SessionID == session && part.Tool == tool && part.State.Status == "completed"
+	}, from)
+	return part
+}
+
+// session creates a top-level session in dir.
+func (x *e2e) session(dir, title string) string {
+	var info ocInfo
+	x.post("/session?directory="+url.QueryEscape(dir), map[string]string{"title": title}, &info)
+	return info.ID
+}
+
+// runTool makes the session's model run a bash command and returns the call id.
+func (x *e2e) runTool(session, command string) string {
+	x.t.Helper()
+	from := x.count()
+	x.post("/session/"+session+"/prompt_async", map[string]any{"parts": []any{map[string]string{"type": "text", "text": "RUN " + command}}}, nil)
+	part := x.toolDone(session, "bash", from)
+	if !strings.Contains(part.State.Output, strings.TrimPrefix(command, "echo ")) {
+		x.t.Fatalf("bash %q printed %q", command, part.State.Output)
+	}
+	return part.CallID
+}
+
+// extractionChild waits for thatch to create the extraction child of parent and for its
+// model turn to be held, and checks that the child lives in its parent's directory.
+func (x *e2e) extractionChild(parent string, held <-chan struct{}, from int) string {
+	x.t.Helper()
+	var child, parentDir ocInfo
+	x.get("/session/"+parent, &parentDir)
+	x.waitEvent("the extraction child of "+parent, func(e ocEvent) bool {
+		var p struct{ Info ocInfo }
+		if e.Payload.Type != "session.created" || json.Unmarshal(e.Payload.Properties, &p) != nil {
+			return false
+		}
+		child = p.Info
+		return child.ParentID == parent && child.Title == runtime.ExtractionTitle
+	}, from)
+	if child.Directory != parentDir.Directory {
+		x.t.Fatalf("extraction child %s is in %s, its parent in %s", child.ID, child.Directory, parentDir.Directory)
+	}
+	select {
+	case <-held:
+	case <-time.After(90 * time.Second):
+		x.t.Fatalf("the extraction child %s never asked the model", child.ID)
+	}
+	x.t.Logf("thatch created extraction child %s of %s in %s; its model turn is held", child.ID, parent, child.Directory)
+	return child.ID
+}
+
+// extracted waits for the child to claim exactly want through the shim, complete them and
+// be deleted, leaving the parent with no open entry.
+func (x *e2e) extracted(child, parent string, want []string) {
+	x.t.Helper()
+	payload := x.toolDone(child, "thatch_get_extraction_payload", 0)
+	var meta struct {
+		ParentID string   `json:"parentID"`
+		EntryIDs []string `json:"entryIDs"`
+	}
+	_ = json.Unmarshal(payload.State.Metadata, &meta)
+	slices.Sort(meta.EntryIDs)
+	want = slices.Sorted(slices.Values(want))
+	if meta.ParentID != parent || !slices.Equal(meta.EntryIDs, want) {
+		x.t.Fatalf("%s claimed %v of %q, want %v of %s", child, meta.EntryIDs, meta.ParentID, want, parent)
+	}
+	done := x.toolDone(child, "thatch_extraction_done", 0)
+	var dm struct{ Completed int }
+	_ = json.Unmarshal(done.State.Metadata, &dm)
+	if dm.Completed != len(want) {
+		x.t.Fatalf("%s completed %d entries, want %d (%s)", child, dm.Completed, len(want), done.State.Output)
+	}
+	x.waitEvent("session.deleted of "+child, deleted(child), 0)
+	x.waitEntries(parent, nil, "")
+	x.t.Logf("%s claimed %v through the shim, completed %d, and thatch deleted it; %s has no open entry", child, meta.EntryIDs, dm.Completed, parent)
+}
+
+// waitEntries waits until the session's open entries are exactly ids, all in state.
+func (x *e2e) waitEntries(session string, ids []string, state string) {
+	x.t.Helper()
+	want := slices.Sorted(slices.Values(ids))
+	var got []string
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		got = got[:0]
+		for _, e := range x.entries(session) {
+			if e.State == state {
+				got = append(got, e.ID)
+			} else {
+				got = append(got, e.ID+"("+e.State+")")
+			}
+		}
+		slices.Sort(got)
+		if slices.Equal(got, want) {
+			return
+		}
+		if time.Now().After(deadline) {
+			x.t.Fatalf("entries of %s: %v, want %v %s", session, got, want, state)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// reminded reports whether a synthetic text part (thatch's reminder) is in the session.
+func (x *e2e) reminded(session string) bool {
+	var msgs []struct {
+		Parts []struct {
+			Type      string
+			Text      string
+			Synthetic bool
+		}
+	}
+	x.get("/session/"+session+"/message", &msgs)
+	for _, m := range msgs {
+		for _, p := range m.Parts {
+			if p.Type == "text" && p.Synthetic && strings.Contains(p.Text, "thatch") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (x *e2e) startThatch() {
+	x.t.Helper()
+	cmd := exec.Command(x.bin, "serve")
+	cmd.Env = x.env
+	x.thatchLog = filepath.Join(x.root, "thatch.log")
+	logf, err := os.OpenFile(x.thatchLog, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	must(x.t, err)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	must(x.t, cmd.Start())
+	x.t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		logf.Close()
+	})
+	x.thatch = cmd
+	waitFor(x.t, "thatch to answer", func() bool {
+		_, err := x.cli("status", "--json")
+		return err == nil
+	})
+}
+
+func (x *e2e) killThatch() {
+	must(x.t, x.thatch.Process.Signal(syscall.SIGKILL))
+	_ = x.thatch.Wait()
+}
+
+// cli runs a thatch command against the running thatch.
+func (x *e2e) cli(args ...string) ([]byte, error) {
+	cmd := exec.Command(x.bin, args...)
+	cmd.Env = x.env
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	if err != nil {
+		return append(out.Bytes(), errb.Bytes()...), err
+	}
+	return out.Bytes(), nil
+}
+
+func (x *e2e) entries(session string) []runtime.EntryView {
+	x.t.Helper()
+	out, err := x.cli("entries", session, "--json")
+	if err != nil {
+		x.t.Fatalf("thatch entries: %v\n%s", err, out)
+	}
+	var rows []runtime.EntryView
+	must(x.t, json.Unmarshal(out, &rows))
+	return rows
+}
+
+func (x *e2e) sessions() map[string]runtime.SessionView {
+	x.t.Helper()
+	out, err := x.cli("sessions", "--json")
+	if err != nil {
+		x.t.Fatalf("thatch sessions: %v\n%s", err, out)
+	}
+	var rows []runtime.SessionView
+	must(x.t, json.Unmarshal(out, &rows))
+	m := map[string]runtime.SessionView{}
+	for _, r := range rows {
+		m[r.SessionID] = r
+	}
+	return m
+}
+
+// logProblems logs thatch's warnings and errors, for the reader of the test log; with
+// THATCH_E2E_LOGS set, thatch's and opencode's logs are copied into that folder.
+func (x *e2e) logProblems() {
+	data, _ := os.ReadFile(x.thatchLog)
+	if dir := os.Getenv("THATCH_E2E_LOGS"); dir != "" {
+		oc, _ := os.ReadFile(filepath.Join(x.root, "home", ".local", "share", "opencode", "log", "opencode.log"))
+		if os.MkdirAll(dir, 0o755) == nil {
+			_ = os.WriteFile(filepath.Join(dir, "thatch.log"), data, 0o644)
+			_ = os.WriteFile(filepath.Join(dir, "opencode.log"), oc, 0o644)
+		}
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if strings.Contains(line, `"level":"WARN"`) || strings.Contains(line, `"level":"ERROR"`) {
+			x.t.Logf("thatch log: %s", line)
+		}
+	}
+}
+
+func (x *e2e) do(method, path string, body, out any) error {
+	var rd io.Reader
+	if body != nil {
+		data, _ := json.Marshal(body)
+		rd = bytes.NewReader(data)
+	}
+	req, err := http.NewRequest(method, x.ocURL+path, rd)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := x.hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode >= 300 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") && len(data) > 0 && out != nil {
+		return fmt.Errorf("%s %s: HTTP %d %s", method, path, resp.StatusCode, data)
+	}
+	if out != nil && len(data) > 0 {
+		return json.Unmarshal(data, out)
+	}
+	return nil
+}
+
+func (x *e2e) get(path string, out any) {
+	x.t.Helper()
+	if err := x.do("GET", path, nil, out); err != nil {
+		x.t.Fatal(err)
+	}
+}
+
+func (x *e2e) post(path string, body, out any) {
+	x.t.Helper()
+	if err := x.do("POST", path, body, out); err != nil {
+		x.t.Fatal(err)
+	}
+}
+
+func names(cmds []struct{ Name string }, prefix string) []string {
+	var out []string
+	for _, c := range cmds {
+		if strings.HasPrefix(c.Name, prefix) {
+			out = append(out, c.Name)
+		}
+	}
+	return out
+}
+
+func filter(ids []string, prefix string) []string {
+	var out []string
+	for _, id := range ids {
+		if strings.HasPrefix(id, prefix) {
+			out = append(out, id)
+		}
+	}
+	return out
+}

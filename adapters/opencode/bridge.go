@@ -164,6 +164,7 @@ func (b *Bridge) stream(ctx context.Context, newBoot bool) (bool, error) {
 		since = time.Now().Add(-cmp.Or(b.CatchUp, DefaultCatchUp))
 	}
 	connected := time.Now()
+	watchdog.Stop() // the catch-up may take a while; the stream waits in its socket
 	var pe *publishError
 	if err := b.catchUp(ctx, since); errors.As(err, &pe) || ctx.Err() != nil {
 		return true, err // the broker: try again from the same point
@@ -171,6 +172,7 @@ func (b *Bridge) stream(ctx context.Context, newBoot bool) (bool, error) {
 		b.Log.Warn("could not look for tool calls made while the bridge was away; some may be missing", "err", err)
 	}
 	b.lastSeen = connected
+	watchdog.Reset(StreamIdle)
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 16<<20)
 	var data bytes.Buffer
@@ -206,10 +208,15 @@ func (b *Bridge) stream(ctx context.Context, newBoot bool) (bool, error) {
 // catchUp publishes the completed tool calls of the sessions updated since then. The
 // ones thatch already has are the same event ids (tool_<callID>), which it drops.
 func (b *Bridge) catchUp(ctx context.Context, since time.Time) error {
+	get := func(fn func(context.Context) error) error { // a hung request must not hold the stream
+		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		return fn(rctx)
+	}
 	var sessions []struct {
 		ID string `json:"id"`
 	}
-	if err := b.Client.sessions(ctx, since.UnixMilli(), &sessions); err != nil {
+	if err := get(func(ctx context.Context) error { return b.Client.sessions(ctx, since.UnixMilli(), &sessions) }); err != nil {
 		return err
 	}
 	published := 0
@@ -217,7 +224,9 @@ func (b *Bridge) catchUp(ctx context.Context, since time.Time) error {
 		var msgs []struct {
 			Parts []part `json:"parts"`
 		}
-		err := b.Client.do(ctx, "GET", "/session/"+url.PathEscape(s.ID)+"/message", nil, &msgs)
+		err := get(func(ctx context.Context) error {
+			return b.Client.do(ctx, "GET", "/session/"+url.PathEscape(s.ID)+"/message", nil, &msgs)
+		})
 		if he, ok := err.(*runtime.HostError); ok && he.Name == "NotFoundError" {
 			continue // deleted meanwhile
 		} else if err != nil {

@@ -61,6 +61,10 @@ type ocTool struct {
 	} `json:"state"`
 }
 
+// ocPassword protects the opencode server, as OPENCODE_SERVER_PASSWORD: thatch reads the
+// same variable.
+const ocPassword = "e2e-not-a-secret"
+
 type e2e struct {
 	t          *testing.T
 	root, proj string
@@ -91,7 +95,7 @@ func TestOpencodeEndToEnd(t *testing.T) {
 	x.env = append(os.Environ(), "HOME="+home, "XDG_CONFIG_HOME="+filepath.Join(home, ".config"),
 		"THATCH_DATA_DIR="+filepath.Join(x.root, "thatch"), "THATCH_NATS_LISTEN="+fmt.Sprintf("127.0.0.1:%d", freePort(t)),
 		"THATCH_SHIM_LISTEN="+fmt.Sprintf("127.0.0.1:%d", freePort(t)), "THATCH_OPENCODE_URL="+x.ocURL,
-		"THATCH_LOG_FORMAT=json", "THATCH_LOG_LEVEL=debug")
+		"OPENCODE_SERVER_PASSWORD="+ocPassword, "THATCH_LOG_FORMAT=json", "THATCH_LOG_LEVEL=debug")
 
 	// As the README says: thatch install, then opencode, then thatch serve.
 	if out, err := x.cli("install"); err != nil {
@@ -196,6 +200,14 @@ func TestOpencodeEndToEnd(t *testing.T) {
 		t.Fatalf("thatch serve did not stop cleanly: %v", err)
 	}
 	x.logProblems()
+	journalFiles, _ := filepath.Glob(filepath.Join(x.root, "thatch", "thatch.db*"))
+	for _, f := range append([]string{x.thatchLog}, journalFiles...) {
+		data, err := os.ReadFile(f)
+		must(t, err)
+		if bytes.Contains(data, []byte(ocPassword)) {
+			t.Errorf("opencode's password is in %s", f)
+		}
+	}
 }
 
 // startOpencode runs opencode serve in a private world: HOME and every XDG folder under
@@ -226,7 +238,7 @@ func (x *e2e) startOpencode(bin, modules, llmURL, home string) {
 	cmd.Env = append(os.Environ(), "HOME="+home, "XDG_CONFIG_HOME="+filepath.Join(home, ".config"),
 		"XDG_DATA_HOME="+filepath.Join(home, ".local", "share"), "XDG_STATE_HOME="+filepath.Join(home, ".local", "state"),
 		"XDG_CACHE_HOME="+filepath.Join(home, ".cache"), "OPENCODE_DISABLE_MODELS_FETCH=1", "OPENCODE_DISABLE_AUTOUPDATE=1",
-		"OPENCODE_DISABLE_LSP_DOWNLOAD=1", "OPENCODE_DISABLE_SHARE=1")
+		"OPENCODE_DISABLE_LSP_DOWNLOAD=1", "OPENCODE_DISABLE_SHARE=1", "OPENCODE_SERVER_PASSWORD="+ocPassword)
 	logf, err := os.Create(filepath.Join(x.root, "opencode.out"))
 	must(t, err)
 	cmd.Stdout, cmd.Stderr = logf, logf
@@ -241,7 +253,8 @@ func (x *e2e) startOpencode(bin, modules, llmURL, home string) {
 	for {
 		// A request that goes in while opencode is starting can hang: ask briefly, again.
 		var health struct{ Version string }
-		resp, err := (&http.Client{Timeout: 2 * time.Second}).Get(x.ocURL + "/global/health")
+		req := x.request(context.Background(), "GET", "/global/health", nil)
+		resp, err := (&http.Client{Timeout: 2 * time.Second}).Do(req)
 		if err == nil {
 			err = json.NewDecoder(resp.Body).Decode(&health)
 			resp.Body.Close()
@@ -261,8 +274,7 @@ func (x *e2e) startOpencode(bin, modules, llmURL, home string) {
 // watch records every event of GET /global/event until ctx ends.
 func (x *e2e) watch(ctx context.Context) <-chan struct{} {
 	done := make(chan struct{})
-	req, _ := http.NewRequestWithContext(ctx, "GET", x.ocURL+"/global/event", nil)
-	resp, err := (&http.Client{}).Do(req)
+	resp, err := (&http.Client{}).Do(x.request(ctx, "GET", "/global/event", nil))
 	if err != nil {
 		x.t.Fatalf("GET /global/event: %v", err)
 	}
@@ -538,12 +550,7 @@ func (x *e2e) do(method, path string, body, out any) error {
 		data, _ := json.Marshal(body)
 		rd = bytes.NewReader(data)
 	}
-	req, err := http.NewRequest(method, x.ocURL+path, rd)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := x.hc.Do(req)
+	resp, err := x.hc.Do(x.request(context.Background(), method, path, rd))
 	if err != nil {
 		return err
 	}
@@ -556,6 +563,17 @@ func (x *e2e) do(method, path string, body, out any) error {
 		return json.Unmarshal(data, out)
 	}
 	return nil
+}
+
+// request is a request to opencode, with its password.
+func (x *e2e) request(ctx context.Context, method, path string, body io.Reader) *http.Request {
+	req, err := http.NewRequestWithContext(ctx, method, x.ocURL+path, body)
+	if err != nil {
+		x.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.SetBasicAuth("opencode", ocPassword)
+	return req
 }
 
 func (x *e2e) get(path string, out any) {

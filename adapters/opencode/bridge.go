@@ -57,7 +57,6 @@ type Bridge struct {
 
 	pubMu sync.Mutex // the stream and the shim both publish: Host-Seq must count both
 	seq   int64      // Host-Seq of the last event published in this boot
-	boot  string
 
 	mu       sync.Mutex
 	answered map[string][]byte // idempotency key → the reply sent
@@ -96,20 +95,21 @@ func (b *Bridge) Run(ctx context.Context) error {
 		defer srv.Close()
 	}
 	b.Log.Info("bridging opencode", "url", b.Client.BaseURL, "host", b.HostID)
-	backoff, down, first := 250*time.Millisecond, false, true
+	// needHello: the next stream starts a new boot (the first one, and the first after the
+	// server was unreachable: it restarted), until a hello is published.
+	backoff, down, needHello := 250*time.Millisecond, false, true
 	for ctx.Err() == nil {
-		connected, err := b.stream(ctx, first || down)
+		connected, err := b.stream(ctx, &needHello)
 		if ctx.Err() != nil {
 			return nil
 		}
 		if connected {
-			first, backoff = false, 250*time.Millisecond
-			down = false
+			backoff, down = 250*time.Millisecond, false
 			b.pubMu.Lock()
 			b.seq++ // the events between this stream and the next are unseen: a gap makes thatch resync
 			b.pubMu.Unlock()
 		} else if !down {
-			down = true // unreachable: when it answers again it restarted, a new boot
+			down, needHello = true, true
 			b.Log.Warn("opencode unreachable; retrying", "url", b.Client.BaseURL, "err", err)
 		}
 		select {
@@ -128,10 +128,10 @@ var (
 	streamHeaders = &http.Client{Transport: &http.Transport{ResponseHeaderTimeout: 10 * time.Second}}
 )
 
-// stream reads /global/event until it ends or falls silent. With newBoot, it first
-// announces a new boot of the host with host.hello. It reports whether the stream
-// connected.
-func (b *Bridge) stream(ctx context.Context, newBoot bool) (bool, error) {
+// stream reads /global/event until it ends or falls silent. With *needHello, it first
+// announces a new boot of the host with host.hello, and clears *needHello once that is
+// published. It reports whether the stream connected.
+func (b *Bridge) stream(ctx context.Context, needHello *bool) (bool, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	watchdog := time.AfterFunc(StreamIdle, cancel)
@@ -152,10 +152,11 @@ func (b *Bridge) stream(ctx context.Context, newBoot bool) (bool, error) {
 	if resp.StatusCode != http.StatusOK {
 		return false, fmt.Errorf("GET /global/event: HTTP %d", resp.StatusCode)
 	}
-	if newBoot {
+	if *needHello {
 		if err := b.hello(ctx); err != nil {
 			return true, err
 		}
+		*needHello = false
 	}
 	// Events from here on are in the stream; the tool calls completed before it are read
 	// from the sessions themselves.
@@ -268,16 +269,15 @@ func (b *Bridge) hello(ctx context.Context) error {
 	_ = b.Client.do(ctx, "GET", "/path", nil, &path)
 	var raw [6]byte
 	_, _ = rand.Read(raw[:])
-	b.pubMu.Lock()
-	b.boot, b.seq = hex.EncodeToString(raw[:]), 0
-	b.pubMu.Unlock()
-	props, _ := json.Marshal(runtime.Hello{HostID: b.HostID, API: "v1", Version: health.Version, BootID: b.boot,
+	boot := hex.EncodeToString(raw[:])
+	props, _ := json.Marshal(runtime.Hello{HostID: b.HostID, API: "v1", Version: health.Version, BootID: boot,
 		Directory: path.Directory, Worktree: path.Worktree, Caps: runtime.Capabilities{TUI: true, Compact: true, Move: true, List: true},
 		Resumed: []string{}})
-	b.Log.Info("opencode connected", "version", health.Version, "boot_id", b.boot)
-	b.pubMu.Lock()
+	b.Log.Info("opencode connected", "version", health.Version, "boot_id", boot)
+	b.pubMu.Lock() // held from the reset to the hello: no shim event slips in between
 	defer b.pubMu.Unlock()
-	return b.publish(ctx, Event{ID: "hello_" + b.boot, Type: "host.hello", Properties: props})
+	b.seq = 0
+	return b.publish(ctx, Event{ID: "hello_" + boot, Type: "host.hello", Properties: props})
 }
 
 // publish puts one event on the stream, retrying until it is acknowledged. The caller

@@ -419,3 +419,56 @@ func broker(t *testing.T) (*nats.Conn, jetstream.JetStream, jetstream.Stream) {
 	}
 	return nc, js, stream
 }
+
+// A hello that could not be published (the stream did not exist yet) is published on the
+// next connection: a boot always starts with its hello.
+func TestBridgeHelloAfterFailedPublish(t *testing.T) {
+	ns, err := natsbus.StartEmbedded("127.0.0.1:-1", filepath.Join(t.TempDir(), "broker"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	old := StreamIdle
+	StreamIdle = 300 * time.Millisecond // the fake sends no heartbeat: each stream ends soon
+	defer func() { StreamIdle = old }()
+
+	fake := &fakeOpencode{events: make(chan string)}
+	srv := httptest.NewServer(fake)
+	defer srv.Close()
+	b := &Bridge{Client: &Client{BaseURL: srv.URL}, NC: nc, JS: js, Prefix: "opencode", HostID: HostIDFor(srv.URL),
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- b.Run(ctx) }()
+	waitUntil := func(what string, cond func() bool) {
+		t.Helper()
+		for !cond() {
+			if ctx.Err() != nil {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	// The bridge connects and fails to publish its hello: no stream yet.
+	waitUntil("two connections", func() bool { return strings.Count(strings.Join(fake.seen(), "\n"), "GET /global/event") >= 2 })
+	stream, err := natsbus.EnsureStream(ctx, js, natsbus.StreamConfig{Stream: "OPENCODE_EVENTS", Prefix: "opencode"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var first *jetstream.RawStreamMsg
+	waitUntil("the first event after the stream exists", func() bool { first, err = stream.GetMsg(ctx, 1); return err == nil })
+	var ev Event
+	_ = json.Unmarshal(first.Data, &ev)
+	if ev.Type != "host.hello" || first.Header.Get("Host-Seq") != "1" {
+		t.Fatalf("first event %s at Host-Seq %s, want host.hello at 1", ev.Type, first.Header.Get("Host-Seq"))
+	}
+	cancel()
+	<-done
+}

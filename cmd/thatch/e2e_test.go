@@ -137,10 +137,11 @@ func TestOpencodeEndToEnd(t *testing.T) {
 	call2 := x.runTool(s1, "echo thatch-e2e-two")
 	c2 := x.extractionChild(s1, held, from)
 	x.killThatch()
+	from = x.count()
 	call3 := x.runTool(s1, "echo thatch-e2e-three")
 	x.waitEvent("session.idle of "+s1+" while thatch is down", func(e ocEvent) bool {
 		return e.Payload.Type == "session.idle" && strings.Contains(string(e.Payload.Properties), s1)
-	}, x.count())
+	}, from)
 	t.Logf("step 2: thatch killed during extraction %s; bash call %s completed while it was down", c2, call3)
 	x.startThatch()
 	x.waitEvent("session.deleted of the interrupted child "+c2, deleted(c2), 0)
@@ -156,14 +157,18 @@ func TestOpencodeEndToEnd(t *testing.T) {
 
 	// 3. /thatch/compact: the turn flushes and ends with the token; at idle thatch compacts.
 	from = x.count()
-	go func() {
+	command := make(chan error, 1)
+	go func() { // opencode answers when the command's turn is over
 		var out json.RawMessage
-		_ = x.do("POST", "/session/"+s1+"/command", map[string]string{"command": "thatch/compact", "arguments": "END WITH THATCH_COMPACT_READY"}, &out)
+		command <- x.do("POST", "/session/"+s1+"/command", map[string]string{"command": "thatch/compact", "arguments": "END WITH THATCH_COMPACT_READY"}, &out)
 	}()
+	flush := x.toolDone(s1, "thatch_extraction_done", from)
+	t.Logf("step 3: the /thatch/compact turn flushed: %s", flush.State.Output)
 	x.waitEvent("session.compacted of "+s1, func(e ocEvent) bool {
 		return e.Payload.Type == "session.compacted" && strings.Contains(string(e.Payload.Properties), s1)
 	}, from)
-	t.Logf("step 3: /thatch/compact ended with the token and opencode compacted %s (session.compacted)", s1)
+	must(t, <-command)
+	t.Logf("step 3: the turn ended with the token and opencode compacted %s (session.compacted)", s1)
 	waitFor(t, "thatch to see the compaction end", func() bool {
 		v, ok := x.sessions()[s1]
 		return ok && !v.Compacting && v.WrapUp == ""

@@ -6,10 +6,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"mime"
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/thatch-dev/thatch/runtime"
 )
@@ -19,6 +21,7 @@ type Client struct {
 	BaseURL  string // e.g. http://127.0.0.1:4096
 	Password string // OPENCODE_SERVER_PASSWORD: HTTP basic auth as user "opencode"
 	HTTP     *http.Client
+	Log      *slog.Logger // optional: what fails after its call was answered
 }
 
 // do performs one request. A JSON error body ({name, data: {message}}) becomes a
@@ -214,8 +217,33 @@ func (c *Client) summarize(ctx context.Context, sessionID string) (any, error) {
 			return nil, &runtime.HostError{Name: "BadRequestError", Message: "cannot compact " + sessionID + ": it has no messages and opencode has no default model (set \"model\" in opencode.json)"}
 		}
 	}
-	if err := c.do(ctx, "POST", "/session/"+sid+"/summarize", map[string]string{"providerID": provider, "modelID": model}, nil); err != nil {
-		return nil, err
+	// The route answers when the compaction is over, which with a real model takes longer
+	// than thatch waits for a host call: an error that comes at once is the answer;
+	// otherwise the compaction is under way, and session.compacted will say when it ends.
+	errc := make(chan error, 1)
+	go func() {
+		bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), CompactMax)
+		defer cancel()
+		errc <- c.do(bg, "POST", "/session/"+sid+"/summarize", map[string]string{"providerID": provider, "modelID": model}, nil)
+	}()
+	select {
+	case err := <-errc:
+		if err != nil {
+			return nil, err
+		}
+	case <-time.After(CompactAccept):
+		go func() {
+			if err := <-errc; err != nil && c.Log != nil {
+				c.Log.Warn("compaction failed after it started", "session", sessionID, "err", err)
+			}
+		}()
 	}
 	return true, nil
 }
+
+// CompactAccept is how long a compaction request waits for an early error; CompactMax
+// bounds a compaction.
+var (
+	CompactAccept = 2 * time.Second
+	CompactMax    = 30 * time.Minute
+)

@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -90,8 +91,9 @@ func TestTranslateToolPart(t *testing.T) {
 type fakeOpencode struct {
 	mu       sync.Mutex
 	requests []string
-	events   chan string // frames for /global/event
-	password string
+	events    chan string   // frames for /global/event
+	compacted chan struct{} // ends ses_slow's compaction
+	password  string
 }
 
 func (f *fakeOpencode) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -137,10 +139,23 @@ func (f *fakeOpencode) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		js(200, `{"id":"ses_a","title":"t","directory":"/w/sub dir"}`)
 	case r.Method == "GET" && r.URL.Path == "/session/ses_a/message":
 		js(200, `[{"info":{"role":"user","model":{"providerID":"p1","modelID":"m1"}},"parts":[]},{"info":{"role":"assistant","providerID":"p1","modelID":"m1"},"parts":[`+toolPartJSON+`]}]`)
-	case r.Method == "GET" && r.URL.Path == "/session/ses_empty/message":
+	case r.Method == "GET" && (r.URL.Path == "/session/ses_empty/message" || r.URL.Path == "/session/ses_slow/message" || r.URL.Path == "/session/ses_bad/message"):
 		js(200, `[]`)
 	case r.URL.Path == "/config":
 		js(200, `{"model":"p2/m2"}`)
+	case r.Method == "POST" && r.URL.Path == "/session/ses_slow/summarize":
+		outcome := "compacted ses_slow" // a real model's compaction: it answers when it is over
+		select {
+		case <-f.compacted:
+		case <-r.Context().Done():
+			outcome = "abandoned ses_slow"
+		}
+		f.mu.Lock()
+		f.requests = append(f.requests, outcome)
+		f.mu.Unlock()
+		js(200, `true`)
+	case r.Method == "POST" && r.URL.Path == "/session/ses_bad/summarize":
+		js(400, `{"name":"ProviderModelNotFoundError","data":{"message":"model not found"}}`)
 	case r.Method == "POST" && strings.HasSuffix(r.URL.Path, "/summarize"):
 		js(200, `true`)
 	case r.Method == "DELETE" && r.URL.Path == "/session/ses_gone":
@@ -217,6 +232,33 @@ func TestClient(t *testing.T) {
 	bad := &Client{BaseURL: srv.URL, Password: "wrong"}
 	if _, err := bad.Call(ctx, "session.list", nil); err == nil || err.(*runtime.HostError).Name != "UnauthorizedError" {
 		t.Fatalf("wrong password: %v", err)
+	}
+}
+
+// A compaction that takes longer than thatch waits is accepted and goes on; one that fails
+// at once is an error.
+func TestCompactSlowAndFailing(t *testing.T) {
+	fake := &fakeOpencode{compacted: make(chan struct{})}
+	srv := httptest.NewServer(fake)
+	defer srv.Close()
+	old := CompactAccept
+	CompactAccept = 100 * time.Millisecond
+	defer func() { CompactAccept = old }()
+	c := &Client{BaseURL: srv.URL}
+	ctx, cancel := context.WithCancel(context.Background())
+	res, err := c.Call(ctx, "tui.executeCommand", raw(map[string]any{"command": "session_compact", "sessionID": "ses_slow"}))
+	cancel() // the host call is over; the compaction is not
+	if err != nil || res != true {
+		t.Fatalf("slow compaction: %v %v, want accepted", res, err)
+	}
+	close(fake.compacted)
+	_, err = c.Call(context.Background(), "tui.executeCommand", raw(map[string]any{"command": "session_compact", "sessionID": "ses_bad"}))
+	if he, ok := err.(*runtime.HostError); !ok || he.Name != "ProviderModelNotFoundError" {
+		t.Fatalf("failing compaction: %v", err)
+	}
+	srv.Close() // waits for the slow request
+	if got := fake.seen(); !slices.Contains(got, "compacted ses_slow") {
+		t.Fatalf("the slow compaction did not go on after its caller's context ended: %q", got)
 	}
 }
 

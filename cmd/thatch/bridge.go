@@ -18,9 +18,10 @@ func newBridge(c Config, nc *nats.Conn, js jetstream.JetStream, log *slog.Logger
 	if err != nil {
 		log.Warn("the plugin shim endpoint is off: no token", "err", err)
 	}
-	return &opencode.Bridge{Client: &opencode.Client{BaseURL: c.OpencodeURL, Password: c.OpencodePassword},
+	log = log.With("component", "bridge")
+	return &opencode.Bridge{Client: &opencode.Client{BaseURL: c.OpencodeURL, Password: c.OpencodePassword, Log: log},
 		NC: nc, JS: js, Prefix: c.SubjectPrefix, APIPrefix: c.APIPrefix, HostID: opencode.HostIDFor(c.OpencodeURL),
-		ShimListen: c.ShimListen, TokenFile: tokenFile, Log: log.With("component", "bridge")}
+		ShimListen: c.ShimListen, TokenFile: tokenFile, Log: log}
 }
 
 // bridge runs the opencode bridge on its own: thatch bridge.

@@ -89,8 +89,8 @@ func TestTranslateToolPart(t *testing.T) {
 
 // fakeOpencode answers a few of opencode's routes as 1.18.33 does, and records requests.
 type fakeOpencode struct {
-	mu       sync.Mutex
-	requests []string
+	mu        sync.Mutex
+	requests  []string
 	events    chan string   // frames for /global/event
 	compacted chan struct{} // ends ses_slow's compaction
 	password  string

@@ -69,6 +69,9 @@ type e2e struct {
 	t          *testing.T
 	root, proj string
 	ocURL      string
+	ocBin      string
+	ocEnv      []string
+	oc         *exec.Cmd
 	hc         *http.Client
 	llm        *fakellm.Server
 	bin        string
@@ -86,6 +89,7 @@ func TestOpencodeEndToEnd(t *testing.T) {
 		t.Fatal("THATCH_E2E_OPENCODE and THATCH_E2E_MODULES are unset: run make e2e")
 	}
 	x := &e2e{t: t, root: t.TempDir(), hc: &http.Client{Timeout: 60 * time.Second}, llm: &fakellm.Server{}}
+	t.Cleanup(x.keepLogs) // after the processes are stopped, before the folder goes
 	defer x.hc.CloseIdleConnections()
 	llm := httptest.NewServer(x.llm)
 	defer llm.Close()
@@ -199,6 +203,20 @@ func TestOpencodeEndToEnd(t *testing.T) {
 	t.Logf("step 4: opencode deleted %s; entry %s of %s is pending again", c5, call5, s5)
 	release()
 
+	// 5. opencode is killed and started again: thatch sees a new boot and works on.
+	boots, from := len(x.boots()), x.count()
+	x.killOpencode()
+	x.launchOpencode()
+	x.waitEvent("the test's own event stream to reconnect", func(e ocEvent) bool { return e.Payload.Type == "server.connected" }, from)
+	waitFor(t, "thatch to see opencode's new boot", func() bool { return len(x.boots()) > boots })
+	held, release = x.llm.HoldExtractions()
+	from = x.count()
+	call6 := x.runTool(s1, "echo thatch-e2e-six")
+	c6 := x.extractionChild(s1, held, from)
+	release()
+	x.extracted(c6, s1, []string{call6})
+	t.Logf("step 5: opencode restarted (boots seen: %v); the next tool call was extracted as before", x.boots())
+
 	// thatch stops cleanly.
 	must(t, x.thatch.Process.Signal(syscall.SIGTERM))
 	if err := x.thatch.Wait(); err != nil {
@@ -237,18 +255,26 @@ func (x *e2e) startOpencode(bin, modules, llmURL, home string) {
 	must(t, os.WriteFile(filepath.Join(cfg, "package.json"), []byte(`{"dependencies":{"@opencode-ai/plugin":"1.18.33"}}`), 0o644))
 	must(t, os.Symlink(modules, filepath.Join(cfg, "node_modules")))
 
-	u, _ := url.Parse(x.ocURL)
-	cmd := exec.Command(bin, "serve", "--port", u.Port(), "--hostname", "127.0.0.1")
-	cmd.Dir = x.proj
-	cmd.Env = append(os.Environ(), "HOME="+home, "XDG_CONFIG_HOME="+filepath.Join(home, ".config"),
+	x.ocBin = bin
+	x.ocEnv = append(os.Environ(), "HOME="+home, "XDG_CONFIG_HOME="+filepath.Join(home, ".config"),
 		"XDG_DATA_HOME="+filepath.Join(home, ".local", "share"), "XDG_STATE_HOME="+filepath.Join(home, ".local", "state"),
 		"XDG_CACHE_HOME="+filepath.Join(home, ".cache"), "OPENCODE_DISABLE_MODELS_FETCH=1", "OPENCODE_DISABLE_AUTOUPDATE=1",
 		"OPENCODE_DISABLE_LSP_DOWNLOAD=1", "OPENCODE_DISABLE_SHARE=1", "OPENCODE_SERVER_PASSWORD="+ocPassword)
-	logf, err := os.Create(filepath.Join(x.root, "opencode.out"))
+	x.launchOpencode()
+}
+
+// launchOpencode starts opencode serve and waits until it answers.
+func (x *e2e) launchOpencode() {
+	t := x.t
+	u, _ := url.Parse(x.ocURL)
+	cmd := exec.Command(x.ocBin, "serve", "--port", u.Port(), "--hostname", "127.0.0.1")
+	cmd.Dir, cmd.Env = x.proj, x.ocEnv
+	logf, err := os.OpenFile(filepath.Join(x.root, "opencode.out"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	must(t, err)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // its tool processes go with it
 	must(t, cmd.Start())
+	x.oc = cmd
 	t.Cleanup(func() {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		_ = cmd.Wait()
@@ -276,26 +302,63 @@ func (x *e2e) startOpencode(bin, modules, llmURL, home string) {
 	}
 }
 
-// watch records every event of GET /global/event until ctx ends.
+// killOpencode kills opencode and its tool processes.
+func (x *e2e) killOpencode() {
+	must(x.t, syscall.Kill(-x.oc.Process.Pid, syscall.SIGKILL))
+	_ = x.oc.Wait()
+}
+
+// boots lists the boot ids thatch saw its opencode host start with, from its log.
+func (x *e2e) boots() []string {
+	data, _ := os.ReadFile(x.thatchLog)
+	var out []string
+	for _, line := range strings.Split(string(data), "\n") {
+		var l struct {
+			Msg    string `json:"msg"`
+			BootID string `json:"boot_id"`
+		}
+		if json.Unmarshal([]byte(line), &l) == nil && l.Msg == "host started" && !slices.Contains(out, l.BootID) {
+			out = append(out, l.BootID)
+		}
+	}
+	return out
+}
+
+// watch records every event of GET /global/event until ctx ends, reconnecting when
+// opencode restarts.
 func (x *e2e) watch(ctx context.Context) <-chan struct{} {
 	done := make(chan struct{})
-	resp, err := (&http.Client{}).Do(x.request(ctx, "GET", "/global/event", nil))
+	// A request that goes in while opencode is starting can hang before its headers.
+	transport := &http.Transport{ResponseHeaderTimeout: 5 * time.Second}
+	sse := &http.Client{Transport: transport}
+	resp, err := sse.Do(x.request(ctx, "GET", "/global/event", nil))
 	if err != nil {
 		x.t.Fatalf("GET /global/event: %v", err)
 	}
 	go func() {
 		defer close(done)
-		defer resp.Body.Close()
-		sc := bufio.NewScanner(resp.Body)
-		sc.Buffer(make([]byte, 64<<10), 16<<20)
-		for sc.Scan() {
-			data, ok := bytes.CutPrefix(sc.Bytes(), []byte("data: "))
-			var ev ocEvent
-			if ok && json.Unmarshal(data, &ev) == nil {
-				x.mu.Lock()
-				x.events = append(x.events, ev)
-				x.mu.Unlock()
+		defer transport.CloseIdleConnections()
+		for {
+			if resp != nil {
+				sc := bufio.NewScanner(resp.Body)
+				sc.Buffer(make([]byte, 64<<10), 16<<20)
+				for sc.Scan() {
+					data, ok := bytes.CutPrefix(sc.Bytes(), []byte("data: "))
+					var ev ocEvent
+					if ok && json.Unmarshal(data, &ev) == nil {
+						x.mu.Lock()
+						x.events = append(x.events, ev)
+						x.mu.Unlock()
+					}
+				}
+				resp.Body.Close()
 			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
+			resp, _ = sse.Do(x.request(ctx, "GET", "/global/event", nil))
 		}
 	}()
 	return done
@@ -531,17 +594,28 @@ func (x *e2e) sessions() map[string]runtime.SessionView {
 	return m
 }
 
-// logProblems logs thatch's warnings and errors, for the reader of the test log; with
-// THATCH_E2E_LOGS set, thatch's and opencode's logs are copied into that folder.
-func (x *e2e) logProblems() {
-	data, _ := os.ReadFile(x.thatchLog)
-	if dir := os.Getenv("THATCH_E2E_LOGS"); dir != "" {
-		oc, _ := os.ReadFile(filepath.Join(x.root, "home", ".local", "share", "opencode", "log", "opencode.log"))
-		if os.MkdirAll(dir, 0o755) == nil {
-			_ = os.WriteFile(filepath.Join(dir, "thatch.log"), data, 0o644)
-			_ = os.WriteFile(filepath.Join(dir, "opencode.log"), oc, 0o644)
+// keepLogs, when the test ends: with THATCH_E2E_LOGS set, thatch's and opencode's logs are
+// copied into that folder; after a failure, their last lines are in the test's output.
+func (x *e2e) keepLogs() {
+	logs := map[string]string{"thatch.log": filepath.Join(x.root, "thatch.log"),
+		"opencode.log": filepath.Join(x.root, "home", ".local", "share", "opencode", "log", "opencode.log"),
+		"opencode.out": filepath.Join(x.root, "opencode.out")}
+	dir := os.Getenv("THATCH_E2E_LOGS")
+	for name, path := range logs {
+		data, _ := os.ReadFile(path)
+		if dir != "" && os.MkdirAll(dir, 0o755) == nil {
+			_ = os.WriteFile(filepath.Join(dir, name), data, 0o644)
+		}
+		if x.t.Failed() {
+			lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+			x.t.Logf("the last lines of %s:\n%s", name, strings.Join(lines[max(0, len(lines)-30):], "\n"))
 		}
 	}
+}
+
+// logProblems logs thatch's warnings and errors, for the reader of the test log.
+func (x *e2e) logProblems() {
+	data, _ := os.ReadFile(x.thatchLog)
 	for _, line := range strings.Split(string(data), "\n") {
 		if strings.Contains(line, `"level":"WARN"`) || strings.Contains(line, `"level":"ERROR"`) {
 			x.t.Logf("thatch log: %s", line)

@@ -31,7 +31,7 @@ test:
 e2e:
 	@bin=$$(./testdata/e2e/setup.sh "$(E2E_CACHE)" $(OPENCODE_VERSION)) && \
 	THATCH_E2E_OPENCODE="$$bin" THATCH_E2E_MODULES="$(E2E_CACHE)/node_modules" \
-		$(GO) test -tags e2e -run '^TestOpencodeEndToEnd$$' -count=1 -v -timeout 15m ./cmd/thatch
+		$(GO) test -tags e2e -run '^(TestOpencodeEndToEnd|TestShimWithoutThatch)$$' -count=1 -v -timeout 15m ./cmd/thatch ./commands
 
 ## fuzz: each fuzz target for FUZZTIME (seed corpora also run in make test)
 fuzz:

@@ -389,6 +389,21 @@ func (b *Bridge) shimTool(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(msg.Data)
 }
 
+// shimEventID names a hook's event. A tool call's is tool_<callID>, the id the event
+// stream gives the same call, so that whichever of the two reaches thatch second is a
+// duplicate; any other hook's is random.
+func shimEventID(ev Event) string {
+	var p struct {
+		CallID string `json:"callID"`
+	}
+	if ev.Type == "tool.execute.after" && json.Unmarshal(ev.Properties, &p) == nil && p.CallID != "" {
+		return "tool_" + p.CallID
+	}
+	var id [8]byte
+	_, _ = rand.Read(id[:])
+	return "shim_" + hex.EncodeToString(id[:])
+}
+
 // shimEvent publishes a plugin hook's event ({type, properties}) as a host event.
 func (b *Bridge) shimEvent(w http.ResponseWriter, r *http.Request) {
 	var ev Event
@@ -396,9 +411,7 @@ func (b *Bridge) shimEvent(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, `{"error":{"name":"BadRequestError","message":"want {type, properties}"}}`, http.StatusBadRequest)
 		return
 	}
-	var id [8]byte
-	_, _ = rand.Read(id[:])
-	ev.ID = "shim_" + hex.EncodeToString(id[:])
+	ev.ID = shimEventID(ev)
 	b.pubMu.Lock()
 	err := b.publish(r.Context(), ev)
 	b.pubMu.Unlock()

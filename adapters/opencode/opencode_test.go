@@ -439,6 +439,40 @@ func TestShimEndpoint(t *testing.T) {
 	if err != nil || ev.Type != "command.execute.before" || ev.Command != "thatch/compact" || ev.HostID != "oc-test" || m.Header.Get("Host-Seq") != "1" {
 		t.Fatalf("published %+v (%v), Host-Seq %q", ev, err, m.Header.Get("Host-Seq"))
 	}
+
+	// The tool.execute.after hook and the event stream report the same call under one id:
+	// the second to arrive is not stored, and takes no Host-Seq number.
+	hook := `{"type":"tool.execute.after","properties":{"sessionID":"ses_a","callID":"call_1","tool":"bash","args":{"command":"echo hi"},"title":"echo hi","output":"hi\n","metadata":{}}}`
+	if code, _ := post("/event", "tok-123", hook); code != 200 {
+		t.Fatalf("hook event: HTTP %d", code)
+	}
+	streamed, _ := Translate([]byte(`{"payload":{"id":"evt_p","type":"message.part.updated","properties":{"part":` + toolPartJSON + `}}}`))
+	b.pubMu.Lock()
+	err = b.publish(ctx, streamed[0])
+	b.pubMu.Unlock()
+	must(t, err)
+	if code, _ := post("/event", "tok-123", `{"type":"session.compacting","properties":{"sessionID":"ses_a"}}`); code != 200 {
+		t.Fatalf("compacting event: HTTP %d", code)
+	}
+	var got []string
+	for seq := uint64(2); seq <= 3; seq++ {
+		m, err := stream.GetMsg(ctx, seq)
+		must(t, err)
+		got = append(got, m.Header.Get(jetstream.MsgIDHeader)+"@"+m.Header.Get("Host-Seq"))
+	}
+	if !strings.HasPrefix(got[0], "tool_call_1@2") || !strings.HasSuffix(got[1], "@3") || !strings.HasPrefix(got[1], "shim_") {
+		t.Fatalf("published %v, want tool_call_1 at Host-Seq 2, then the compacting event at 3", got)
+	}
+	if info, _ := stream.Info(ctx); info.State.Msgs != 3 {
+		t.Fatalf("%d events in the stream, want 3", info.State.Msgs)
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 // broker starts an in-process nats-server with the event stream for one test.

@@ -173,7 +173,7 @@ func TestOpencodeEndToEnd(t *testing.T) {
 	}, from)
 	must(t, <-command)
 	t.Logf("step 3: the turn ended with the token and opencode compacted %s (session.compacted)", s1)
-	waitFor(t, "thatch to see the compaction end", func() bool {
+	x.eventually("thatch to see the compaction end", func() bool {
 		v, ok := x.sessions()[s1]
 		return ok && !v.Compacting && v.WrapUp == ""
 	})
@@ -208,7 +208,7 @@ func TestOpencodeEndToEnd(t *testing.T) {
 	x.killOpencode()
 	x.launchOpencode()
 	x.waitEvent("the test's own event stream to reconnect", func(e ocEvent) bool { return e.Payload.Type == "server.connected" }, from)
-	waitFor(t, "thatch to see opencode's new boot", func() bool { return len(x.boots()) > boots })
+	x.eventually("thatch to see opencode's new boot", func() bool { return len(x.boots()) > boots })
 	held, release = x.llm.HoldExtractions()
 	from = x.count()
 	call6 := x.runTool(s1, "echo thatch-e2e-six")
@@ -390,6 +390,19 @@ func (x *e2e) waitEvent(what string, match func(ocEvent) bool, from int) ocEvent
 	}
 }
 
+// eventually polls cond for up to 90 s: opencode's first request in a directory can take
+// more than 10 s on these machines.
+func (x *e2e) eventually(what string, cond func() bool) {
+	x.t.Helper()
+	deadline := time.Now().Add(90 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			x.t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 func deleted(id string) func(ocEvent) bool {
 	return func(e ocEvent) bool {
 		var p struct{ Info ocInfo }
@@ -544,7 +557,7 @@ func (x *e2e) startThatch() {
 		logf.Close()
 	})
 	x.thatch = cmd
-	waitFor(x.t, "thatch to answer", func() bool {
+	x.eventually("thatch to answer", func() bool {
 		_, err := x.cli("status", "--json")
 		return err == nil
 	})

@@ -110,7 +110,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 			b.pubMu.Unlock()
 		} else if !down {
 			down, needHello = true, true
-			b.Log.Warn("opencode unreachable; retrying", "url", b.Client.BaseURL, "err", err)
+			b.Log.Warn("cannot stream opencode's events; retrying", "url", b.Client.BaseURL, "err", err)
 		}
 		select {
 		case <-ctx.Done():
@@ -150,6 +150,9 @@ func (b *Bridge) stream(ctx context.Context, needHello *bool) (bool, error) {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
+		if resp.StatusCode == http.StatusUnauthorized {
+			return false, fmt.Errorf("opencode refused the credentials: set OPENCODE_SERVER_PASSWORD (or THATCH_OPENCODE_SERVER_PASSWORD) to the server's password")
+		}
 		return false, fmt.Errorf("GET /global/event: HTTP %d", resp.StatusCode)
 	}
 	if *needHello {

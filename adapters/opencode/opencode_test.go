@@ -548,3 +548,44 @@ func TestBridgeHelloAfterFailedPublish(t *testing.T) {
 	cancel()
 	<-done
 }
+
+// syncBuffer is a log sink the test reads while the bridge writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// A wrong or missing password is reported as such, not as an unreachable server.
+func TestBridgeWrongPassword(t *testing.T) {
+	nc, js, _ := broker(t)
+	fake := &fakeOpencode{password: "right"}
+	srv := httptest.NewServer(fake)
+	defer srv.Close()
+	var logs syncBuffer
+	b := &Bridge{Client: &Client{BaseURL: srv.URL, Password: "wrong"}, NC: nc, JS: js, Prefix: "opencode", HostID: HostIDFor(srv.URL),
+		Log: slog.New(slog.NewTextHandler(&logs, nil))}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- b.Run(ctx) }()
+	for !strings.Contains(logs.String(), "set OPENCODE_SERVER_PASSWORD") {
+		if ctx.Err() != nil {
+			t.Fatalf("no hint about the password in the log:\n%s", logs.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	<-done
+}

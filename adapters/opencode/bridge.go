@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"mime"
 	"net"
 	"net/http"
 	"net/url"
@@ -154,6 +155,9 @@ func (b *Bridge) stream(ctx context.Context, needHello *bool) (bool, error) {
 			return false, fmt.Errorf("opencode refused the credentials: set OPENCODE_SERVER_PASSWORD (or THATCH_OPENCODE_SERVER_PASSWORD) to the server's password")
 		}
 		return false, fmt.Errorf("GET /global/event: HTTP %d", resp.StatusCode)
+	}
+	if ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); ct != "text/event-stream" {
+		return false, fmt.Errorf("GET /global/event answered %q, not an event stream: is %s an opencode server (opencode serve)?", ct, b.Client.BaseURL)
 	}
 	if *needHello {
 		if err := b.hello(ctx); err != nil {

@@ -589,3 +589,31 @@ func TestBridgeWrongPassword(t *testing.T) {
 	cancel()
 	<-done
 }
+
+// A URL that is not an opencode server is reported as such, and no boot is announced.
+func TestBridgeNotOpencode(t *testing.T) {
+	nc, js, stream := broker(t)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		io.WriteString(w, "<html>some other server</html>")
+	}))
+	defer srv.Close()
+	var logs syncBuffer
+	b := &Bridge{Client: &Client{BaseURL: srv.URL}, NC: nc, JS: js, Prefix: "opencode", HostID: HostIDFor(srv.URL),
+		Log: slog.New(slog.NewTextHandler(&logs, nil))}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- b.Run(ctx) }()
+	for !strings.Contains(logs.String(), "not an event stream: is "+srv.URL+" an opencode server") {
+		if ctx.Err() != nil {
+			t.Fatalf("no clear error in the log:\n%s", logs.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	if info, _ := stream.Info(context.Background()); info.State.Msgs != 0 {
+		t.Fatalf("%d events published for a server that is not opencode", info.State.Msgs)
+	}
+}

@@ -217,6 +217,20 @@ func TestOpencodeEndToEnd(t *testing.T) {
 	x.extracted(c6, s1, []string{call6})
 	t.Logf("step 5: opencode restarted (boots seen: %v); the next tool call was extracted as before", x.boots())
 
+	// 6. /thatch/exit: the turn flushes and ends with the token; at idle thatch closes the
+	// session, which leaves its live directory (opencode, with no TUI, keeps the session).
+	from = x.count()
+	go func() {
+		var out json.RawMessage
+		command <- x.do("POST", "/session/"+s1+"/command", map[string]string{"command": "thatch/exit", "arguments": "END WITH THATCH_EXIT_READY"}, &out)
+	}()
+	flush = x.toolDone(s1, "thatch_extraction_done", from)
+	must(t, <-command)
+	x.eventually(s1+" to leave thatch's live directory", func() bool { _, live := x.sessions()[s1]; return !live })
+	var info ocInfo
+	x.get("/session/"+s1, &info)
+	t.Logf("step 6: the /thatch/exit turn flushed (%s) and ended with the token; %s left thatch's live directory, opencode keeps it", flush.State.Output, info.ID)
+
 	// thatch stops cleanly.
 	must(t, x.thatch.Process.Signal(syscall.SIGTERM))
 	if err := x.thatch.Wait(); err != nil {

@@ -387,21 +387,20 @@ func (x *e2e) count() int {
 // waitEvent waits for an event at index from or later that match accepts.
 func (x *e2e) waitEvent(what string, match func(ocEvent) bool, from int) ocEvent {
 	x.t.Helper()
-	deadline := time.Now().Add(90 * time.Second)
-	for {
+	var found ocEvent
+	x.eventually(what, func() bool {
 		x.mu.Lock()
 		evs := x.events[from:]
 		x.mu.Unlock()
 		for _, e := range evs {
 			if match(e) {
-				return e
+				found = e
+				return true
 			}
 		}
-		if time.Now().After(deadline) {
-			x.t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return false
+	})
+	return found
 }
 
 // eventually polls cond for up to 90 s: opencode's first request in a directory can take
@@ -515,7 +514,7 @@ func (x *e2e) waitEntries(session string, ids []string, state string) {
 	x.t.Helper()
 	want := slices.Sorted(slices.Values(ids))
 	var got []string
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(90 * time.Second)
 	for {
 		got = got[:0]
 		for _, e := range x.entries(session) {

@@ -202,10 +202,7 @@ func (b *Bridge) stream(ctx context.Context, needHello *bool) (bool, error) {
 			continue
 		}
 		for _, ev := range events {
-			b.pubMu.Lock()
-			err := b.publish(ctx, ev)
-			b.pubMu.Unlock()
-			if err != nil {
+			if err := b.publish(ctx, ev); err != nil {
 				return true, err
 			}
 		}
@@ -243,10 +240,7 @@ func (b *Bridge) catchUp(ctx context.Context, since time.Time) error {
 		for _, m := range msgs {
 			for _, p := range m.Parts {
 				if ev, ok := p.toolEvent(); ok {
-					b.pubMu.Lock()
-					err := b.publish(ctx, ev)
-					b.pubMu.Unlock()
-					if err != nil {
+					if err := b.publish(ctx, ev); err != nil {
 						return &publishError{err}
 					}
 					published++
@@ -284,12 +278,18 @@ func (b *Bridge) hello(ctx context.Context) error {
 	b.pubMu.Lock() // held from the reset to the hello: no shim event slips in between
 	defer b.pubMu.Unlock()
 	b.seq = 0
-	return b.publish(ctx, Event{ID: "hello_" + boot, Type: "host.hello", Properties: props})
+	return b.publishLocked(ctx, Event{ID: "hello_" + boot, Type: "host.hello", Properties: props})
 }
 
-// publish puts one event on the stream, retrying until it is acknowledged. The caller
-// holds pubMu.
+// publish puts one event on the stream, retrying until it is acknowledged.
 func (b *Bridge) publish(ctx context.Context, ev Event) error {
+	b.pubMu.Lock()
+	defer b.pubMu.Unlock()
+	return b.publishLocked(ctx, ev)
+}
+
+// publishLocked is publish for a caller that holds pubMu.
+func (b *Bridge) publishLocked(ctx context.Context, ev Event) error {
 	b.seq++
 	dup, err := natsbus.PublishEvent(ctx, b.JS, b.Prefix+"."+b.HostID+".event."+ev.Type, ev.Body(), ev.ID, fmt.Sprint(b.seq))
 	if dup {
@@ -419,10 +419,7 @@ func (b *Bridge) shimEvent(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ev.ID = shimEventID(ev)
-	b.pubMu.Lock()
-	err := b.publish(r.Context(), ev)
-	b.pubMu.Unlock()
-	if err != nil {
+	if err := b.publish(r.Context(), ev); err != nil {
 		http.Error(w, `{"error":{"name":"UnavailableError","message":"could not publish"}}`, http.StatusServiceUnavailable)
 		return
 	}

@@ -447,10 +447,7 @@ func TestShimEndpoint(t *testing.T) {
 		t.Fatalf("hook event: HTTP %d", code)
 	}
 	streamed, _ := Translate([]byte(`{"payload":{"id":"evt_p","type":"message.part.updated","properties":{"part":` + toolPartJSON + `}}}`))
-	b.pubMu.Lock()
-	err = b.publish(ctx, streamed[0])
-	b.pubMu.Unlock()
-	must(t, err)
+	must(t, b.publish(ctx, streamed[0]))
 	if code, _ := post("/event", "tok-123", `{"type":"session.compacting","properties":{"sessionID":"ses_a"}}`); code != 200 {
 		t.Fatalf("compacting event: HTTP %d", code)
 	}
@@ -478,6 +475,18 @@ func must(t *testing.T, err error) {
 // broker starts an in-process nats-server with the event stream for one test.
 func broker(t *testing.T) (*nats.Conn, jetstream.JetStream, jetstream.Stream) {
 	t.Helper()
+	nc, js := brokerWithoutStream(t)
+	stream, err := natsbus.EnsureStream(context.Background(), js, natsbus.StreamConfig{Stream: "OPENCODE_EVENTS", Prefix: "opencode"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nc, js, stream
+}
+
+// brokerWithoutStream starts an in-process nats-server for one test; nothing creates the
+// event stream.
+func brokerWithoutStream(t *testing.T) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
 	ns, err := natsbus.StartEmbedded("127.0.0.1:-1", filepath.Join(t.TempDir(), "broker"))
 	if err != nil {
 		t.Fatal(err)
@@ -489,27 +498,13 @@ func broker(t *testing.T) (*nats.Conn, jetstream.JetStream, jetstream.Stream) {
 	}
 	t.Cleanup(nc.Close)
 	js, _ := jetstream.New(nc)
-	stream, err := natsbus.EnsureStream(context.Background(), js, natsbus.StreamConfig{Stream: "OPENCODE_EVENTS", Prefix: "opencode"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return nc, js, stream
+	return nc, js
 }
 
 // A hello that could not be published (the stream did not exist yet) is published on the
 // next connection: a boot always starts with its hello.
 func TestBridgeHelloAfterFailedPublish(t *testing.T) {
-	ns, err := natsbus.StartEmbedded("127.0.0.1:-1", filepath.Join(t.TempDir(), "broker"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
-	nc, err := nats.Connect(ns.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
+	nc, js := brokerWithoutStream(t)
 	old := StreamIdle
 	StreamIdle = 300 * time.Millisecond // the fake sends no heartbeat: each stream ends soon
 	defer func() { StreamIdle = old }()

@@ -294,26 +294,20 @@ func (x *e2e) launchOpencode() {
 		_ = cmd.Wait()
 		logf.Close()
 	})
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		// A request that goes in while opencode is starting can hang: ask briefly, again.
-		var health struct{ Version string }
-		req := x.request(context.Background(), "GET", "/global/health", nil)
-		resp, err := (&http.Client{Timeout: 2 * time.Second}).Do(req)
+	// A request that goes in while opencode is starting can hang: ask briefly, again.
+	var health struct{ Version string }
+	if !poll(60*time.Second, func() bool {
+		resp, err := (&http.Client{Timeout: 2 * time.Second}).Do(x.request(context.Background(), "GET", "/global/health", nil))
 		if err == nil {
 			err = json.NewDecoder(resp.Body).Decode(&health)
 			resp.Body.Close()
 		}
-		if err == nil && health.Version != "" {
-			t.Logf("opencode %s is up at %s (worktree %s)", health.Version, x.ocURL, x.proj)
-			return
-		}
-		if time.Now().After(deadline) {
-			out, _ := os.ReadFile(filepath.Join(x.root, "opencode.out"))
-			t.Fatalf("opencode did not come up in 60 s:\n%s", out)
-		}
-		time.Sleep(200 * time.Millisecond)
+		return err == nil && health.Version != ""
+	}) {
+		out, _ := os.ReadFile(filepath.Join(x.root, "opencode.out"))
+		t.Fatalf("opencode did not come up in 60 s:\n%s", out)
 	}
+	t.Logf("opencode %s is up at %s (worktree %s)", health.Version, x.ocURL, x.proj)
 }
 
 // killOpencode kills opencode and its tool processes.
@@ -403,16 +397,24 @@ func (x *e2e) waitEvent(what string, match func(ocEvent) bool, from int) ocEvent
 	return found
 }
 
+// poll calls cond until it holds or the time is up, and reports whether it held.
+func poll(within time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return true
+}
+
 // eventually polls cond for up to 90 s: opencode's first request in a directory can take
 // more than 10 s on these machines.
 func (x *e2e) eventually(what string, cond func() bool) {
 	x.t.Helper()
-	deadline := time.Now().Add(90 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			x.t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(100 * time.Millisecond)
+	if !poll(90*time.Second, cond) {
+		x.t.Fatalf("timed out waiting for %s", what)
 	}
 }
 
@@ -514,8 +516,7 @@ func (x *e2e) waitEntries(session string, ids []string, state string) {
 	x.t.Helper()
 	want := slices.Sorted(slices.Values(ids))
 	var got []string
-	deadline := time.Now().Add(90 * time.Second)
-	for {
+	if !poll(90*time.Second, func() bool {
 		got = got[:0]
 		for _, e := range x.entries(session) {
 			if e.State == state {
@@ -525,13 +526,9 @@ func (x *e2e) waitEntries(session string, ids []string, state string) {
 			}
 		}
 		slices.Sort(got)
-		if slices.Equal(got, want) {
-			return
-		}
-		if time.Now().After(deadline) {
-			x.t.Fatalf("entries of %s: %v, want %v %s", session, got, want, state)
-		}
-		time.Sleep(200 * time.Millisecond)
+		return slices.Equal(got, want)
+	}) {
+		x.t.Fatalf("entries of %s: %v, want %v %s", session, got, want, state)
 	}
 }
 

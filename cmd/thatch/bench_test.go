@@ -30,9 +30,7 @@ func TestBenchQuick(t *testing.T) {
 		t.Fatal(err)
 	}
 	var r BenchReport
-	if err := json.Unmarshal(data, &r); err != nil {
-		t.Fatal(err)
-	}
+	must(t, json.Unmarshal(data, &r))
 	if r.Lost != 0 || r.Events == 0 {
 		t.Fatalf("report: %d events, %d entries lost", r.Events, r.Lost)
 	}

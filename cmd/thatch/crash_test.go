@@ -59,9 +59,7 @@ func (r *rig) process(bin string) *exec.Cmd {
 		r.t.Fatal(err)
 	}
 	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		r.t.Fatal(err)
-	}
+	must(r.t, cmd.Start())
 	r.t.Cleanup(func() {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
@@ -142,9 +140,7 @@ func TestSIGKILLMidStream(t *testing.T) {
 		rng := rand.New(rand.NewPCG(uint64(kills), 7))
 		for range kills {
 			time.Sleep(time.Duration(50+rng.IntN(250)) * time.Millisecond) // lets a random amount of the stream through
-			if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-				t.Fatal(err)
-			}
+			must(t, cmd.Process.Signal(syscall.SIGKILL))
 			_ = cmd.Wait()
 			cmd = r.process(bin)
 		}
@@ -160,9 +156,7 @@ func TestSIGKILLMidStream(t *testing.T) {
 			var s struct{ OutstandingCalls int }
 			return r.tryAPI("status", nil, &s) == nil && s.OutstandingCalls == 0
 		})
-		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-			t.Fatal(err)
-		}
+		must(t, cmd.Process.Signal(syscall.SIGTERM))
 		if err := cmd.Wait(); err != nil {
 			t.Fatalf("thatch did not exit cleanly on SIGTERM: %v", err)
 		}

@@ -16,16 +16,10 @@ func TestEventsPublishedWhileStoppedAreApplied(t *testing.T) {
 	r.start() // creates the stream and the durable consumer
 	r.stop()
 
-	if err := r.host.Hello(ctx, "b1"); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.host.Created(ctx, "ses_a", "", "t", t.TempDir()); err != nil {
-		t.Fatal(err)
-	}
+	must(t, r.host.Hello(ctx, "b1"))
+	must(t, r.host.Created(ctx, "ses_a", "", "t", t.TempDir()))
 	for i := range 3 {
-		if err := r.host.ToolExecuted(ctx, "ses_a", fmt.Sprintf("c%d", i), "bash", "ok"); err != nil {
-			t.Fatal(err)
-		}
+		must(t, r.host.ToolExecuted(ctx, "ses_a", fmt.Sprintf("c%d", i), "bash", "ok"))
 	}
 	r.start()
 	r.waitApplied(5)
@@ -43,18 +37,12 @@ func TestDuplicateEventIDIsAppliedOnce(t *testing.T) {
 	r := newRig(t, "v1")
 	ctx := r.ctx()
 	r.start()
-	if err := r.host.Hello(ctx, "b1"); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.host.Created(ctx, "ses_a", "", "t", r.host.Dir); err != nil {
-		t.Fatal(err)
-	}
+	must(t, r.host.Hello(ctx, "b1"))
+	must(t, r.host.Created(ctx, "ses_a", "", "t", r.host.Dir))
 	body := []byte(`{"id":"evt_dup","type":"tool.execute.after","properties":{"sessionID":"ses_a","callID":"c1","tool":"bash","args":{},"output":"x"}}`)
 	body2 := []byte(`{"id":"evt_dup","type":"tool.execute.after","properties":{"sessionID":"ses_a","callID":"c2","tool":"bash","args":{},"output":"y"}}`)
 	for i, b := range [][]byte{body, body2} {
-		if err := r.host.PublishRaw(ctx, "tool.execute.after", b, fmt.Sprintf("msg-%d", i), 0); err != nil {
-			t.Fatal(err)
-		}
+		must(t, r.host.PublishRaw(ctx, "tool.execute.after", b, fmt.Sprintf("msg-%d", i), 0))
 	}
 	if _, err := r.host.Publish(ctx, "session.compacted", map[string]any{"sessionID": "ses_a"}); err != nil {
 		t.Fatal(err)
@@ -65,9 +53,7 @@ func TestDuplicateEventIDIsAppliedOnce(t *testing.T) {
 	}
 	// And across a restart: the applied id is journaled.
 	r.stop()
-	if err := r.host.PublishRaw(ctx, "tool.execute.after", body2, "msg-3", 0); err != nil {
-		t.Fatal(err)
-	}
+	must(t, r.host.PublishRaw(ctx, "tool.execute.after", body2, "msg-3", 0))
 	if _, err := r.host.Publish(ctx, "session.compacted", map[string]any{"sessionID": "ses_a"}); err != nil {
 		t.Fatal(err)
 	}
@@ -84,18 +70,12 @@ func TestRestartMidStream(t *testing.T) {
 	play := func(r *rig, restarts bool) {
 		ctx := r.ctx()
 		r.start()
-		if err := r.host.Hello(ctx, "b1"); err != nil {
-			t.Fatal(err)
-		}
+		must(t, r.host.Hello(ctx, "b1"))
 		for s := range 20 {
 			sid := fmt.Sprintf("ses_%02d", s)
-			if err := r.host.Created(ctx, sid, "", "t", r.host.Dir); err != nil {
-				t.Fatal(err)
-			}
+			must(t, r.host.Created(ctx, sid, "", "t", r.host.Dir))
 			for c := range 10 {
-				if err := r.host.ToolExecuted(ctx, sid, fmt.Sprintf("%s_c%d", sid, c), "bash", strings.Repeat("o", 100)); err != nil {
-					t.Fatal(err)
-				}
+				must(t, r.host.ToolExecuted(ctx, sid, fmt.Sprintf("%s_c%d", sid, c), "bash", strings.Repeat("o", 100)))
 			}
 			if restarts && s%5 == 2 {
 				r.stop()
@@ -129,9 +109,7 @@ func TestMalformedInputIsRejectedAndConsumerGoesOn(t *testing.T) {
 	r := newRig(t, "v1")
 	ctx := r.ctx()
 	r.start()
-	if err := r.host.Hello(ctx, "b1"); err != nil {
-		t.Fatal(err)
-	}
+	must(t, r.host.Hello(ctx, "b1"))
 	bad := []struct {
 		name, typ string
 		body      string
@@ -155,18 +133,14 @@ func TestMalformedInputIsRejectedAndConsumerGoesOn(t *testing.T) {
 		if b.hostSeq < 0 {
 			m := r.host
 			// A Host-Seq that is not a positive integer.
-			if err := m.PublishRawHeader(ctx, b.typ, []byte(b.body), msg, "abc"); err != nil {
-				t.Fatal(err)
-			}
+			must(t, m.PublishRawHeader(ctx, b.typ, []byte(b.body), msg, "abc"))
 			continue
 		}
 		if err := r.host.PublishRaw(ctx, b.typ, []byte(b.body), msg, 0); err != nil {
 			t.Fatalf("%s: %v", b.name, err)
 		}
 	}
-	if err := r.host.Created(ctx, "ses_after", "", "t", r.host.Dir); err != nil {
-		t.Fatal(err)
-	}
+	must(t, r.host.Created(ctx, "ses_after", "", "t", r.host.Dir))
 	r.waitApplied(2)
 	if _, ok := r.sessions()["ses_after"]; !ok {
 		t.Fatal("the event after the bad ones was not applied")

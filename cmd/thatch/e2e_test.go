@@ -680,16 +680,12 @@ func (x *e2e) request(ctx context.Context, method, path string, body io.Reader) 
 
 func (x *e2e) get(path string, out any) {
 	x.t.Helper()
-	if err := x.do("GET", path, nil, out); err != nil {
-		x.t.Fatal(err)
-	}
+	must(x.t, x.do("GET", path, nil, out))
 }
 
 func (x *e2e) post(path string, body, out any) {
 	x.t.Helper()
-	if err := x.do("POST", path, body, out); err != nil {
-		x.t.Fatal(err)
-	}
+	must(x.t, x.do("POST", path, body, out))
 }
 
 func names(cmds []struct{ Name string }, prefix string) []string {

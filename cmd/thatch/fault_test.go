@@ -223,9 +223,7 @@ func TestCrashAtAnyPoint(t *testing.T) {
 			rng := rand.New(rand.NewPCG(99, 1))
 			for i := range kills {
 				time.Sleep(time.Duration(30+rng.IntN(170)) * time.Millisecond)
-				if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-					t.Fatal(err)
-				}
+				must(t, cmd.Process.Signal(syscall.SIGKILL))
 				_ = cmd.Wait()
 				cmd = r.process(bin)
 				if i == kills/2 { // the second half kills during the settling too
@@ -241,9 +239,7 @@ func TestCrashAtAnyPoint(t *testing.T) {
 		}
 		settle(t, r, res.entries, res.deleted)
 		checkOutcome(t, r, res.entries, res.deleted)
-		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-			t.Fatal(err)
-		}
+		must(t, cmd.Process.Signal(syscall.SIGTERM))
 		if err := cmd.Wait(); err != nil {
 			t.Fatalf("thatch did not exit cleanly: %v", err)
 		}

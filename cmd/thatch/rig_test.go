@@ -105,18 +105,14 @@ func (r *rig) tryAPI(method string, params, out any) error { return apiCall(r.nc
 func (r *rig) status() runtime.StatusView {
 	r.t.Helper()
 	var s runtime.StatusView
-	if err := r.tryAPI("status", nil, &s); err != nil {
-		r.t.Fatal(err)
-	}
+	must(r.t, r.tryAPI("status", nil, &s))
 	return s
 }
 
 func (r *rig) sessions() map[string]runtime.SessionView {
 	r.t.Helper()
 	var rows []runtime.SessionView
-	if err := r.tryAPI("sessions", map[string]any{}, &rows); err != nil {
-		r.t.Fatal(err)
-	}
+	must(r.t, r.tryAPI("sessions", map[string]any{}, &rows))
 	out := map[string]runtime.SessionView{}
 	for _, s := range rows {
 		out[s.SessionID] = s
@@ -127,9 +123,7 @@ func (r *rig) sessions() map[string]runtime.SessionView {
 func (r *rig) entries(session string) []runtime.EntryView {
 	r.t.Helper()
 	var rows []runtime.EntryView
-	if err := r.tryAPI("entries", map[string]any{"sessionID": session}, &rows); err != nil {
-		r.t.Fatal(err)
-	}
+	must(r.t, r.tryAPI("entries", map[string]any{"sessionID": session}, &rows))
 	return rows
 }
 

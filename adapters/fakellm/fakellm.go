@@ -160,6 +160,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		chunk(map[string]any{}, "stop")
 		fmt.Fprint(w, "data: [DONE]\n\n")
 	}
+	reply := func(t string) { // a turn's answer, ending with the token "END WITH" asked for
+		if m := endPattern.FindStringSubmatch(lastUser); m != nil {
+			t += "\n\n" + m[1]
+		}
+		text(t)
+	}
 	call := func(name string, args any) {
 		a, _ := json.Marshal(args)
 		chunk(map[string]any{"role": "assistant", "tool_calls": []any{map[string]any{"index": 0, "id": fmt.Sprintf("call_%d", n),
@@ -175,24 +181,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case extracting && last.Role == "tool" && lastCall == "thatch_get_extraction_payload":
 		call("thatch_extraction_done", map[string]int{"new": 1, "updated": 0, "deleted": 0})
 	case extracting && last.Role == "tool":
-		reply := "Extracted."
-		if m := endPattern.FindStringSubmatch(lastUser); m != nil {
-			reply += "\n\n" + m[1] // a wrap-up: flush, then the greenlight token
-		}
-		text(reply)
+		reply("Extracted.") // a wrap-up: flush, then the greenlight token
 	case last.Role == "tool":
-		reply := "The command ran."
-		if m := endPattern.FindStringSubmatch(lastUser); m != nil {
-			reply += "\n\n" + m[1]
-		}
-		text(reply)
+		reply("The command ran.")
 	case runPattern.MatchString(lastUser) && len(req.Tools) > 0:
 		call("bash", map[string]string{"command": strings.TrimSpace(runPattern.FindStringSubmatch(lastUser)[1]), "description": "scripted"})
 	default:
-		reply := "FAKE REPLY"
-		if m := endPattern.FindStringSubmatch(lastUser); m != nil {
-			reply += "\n\n" + m[1]
-		}
-		text(reply)
+		reply("FAKE REPLY")
 	}
 }

@@ -63,6 +63,10 @@ type Call struct {
 	Variant   string  `json:"variant,omitempty"`   // toast: info, success, warning, error
 	Directory string  `json:"directory,omitempty"` // move
 	WrapUp    WrapUp  `json:"wrapUp,omitempty"`    // messages for a wrap-up
+	// Project, on the session-start reminder, asks the driver to append that project's
+	// memories section (protocol §6) when it performs the call: the store is not the
+	// runtime's.
+	Project string `json:"project,omitempty"`
 }
 
 // Result is the outcome of a Call, fed back to Step.
@@ -128,6 +132,9 @@ type Reply struct {
 	Metadata any
 	Err      *HostError
 	Payload  *PayloadRef
+	// Caller, for a memory tool or a context method, says who called: the driver's
+	// caller acts on the memory store with it.
+	Caller *CallerRef
 }
 
 // PayloadRef names a claimant's claimed set.

@@ -31,6 +31,18 @@ type Answer struct {
 	Output   string     `json:"output"`
 	Metadata any        `json:"metadata"`
 	Err      *HostError `json:"-"`
+	// Caller, for a memory tool or a context method: who called (the caller acts on the
+	// memory store). Payload, for thatch_get_extraction_payload: the claimed entries,
+	// which the caller renders with FormatPayload (Output holds them rendered without
+	// related memories).
+	Caller  *CallerRef `json:"-"`
+	Payload *Payload   `json:"-"`
+}
+
+// Payload is a claimed set read from the journal.
+type Payload struct {
+	Root    string
+	Entries []PayloadEntry
 }
 
 // ErrStopped is returned to requests made after the loop stopped.
@@ -72,7 +84,7 @@ type toolReq struct {
 	call     ToolCall
 	minSeq   uint64
 	deadline time.Time
-	reply    chan Answer
+	reply    chan *Reply
 }
 
 type query struct {
@@ -147,7 +159,7 @@ func (l *Loop) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			for _, q := range parked {
-				q.reply <- Answer{Err: &HostError{Name: "UnavailableError", Message: ErrStopped.Error()}}
+				q.reply <- &Reply{Err: &HostError{Name: "UnavailableError", Message: ErrStopped.Error()}}
 			}
 			l.handBack()
 			l.finishCalls(wctx)
@@ -218,7 +230,7 @@ func (l *Loop) Run(ctx context.Context) error {
 			l.outstanding -= len(results)
 			parked = slices.DeleteFunc(parked, func(q *toolReq) bool { return slices.Contains(ready, q) })
 			for i, q := range ready {
-				q.reply <- l.render(replies[i])
+				q.reply <- replies[i] // rendered by the caller's goroutine, off the loop
 			}
 		}
 		if len(parked) > 0 {
@@ -239,18 +251,19 @@ func (l *Loop) anyReady(parked []*toolReq, pos uint64, expired bool) bool {
 }
 
 // render turns a committed tool call's reply into its answer, reading a payload's entry
-// bodies from the journal.
+// bodies from the journal. It runs on the caller's goroutine: the loop goes on meanwhile.
 func (l *Loop) render(reply *Reply) Answer {
 	if reply.Err != nil {
 		return Answer{Err: reply.Err}
 	}
-	a := Answer{Output: reply.Output, Metadata: reply.Metadata}
+	a := Answer{Output: reply.Output, Metadata: reply.Metadata, Caller: reply.Caller}
 	if p := reply.Payload; p != nil {
 		entries, err := l.Journal.Payload(p.Root, p.Claimant)
 		if err != nil {
 			return Answer{Err: &HostError{Name: "UnavailableError", Message: "thatch could not read the claimed entries; call again: " + err.Error()}}
 		}
-		a.Output = FormatPayload(p.Root, entries)
+		a.Payload = &Payload{Root: p.Root, Entries: entries}
+		a.Output = FormatPayload(p.Root, entries, nil)
 	}
 	return a
 }
@@ -420,7 +433,7 @@ func (l *Loop) logNotes(notes []Note) {
 // sequence minSeq (the stream's last sequence when the call arrived), waiting at most
 // WaitApplied for the consumer to get there.
 func (l *Loop) Tool(ctx context.Context, c ToolCall, minSeq uint64) Answer {
-	q := &toolReq{call: c, minSeq: minSeq, deadline: l.Now().Add(l.WaitApplied), reply: make(chan Answer, 1)}
+	q := &toolReq{call: c, minSeq: minSeq, deadline: l.Now().Add(l.WaitApplied), reply: make(chan *Reply, 1)}
 	select {
 	case l.tools <- q:
 	case <-l.stopped:
@@ -429,8 +442,8 @@ func (l *Loop) Tool(ctx context.Context, c ToolCall, minSeq uint64) Answer {
 		return Answer{Err: &HostError{Name: "UnavailableError", Message: ctx.Err().Error()}}
 	}
 	select {
-	case a := <-q.reply:
-		return a
+	case r := <-q.reply:
+		return l.render(r)
 	case <-l.stopped:
 		return Answer{Err: &HostError{Name: "UnavailableError", Message: ErrStopped.Error()}}
 	}

@@ -100,6 +100,11 @@ type Capabilities struct {
 	Compact bool `json:"compact"`
 	Move    bool `json:"move"`
 	List    bool `json:"list"`
+	// Context (an extension): the host asks thatch for the session-start text itself,
+	// through session.context, and puts it into the session's first model request (the
+	// opencode plugin does, in its system-prompt hook). thatch then sends no reminder
+	// prompt, which would land after the user's first message.
+	Context bool `json:"context,omitempty"`
 }
 
 // Session is one host session thatch tracks.
@@ -123,6 +128,7 @@ type Session struct {
 	Exited     bool   // left the live directory through a greenlit /thatch/exit; busy again brings it back
 
 	Metrics  Metrics  // child: what it reported with thatch_extraction_done
+	Wrote    Metrics  // extraction child: its effective writes through the memory tools, as thatch counted them
 	Snapshot []string // child: the parent's pending entry ids when it was created (recovery data only)
 	Entries  []Entry  `json:"-"` // top: journaled entries, oldest first (rows of their own)
 

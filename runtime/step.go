@@ -1,7 +1,6 @@
 package runtime
 
 import (
-	"fmt"
 	"log/slog"
 	"strings"
 	"time"
@@ -68,6 +67,8 @@ func (r Rules) Step(s *State, in Input, now time.Time) *Effects {
 		t.journalSweep(in)
 	case SweepApply:
 		t.sweepApply(in)
+	case MemoryWrote:
+		t.memoryWrote(in)
 	}
 	return t.fx
 }
@@ -266,10 +267,13 @@ func (t *step) upsert(ev Event) {
 		if sess.ParentID != "" {
 			return // an update that omits the parent does not make a child top-level
 		}
-		if ev.Type == "session.created" && !sess.Reminded {
+		// A host that takes the session-start text itself (its first model request carries
+		// it) asks with session.context; any other gets the reminder as a no-reply prompt,
+		// and the driver adds the memories section of Project.
+		if h := t.s.Hosts[sess.HostID]; ev.Type == "session.created" && !sess.Reminded && (h == nil || !h.Caps.Context) {
 			sess.Reminded = true
 			t.call(Call{Host: sess.HostID, Op: OpPrompt, SessionID: sess.ID, Text: t.reminder(),
-				NoReply: true, Synthetic: true})
+				NoReply: true, Synthetic: true, Project: sess.ProjectKey()})
 		}
 		return
 	}
@@ -350,7 +354,7 @@ func (s *Session) pendingIDs() []string {
 // buffer adds a tool interaction to its root's entries (rule 1).
 func (t *step) buffer(ev Event) {
 	x := ev.Tool
-	if x.Tool == ToolPayload || x.Tool == ToolDone {
+	if ownTool(x.Tool) {
 		return
 	}
 	sess := t.ensure(ev.SessionID, ev.HostID)
@@ -451,9 +455,7 @@ func (t *step) extractionIdle(child *Session) {
 	if root := t.s.Sessions[t.s.Root(child.ID)]; root != nil {
 		t.complete(root, child.ID)
 	}
-	if m := child.Metrics; m.Total() > 0 {
-		t.toast(child.HostID, "thatch", fmt.Sprintf("Memories: %d new, %d updated, %d deleted", m.New, m.Updated, m.Deleted), "success")
-	}
+	t.extractionToast(child)
 	t.endExtraction(child, true)
 }
 

@@ -30,6 +30,9 @@ func (t *step) tool(c ToolCall) *Reply {
 		return toolError("UnknownSessionError", "session %q has no top-level ancestor thatch tracks", c.SessionID)
 	}
 	t.touch(caller.ID)
+	if MemoryTool(c.Name) || c.Name == CallSessionContext || c.Name == CallMemoryContext {
+		return t.identify(c, caller, root)
+	}
 	switch c.Name {
 	case ToolPayload:
 		if err := argsObject(c.Args); err != nil {
@@ -66,7 +69,8 @@ func (t *step) tool(c ToolCall) *Reply {
 		return &Reply{Output: fmt.Sprintf("Extraction recorded: %d entries completed (%d new, %d updated, %d deleted memories).",
 			n, m.New, m.Updated, m.Deleted), Metadata: map[string]any{"completed": n}}
 	}
-	return toolError("BadRequestError", "unknown tool %q: thatch serves %s and %s", c.Name, ToolPayload, ToolDone)
+	return toolError("BadRequestError", "unknown tool %q: thatch serves %s, %s, %s, %s, %s and %s",
+		c.Name, ToolPayload, ToolDone, ToolRemember, ToolSearch, ToolUpdate, ToolForget)
 }
 
 func argsObject(raw json.RawMessage) error {
@@ -118,8 +122,10 @@ type PayloadEntry struct {
 }
 
 // FormatPayload renders a claimed set for the extractor's model, each output cut to
-// PayloadOutputMax characters and its args to PayloadArgsMax.
-func FormatPayload(root string, entries []PayloadEntry) string {
+// PayloadOutputMax characters and its args to PayloadArgsMax, followed by the project's
+// memories that look related (lines "- [mem_…] (kind) content"), so the extractor
+// updates rather than repeats.
+func FormatPayload(root string, entries []PayloadEntry, related []string) string {
 	if len(entries) == 0 {
 		return "No entries to extract: nothing is pending for session " + root + ". Call " + ToolDone +
 			" with {\"new\":0,\"updated\":0,\"deleted\":0}."
@@ -135,6 +141,12 @@ func FormatPayload(root string, entries []PayloadEntry) string {
 			fmt.Fprintf(&b, "args: %s\n", cut(string(args), PayloadArgsMax))
 		}
 		fmt.Fprintf(&b, "output:\n%s\n", cut(e.Body.Output, PayloadOutputMax))
+	}
+	if len(related) > 0 {
+		fmt.Fprintf(&b, "\n## Existing memories of this project that look related\nUpdate (%s) or forget (%s) these by id rather than adding what they already say.\n", ToolUpdate, ToolForget)
+		for _, line := range related {
+			b.WriteString(line + "\n")
+		}
 	}
 	fmt.Fprintf(&b, "\nWhen the memories are written, call %s with the counts of memories you created, updated and deleted.\n", ToolDone)
 	return b.String()

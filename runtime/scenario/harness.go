@@ -49,6 +49,12 @@ func (h *Harness) Exec(c Cmd) string {
 		return h.step(ev)
 	case "tool":
 		return h.step(runtime.ToolCall{Name: c.Keys[0], SessionID: c.Args["session"], Args: json.RawMessage(c.Args["args"])})
+	case "wrote": // wrote SESSION new=N updated=N deleted=N: the store counted a child's writes
+		in := runtime.MemoryWrote{SessionID: c.Keys[0]}
+		in.New, _ = strconv.ParseInt(c.Args["new"], 10, 64)
+		in.Updated, _ = strconv.ParseInt(c.Args["updated"], 10, 64)
+		in.Deleted, _ = strconv.ParseInt(c.Args["deleted"], 10, 64)
+		return h.step(in)
 	case "result":
 		n, err := strconv.Atoi(c.Keys[0])
 		if err != nil || n < 1 || n > len(h.calls) {
@@ -153,6 +159,13 @@ func (h *Harness) reply(r *runtime.Reply) string {
 	if r.Err != nil {
 		return "reply error " + r.Err.Name + ": " + r.Err.Message
 	}
+	if c := r.Caller; c != nil {
+		s := fmt.Sprintf("reply caller session=%s kind=%s root=%s project=%s", c.SessionID, c.Kind, c.Root, c.Project)
+		if c.Reminder != "" {
+			s += "\n" + indent(c.Reminder)
+		}
+		return s
+	}
 	meta, _ := json.Marshal(r.Metadata)
 	s := "reply " + string(meta)
 	if p := r.Payload; p != nil {
@@ -161,7 +174,7 @@ func (h *Harness) reply(r *runtime.Reply) string {
 		for _, id := range root.Claimed(p.Claimant) {
 			entries = append(entries, runtime.PayloadEntry{ID: id, Body: h.bodies[p.Root+"/"+id]})
 		}
-		s += "\n" + indent(runtime.FormatPayload(p.Root, entries))
+		s += "\n" + indent(runtime.FormatPayload(p.Root, entries, nil))
 	} else if r.Output != "" {
 		s += "\n" + indent(r.Output)
 	}
@@ -204,6 +217,7 @@ func FormatCall(c runtime.Call) string {
 		parts = append(parts, "synthetic")
 	}
 	add("purpose", string(c.Purpose))
+	add("project", c.Project)
 	return strings.Join(parts, " ")
 }
 
@@ -256,6 +270,9 @@ func (h *Harness) event(c Cmd) (runtime.Event, error) {
 		info := map[string]any{"id": sid, "title": get("title", "t"), "directory": get("dir", "/w")}
 		if p := get("parent", ""); p != "" {
 			info["parentID"] = p
+		}
+		if p := get("project", ""); p != "" {
+			info["projectID"] = p
 		}
 		props["info"] = info
 	case "session.status":
@@ -382,6 +399,9 @@ func dumpSession(x *runtime.Session) []string {
 	}
 	if x.Metrics.Total() > 0 {
 		line += fmt.Sprintf(" metrics=%d/%d/%d", x.Metrics.New, x.Metrics.Updated, x.Metrics.Deleted)
+	}
+	if x.Wrote.Total() > 0 {
+		line += fmt.Sprintf(" wrote=%d/%d/%d", x.Wrote.New, x.Wrote.Updated, x.Wrote.Deleted)
 	}
 	if len(x.Snapshot) > 0 {
 		line += " snapshot=" + strings.Join(x.Snapshot, ",")

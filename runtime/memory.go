@@ -1,0 +1,110 @@
+package runtime
+
+import (
+	"fmt"
+	"log/slog"
+)
+
+// Memory tools (protocol §6) and thatch's context methods. The memory store lives outside
+// the runtime; Step only says who is calling: the caller must be tracked, and its project
+// is its root session's. The driver's caller then acts on the store.
+const (
+	ToolRemember = "memory_remember"
+	ToolSearch   = "memory_search"
+	ToolUpdate   = "memory_update"
+	ToolForget   = "memory_forget"
+
+	// CallSessionContext asks for a session's start text (the reminder and the memories
+	// section), for a host that declared Capabilities.Context. The first ask counts as the
+	// session's reminder.
+	CallSessionContext = "session.context"
+	// CallMemoryContext asks only who a session is, for the memories section of a
+	// compaction.
+	CallMemoryContext = "memory.context"
+)
+
+// MemoryTool reports whether name is one of the memory tools.
+func MemoryTool(name string) bool {
+	switch name {
+	case ToolRemember, ToolSearch, ToolUpdate, ToolForget:
+		return true
+	}
+	return false
+}
+
+// ownTool reports whether name is one of thatch's tools: its calls are never buffered.
+func ownTool(name string) bool { return name == ToolPayload || name == ToolDone || MemoryTool(name) }
+
+// CallerRef says who called a memory tool or a context method.
+type CallerRef struct {
+	SessionID string
+	Kind      Kind
+	Root      string
+	// Project is the caller's project key: its root session's projectID when the host
+	// gave one, else the root's directory.
+	Project string
+	// Reminder, for session.context on a top-level session: the session-start reminder
+	// without the memories section, which the driver adds from the store.
+	Reminder string
+}
+
+// ProjectKey is a session's project key (protocol §6).
+func (s *Session) ProjectKey() string {
+	if s.ProjectID != "" {
+		return s.ProjectID
+	}
+	return s.Directory
+}
+
+// identify answers a memory tool or a context method with the caller's identity. Only
+// session.context changes state: its first ask on a top-level session is the reminder.
+func (t *step) identify(c ToolCall, caller, root *Session) *Reply {
+	ref := &CallerRef{SessionID: caller.ID, Kind: caller.Kind, Root: root.ID, Project: root.ProjectKey()}
+	if ref.Project == "" {
+		return toolError("UnknownSessionError", "thatch does not know the project of session %q yet: its host gave neither a projectID nor a directory", c.SessionID)
+	}
+	if c.Name == CallSessionContext && caller.Kind == KindTop {
+		ref.Reminder = t.reminder()
+		if !caller.Reminded {
+			caller.Reminded = true
+			t.dirty(caller)
+		}
+	}
+	return &Reply{Caller: ref}
+}
+
+// MemoryWrote is an input: an extraction child's effective writes through the memory
+// tools, as the store counted them (a repeated callID counts nothing). Rule 4's toast
+// reports them.
+type MemoryWrote struct {
+	SessionID string
+	Metrics
+}
+
+func (MemoryWrote) input() {}
+
+func (t *step) memoryWrote(in MemoryWrote) {
+	sess := t.s.Sessions[in.SessionID]
+	if sess == nil || sess.Kind != KindExtraction {
+		return
+	}
+	sess.Wrote.New += in.New
+	sess.Wrote.Updated += in.Updated
+	sess.Wrote.Deleted += in.Deleted
+	t.dirty(sess)
+}
+
+// extractionToast is rule 4's toast: thatch's own count of the child's writes when it
+// wrote through the memory tools, else what it reported.
+func (t *step) extractionToast(child *Session) {
+	m, counted := child.Wrote, "written"
+	if m.Total() == 0 {
+		m, counted = child.Metrics, "reported"
+	}
+	if m.Total() == 0 {
+		return
+	}
+	t.note(slog.LevelInfo, "extraction wrote memories", "session", child.ParentID, "child", child.ID,
+		"new", m.New, "updated", m.Updated, "deleted", m.Deleted, "counts", counted)
+	t.toast(child.HostID, "thatch", fmt.Sprintf("Memories: %d new, %d updated, %d deleted", m.New, m.Updated, m.Deleted), "success")
+}

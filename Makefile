@@ -31,12 +31,14 @@ test:
 e2e:
 	@bin=$$(./testdata/e2e/setup.sh "$(E2E_CACHE)" $(OPENCODE_VERSION)) && \
 	THATCH_E2E_OPENCODE="$$bin" THATCH_E2E_MODULES="$(E2E_CACHE)/node_modules" \
-		$(GO) test -tags e2e -run '^(TestOpencodeEndToEnd|TestShimWithoutThatch)$$' -count=1 -v -timeout 15m ./cmd/thatch ./commands
+		$(GO) test -tags e2e -run '^(TestOpencodeEndToEnd|TestShimWithoutThatch|TestShimContext)$$' -count=1 -v -timeout 15m ./cmd/thatch ./commands
 
 ## fuzz: each fuzz target for FUZZTIME (seed corpora also run in make test)
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeEvent$$' -fuzztime $(FUZZTIME) ./runtime
 	$(GO) test -run '^$$' -fuzz '^FuzzToolCall$$' -fuzztime $(FUZZTIME) ./runtime
+	$(GO) test -run '^$$' -fuzz '^FuzzText$$' -fuzztime $(FUZZTIME) ./runtime/redact
+	$(GO) test -run '^$$' -fuzz '^FuzzJSON$$' -fuzztime $(FUZZTIME) ./runtime/redact
 
 ## check: formatting, vet, staticcheck and the tests
 check: fmt vet staticcheck test
@@ -53,7 +55,7 @@ staticcheck:
 ## bench: the full benchmark (report in bench.json) and the hot-path Go benchmarks
 bench: build
 	./$(BIN) bench --out bench.json
-	$(GO) test -run '^$$' -bench . -benchtime 2s ./runtime ./journal
+	$(GO) test -run '^$$' -bench . -benchtime 2s ./runtime ./journal ./journal/memory ./runtime/redact
 
 ## soak: a long run sampling memory, goroutines and the journal (not in CI)
 soak: build

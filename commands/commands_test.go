@@ -93,7 +93,10 @@ func TestPluginShim(t *testing.T) {
 		t.Fatalf("placeholders left in %s", f.Path)
 	}
 	for _, want := range []string{`const ENDPOINT = "http://127.0.0.1:4223"`, `const TOKEN_FILE = "/home/a \"b\"/shim.token"`,
-		"thatch_get_extraction_payload: tool(", "thatch_extraction_done: tool(", `"command.execute.before"`, `"experimental.session.compacting"`} {
+		"thatch_get_extraction_payload: tool(", "thatch_extraction_done: tool(", "memory_search: tool(", "memory_remember: tool(",
+		"memory_update: tool(", "memory_forget: tool(", `"command.execute.before"`, `"tool.execute.after"`,
+		`"experimental.chat.system.transform"`, `"experimental.session.compacting"`, `"/api/" + method`,
+		`contextText("session.context", { sessionID, projectID: project?.id, directory })`, `contextText("memory.context", { sessionID: input.sessionID })`} {
 		if !strings.Contains(text, want) {
 			t.Errorf("the shim lacks %s", want)
 		}

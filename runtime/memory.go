@@ -48,12 +48,20 @@ type CallerRef struct {
 	Reminder string
 }
 
-// ProjectKey is a session's project key (protocol §6).
-func (s *Session) ProjectKey() string {
-	if s.ProjectID != "" {
-		return s.ProjectID
+// ProjectKey is a session's project key (protocol §6): its projectID, else its directory.
+func (s *Session) ProjectKey() string { return ProjectKey(s.ProjectID, s.Directory) }
+
+// GlobalProject is the projectID opencode gives every directory outside a git history.
+// It names no project: such a session's directory is its project key, or every such
+// folder on the machine would share one pool of memories.
+const GlobalProject = "global"
+
+// ProjectKey is the project key of a session with this projectID and directory.
+func ProjectKey(projectID, directory string) string {
+	if projectID != "" && projectID != GlobalProject {
+		return projectID
 	}
-	return s.Directory
+	return directory
 }
 
 // identify answers a memory tool or a context method with the caller's identity. Only

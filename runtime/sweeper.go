@@ -22,7 +22,10 @@ type Sweeper struct {
 	Every  time.Duration
 	Strand bool              // THATCH_STRAND_SWEEP
 	Exists func(string) bool // directory check; os.Stat by default
-	Log    *slog.Logger
+	// Also runs after each journal sweep (the memory store's own pruning); its error is
+	// logged.
+	Also func(ctx context.Context) error
+	Log  *slog.Logger
 }
 
 // SweepResult is one strand sweep's plan.
@@ -68,6 +71,11 @@ func (w *Sweeper) Run(ctx context.Context) error {
 func (w *Sweeper) runOnce(ctx context.Context) {
 	if err := w.JournalSweep(ctx); err != nil && ctx.Err() == nil {
 		w.Log.Warn("journal sweep failed", "err", err)
+	}
+	if w.Also != nil {
+		if err := w.Also(ctx); err != nil && ctx.Err() == nil {
+			w.Log.Warn("memory store sweep failed", "err", err)
+		}
 	}
 	if !w.Strand {
 		return

@@ -16,13 +16,22 @@ const ExtractionPrompt = `You are thatch's memory extraction session for your pa
 
 Do nothing else: do not edit files and do not run commands. Reply in one short sentence when done.`
 
-// reminder is the session-start reminder for a top-level session, with a hygiene line
-// when a signal is non-zero. The signals restart from zero once reported.
-func (t *step) reminder() string {
+// Reminder is the session-start reminder for a top-level session, with a hygiene line
+// naming the signals when there are any.
+func Reminder(hygiene []string) string {
 	var b strings.Builder
 	b.WriteString("[thatch] This session's tool calls are recorded. When you go idle, thatch extracts durable memories from them in a separate session, so nothing you learn here is lost.\n")
 	b.WriteString("Memories of this project persist across sessions: " + ToolSearch + " finds them, " + ToolRemember + " keeps a new one, " + ToolUpdate + " and " + ToolForget + " fix them.\n")
 	b.WriteString("Before you stop, the user can run /thatch/compact (flush memories, then compact) or /thatch/exit (flush memories, then close the session); each proceeds only when your reply ends with its ready token.")
+	if len(hygiene) > 0 {
+		b.WriteString("\nHygiene since the last session: " + strings.Join(hygiene, ", ") + ".")
+	}
+	return b.String()
+}
+
+// reminder is Reminder with the hygiene signals counted since the last reminder, which
+// restart from zero once reported.
+func (t *step) reminder() string {
 	c := &t.s.Counters
 	var parts []string
 	if c.StaleRequeued > 0 {
@@ -35,9 +44,8 @@ func (t *step) reminder() string {
 		parts = append(parts, fmt.Sprintf("%d sessions' journal rows swept", c.Swept))
 	}
 	if len(parts) > 0 {
-		b.WriteString("\nHygiene since the last session: " + strings.Join(parts, ", ") + ".")
 		c.StaleRequeued, c.Healed, c.Swept = 0, 0, 0
 		t.fx.Counters = true
 	}
-	return b.String()
+	return Reminder(parts)
 }

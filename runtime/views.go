@@ -20,6 +20,10 @@ type StatusView struct {
 	OutstandingCalls int    `json:"outstandingCalls"`
 	JournalError     string `json:"journalError,omitempty"`
 	Goroutines       int    `json:"goroutines"`
+	// Memories counts the live memories (protocol §6); MemoryError is the store's last
+	// read error while it fails.
+	Memories    int    `json:"memories"`
+	MemoryError string `json:"memoryError,omitempty"`
 }
 
 // Summary summarises s; pos is the consumer position.

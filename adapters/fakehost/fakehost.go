@@ -58,6 +58,10 @@ type Host struct {
 	// completes with thatch_extraction_done and goes idle. APIPrefix names thatch's prefix.
 	Model     bool
 	APIPrefix string
+	// Write, when set, plays the model's memory writes between claiming and completing:
+	// it gets the payload's answer and a tool caller, and returns the counts the model
+	// reports to thatch_extraction_done. Unset, the model reports writes it never made.
+	Write     func(ctx context.Context, child string, payload runtime.Answer, call func(name string, args any) (runtime.Answer, *runtime.HostError)) runtime.Metrics
 	FailEvery int // the model errors on every nth extraction (0: never)
 	// ToolTimeout bounds each of the model's tool calls before it retries (30 s when 0):
 	// a call in flight when thatch dies is never answered.
@@ -329,7 +333,17 @@ func (h *Host) extract(ctx context.Context, child string) {
 		return
 	}
 	_ = h.ToolExecuted(ctx, child, child+"_mem", "memory_remember", "remembered")
-	done, ok := call(runtime.ToolDone, map[string]any{"new": min(len(ids), 3), "updated": 0, "deleted": 0})
+	report := runtime.Metrics{New: int64(min(len(ids), 3))}
+	if h.Write != nil {
+		report = h.Write(ctx, child, a, func(name string, args any) (runtime.Answer, *runtime.HostError) {
+			a, herr, err := h.Tool(ctx, prefix, name, child, args)
+			if err != nil {
+				herr = &runtime.HostError{Name: "TransportError", Message: err.Error()}
+			}
+			return a, herr
+		})
+	}
+	done, ok := call(runtime.ToolDone, map[string]any{"new": report.New, "updated": report.Updated, "deleted": report.Deleted})
 	if !ok {
 		return
 	}
@@ -448,6 +462,11 @@ func (h *Host) PublishRawHeader(ctx context.Context, typ string, body []byte, ms
 
 // Hello announces a (re)start of the host with a new boot id; Host-Seq restarts at 1.
 func (h *Host) Hello(ctx context.Context, boot string, resumed ...string) error {
+	return h.PublishHello(ctx, boot, runtime.Capabilities{TUI: true, Compact: true, Move: true, List: true}, resumed...)
+}
+
+// PublishHello is Hello with the capabilities the host declares.
+func (h *Host) PublishHello(ctx context.Context, boot string, caps runtime.Capabilities, resumed ...string) error {
 	h.mu.Lock()
 	h.boot, h.seq = boot, 0
 	h.mu.Unlock()
@@ -456,7 +475,7 @@ func (h *Host) Hello(ctx context.Context, boot string, resumed ...string) error 
 	}
 	_, err := h.Publish(ctx, "host.hello", map[string]any{"hostID": h.ID, "api": h.API, "version": "fake",
 		"bootID": boot, "directory": h.Dir, "worktree": h.Dir, "projectID": "p1",
-		"capabilities": map[string]bool{"tui": true, "compact": true, "move": true, "list": true}, "resumed": resumed})
+		"capabilities": caps, "resumed": resumed})
 	return err
 }
 
@@ -489,7 +508,12 @@ func (h *Host) ToolExecuted(ctx context.Context, session, callID, tool, output s
 
 // Tool calls one of thatch's tools for a session, as the host's model would.
 func (h *Host) Tool(ctx context.Context, apiPrefix, name, session string, args any) (runtime.Answer, *runtime.HostError, error) {
-	data, _ := json.Marshal(map[string]any{"sessionID": session, "args": args})
+	return h.ToolCall(ctx, apiPrefix, name, session, "", args)
+}
+
+// ToolCall is Tool with the model's call id, which thatch's memory tools answer once.
+func (h *Host) ToolCall(ctx context.Context, apiPrefix, name, session, callID string, args any) (runtime.Answer, *runtime.HostError, error) {
+	data, _ := json.Marshal(map[string]any{"sessionID": session, "callID": callID, "args": args})
 	msg, err := h.NC.RequestWithContext(ctx, apiPrefix+".tool."+name, data)
 	if err != nil {
 		return runtime.Answer{}, nil, err

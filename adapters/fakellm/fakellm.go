@@ -4,8 +4,10 @@
 // turn whose last user text contains "RUN <command>" calls the bash tool with that
 // command, then answers once the tool result comes back; a message containing
 // "END WITH <token>" ends the reply with that token on its own line; a thatch extraction
-// prompt, when the tools are offered, calls thatch_get_extraction_payload and then
-// thatch_extraction_done; anything else gets a short reply.
+// prompt, when the tools are offered, calls thatch_get_extraction_payload, then (when
+// memory_remember is offered and the payload shows a bash command) memory_remember with
+// "The project ran: <that command>", then thatch_extraction_done; anything else gets a
+// short reply. It logs what each request carried (Log) for the tests to check.
 package fakellm
 
 import (
@@ -22,8 +24,16 @@ import (
 type Server struct {
 	calls atomic.Int64
 	mu    sync.Mutex
-	log   []string // the last user text of each request, for assertions
+	log   []Request
 	hold  *hold
+}
+
+// Request is what one chat-completions request carried.
+type Request struct {
+	Model    string   // the request's model field, as the provider names it
+	System   string   // the system messages' text, joined in order
+	LastUser string   // the text of the last user message
+	Tools    []string // the names of the tools offered, in order
 }
 
 type hold struct {
@@ -56,7 +66,23 @@ func (s *Server) HoldExtractions() (held <-chan struct{}, release func()) {
 func (s *Server) Requests() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]string(nil), s.log...)
+	out := make([]string, len(s.log))
+	for i, r := range s.log {
+		out[i] = r.LastUser
+	}
+	return out
+}
+
+// Log returns what each request so far carried, oldest first.
+func (s *Server) Log() []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Request, len(s.log))
+	for i, r := range s.log {
+		r.Tools = append([]string(nil), r.Tools...)
+		out[i] = r
+	}
+	return out
 }
 
 type message struct {
@@ -89,7 +115,40 @@ func (m message) text() string {
 var (
 	runPattern = regexp.MustCompile(`RUN ([^\n]+)`)
 	endPattern = regexp.MustCompile(`END WITH ([A-Z_]+)`)
+	// bashEntry heads a bash call in thatch's extraction payload ("## 1. bash (call_1)"),
+	// and commandArg finds the command in the entry's "args:" line.
+	bashEntry  = regexp.MustCompile(`^## \d+\. bash \(`)
+	commandArg = regexp.MustCompile(`"command":\s*"((?:[^"\\]|\\.)*)"`)
 )
+
+// Tool names the script knows.
+const (
+	toolPayload  = "thatch_get_extraction_payload"
+	toolDone     = "thatch_extraction_done"
+	toolRemember = "memory_remember"
+)
+
+// firstCommand returns the first bash command an extraction payload shows, or "".
+func firstCommand(payload string) string {
+	inBash := false
+	for _, line := range strings.Split(payload, "\n") {
+		if strings.HasPrefix(line, "## ") {
+			inBash = bashEntry.MatchString(line)
+			continue
+		}
+		args, ok := strings.CutPrefix(line, "args: ")
+		if !inBash || !ok {
+			continue
+		}
+		if m := commandArg.FindStringSubmatch(args); m != nil {
+			var cmd string
+			if json.Unmarshal([]byte(`"`+m[1]+`"`), &cmd) == nil && strings.TrimSpace(cmd) != "" {
+				return strings.TrimSpace(cmd)
+			}
+		}
+	}
+	return ""
+}
 
 // ServeHTTP implements the chat-completions route.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -98,6 +157,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req struct {
+		Model    string    `json:"model"`
 		Messages []message `json:"messages"`
 		Tools    []struct {
 			Function struct {
@@ -110,30 +170,38 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	n := s.calls.Add(1)
-	var system, lastUser, lastCall string
+	var systems []string
+	var lastUser, lastCall, payload string
 	last := message{}
 	for _, m := range req.Messages {
 		switch m.Role {
 		case "system":
-			system += m.text()
+			systems = append(systems, m.text())
 		case "user":
 			lastUser = m.text()
 		case "assistant":
 			for _, c := range m.ToolCalls {
 				lastCall = c.Function.Name
 			}
+		case "tool":
+			if lastCall == toolPayload {
+				payload = m.text()
+			}
 		}
 		last = m
 	}
+	system := strings.Join(systems, "\n")
 	offered := map[string]bool{}
+	var tools []string
 	for _, t := range req.Tools {
 		offered[t.Function.Name] = true
+		tools = append(tools, t.Function.Name)
 	}
 	s.mu.Lock()
-	s.log = append(s.log, lastUser)
+	s.log = append(s.log, Request{Model: req.Model, System: system, LastUser: lastUser, Tools: tools})
 	h := s.hold
 	s.mu.Unlock()
-	extracting := strings.Contains(lastUser, "thatch_get_extraction_payload") && offered["thatch_get_extraction_payload"]
+	extracting := strings.Contains(lastUser, toolPayload) && offered[toolPayload]
 	if h != nil && extracting && last.Role == "user" {
 		select {
 		case h.arrived <- struct{}{}:
@@ -173,13 +241,24 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		chunk(map[string]any{}, "tool_calls")
 		fmt.Fprint(w, "data: [DONE]\n\n")
 	}
+	done := func(n int) { call(toolDone, map[string]int{"new": n, "updated": 0, "deleted": 0}) }
 	switch {
-	case strings.Contains(strings.ToLower(system), "title") && len(req.Tools) == 0:
+	// The system prompt now carries thatch's text too (memories can say anything): only
+	// opencode's own title prompt makes a title request.
+	case strings.Contains(strings.ToLower(system), "title generator") && len(req.Tools) == 0:
 		text("A scripted session")
 	case extracting && last.Role == "user":
-		call("thatch_get_extraction_payload", map[string]any{})
-	case extracting && last.Role == "tool" && lastCall == "thatch_get_extraction_payload":
-		call("thatch_extraction_done", map[string]int{"new": 1, "updated": 0, "deleted": 0})
+		call(toolPayload, map[string]any{})
+	case extracting && last.Role == "tool" && lastCall == toolPayload && !offered[toolRemember]:
+		done(1) // a host without the memory tools: the model writes its memories elsewhere
+	case extracting && last.Role == "tool" && lastCall == toolPayload:
+		if cmd := firstCommand(payload); cmd != "" {
+			call(toolRemember, map[string]any{"content": "The project ran: " + cmd, "kind": "command"})
+		} else {
+			done(0)
+		}
+	case extracting && last.Role == "tool" && lastCall == toolRemember:
+		done(1)
 	case extracting && last.Role == "tool":
 		reply("Extracted.") // a wrap-up: flush, then the greenlight token
 	case last.Role == "tool":

@@ -5,8 +5,11 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/thatch-dev/thatch/runtime"
 )
 
 // stream posts one chat-completions request and returns the content and tool calls the
@@ -97,6 +100,75 @@ func TestScript(t *testing.T) {
 	}
 	if got := s.Requests(); len(got) != 8 || got[1] != "please RUN echo hi" {
 		t.Fatalf("requests %q", got)
+	}
+}
+
+// An extraction offered the memory tools writes one memory from the payload's first bash
+// command before it reports, and reports nothing written when the payload shows none.
+func TestExtractionWritesMemory(t *testing.T) {
+	s := &Server{}
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	offer := `"tools":[{"type":"function","function":{"name":"thatch_get_extraction_payload"}},{"type":"function","function":{"name":"thatch_extraction_done"}},` +
+		`{"type":"function","function":{"name":"memory_remember"}},{"type":"function","function":{"name":"memory_search"}}]`
+	prompt := `{"role":"user","content":"Call thatch_get_extraction_payload once."}`
+	toolResult := func(name, content string) string {
+		c, _ := json.Marshal(content)
+		return `{"role":"assistant","content":null,"tool_calls":[{"function":{"name":"` + name + `"}}]},{"role":"tool","content":` + string(c) + `}`
+	}
+	// The payload as thatch writes it: a read, then two bash calls, one with a quote.
+	payload := runtime.FormatPayload("ses_a", []runtime.PayloadEntry{
+		{ID: "call_1", Body: runtime.Body{Tool: "read", Args: json.RawMessage(`{"filePath":"/w/go.mod","command":"not bash"}`), Output: "module x"}},
+		{ID: "call_2", Body: runtime.Body{Tool: "bash", Title: "scripted", Args: json.RawMessage(`{"command":"echo \"thatch-e2e-one\"","description":"scripted"}`), Output: "thatch-e2e-one\n"}},
+		{ID: "call_3", Body: runtime.Body{Tool: "bash", Args: json.RawMessage(`{"command":"make test"}`), Output: "ok"}},
+	}, []string{"- [mem_1] (fact) The module is x"})
+	history := prompt + "," + toolResult("thatch_get_extraction_payload", payload)
+	if _, tools, _ := stream(t, srv.URL, `{"stream":true,`+offer+`,"messages":[`+history+`]}`); len(tools) != 1 ||
+		tools[0] != `memory_remember {"content":"The project ran: echo \"thatch-e2e-one\"","kind":"command"}` {
+		t.Fatalf("after the payload: %v", tools)
+	}
+	history += "," + toolResult("memory_remember", "Remembered mem_2.")
+	if _, tools, _ := stream(t, srv.URL, `{"stream":true,`+offer+`,"messages":[`+history+`]}`); len(tools) != 1 || tools[0] != `thatch_extraction_done {"deleted":0,"new":1,"updated":0}` {
+		t.Fatalf("after memory_remember: %v", tools)
+	}
+	history += "," + toolResult("thatch_extraction_done", "Extraction recorded.")
+	if c, tools, _ := stream(t, srv.URL, `{"stream":true,`+offer+`,"messages":[`+history+`]}`); c != "Extracted." || len(tools) != 0 {
+		t.Fatalf("after done: %q %v", c, tools)
+	}
+	// Nothing to extract: nothing written, and the report says so.
+	empty := prompt + "," + toolResult("thatch_get_extraction_payload", runtime.FormatPayload("ses_a", nil, nil))
+	if _, tools, _ := stream(t, srv.URL, `{"stream":true,`+offer+`,"messages":[`+empty+`]}`); len(tools) != 1 || tools[0] != `thatch_extraction_done {"deleted":0,"new":0,"updated":0}` {
+		t.Fatalf("after an empty payload: %v", tools)
+	}
+}
+
+// The log keeps what each request carried: its model, system text, last user text and
+// the tools offered.
+func TestLog(t *testing.T) {
+	s := &Server{}
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	stream(t, srv.URL, `{"model":"fake-model","stream":true,"tools":[{"type":"function","function":{"name":"bash"}},{"type":"function","function":{"name":"memory_search"}}],`+
+		`"messages":[{"role":"system","content":"You are opencode."},{"role":"system","content":"[thatch] Memories of this project:"},`+
+		`{"role":"user","content":"first"},{"role":"assistant","content":"ok"},{"role":"user","content":[{"type":"text","text":"second"}]}]}`)
+	stream(t, srv.URL, `{"model":"small","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+	log := s.Log()
+	if len(log) != 2 {
+		t.Fatalf("%d requests logged, want 2", len(log))
+	}
+	if r := log[0]; r.Model != "fake-model" || r.System != "You are opencode.\n[thatch] Memories of this project:" || r.LastUser != "second" ||
+		!slices.Equal(r.Tools, []string{"bash", "memory_search"}) {
+		t.Fatalf("first request logged as %+v", r)
+	}
+	if r := log[1]; r.Model != "small" || r.System != "" || r.LastUser != "hi" || r.Tools != nil {
+		t.Fatalf("second request logged as %+v", r)
+	}
+	log[0].Tools[0] = "changed"
+	if s.Log()[0].Tools[0] != "bash" {
+		t.Fatal("Log shares its slices with the server")
+	}
+	if got := s.Requests(); !slices.Equal(got, []string{"second", "hi"}) {
+		t.Fatalf("Requests() = %q", got)
 	}
 }
 

@@ -27,6 +27,8 @@ type Server struct {
 	Log      *slog.Logger
 	// Sweep answers the sweep method; nil answers NotImplementedError.
 	Sweep func(ctx context.Context, hostID string, dryRun bool) (any, *runtime.HostError)
+	// Memories serves the memory tools and methods; nil answers NotImplementedError.
+	Memories *Memories
 
 	wg    sync.WaitGroup
 	subs  []*nats.Subscription
@@ -83,7 +85,7 @@ func (p *probe) run(read func() (uint64, error)) {
 func (s *Server) Start(ctx context.Context) error {
 	for subject, h := range map[string]func(context.Context, *nats.Msg) (any, *runtime.HostError){
 		s.Prefix + ".tool.*": s.tool,
-		s.Prefix + ".api.*":  s.api,
+		s.Prefix + ".api.>":  s.api,
 	} {
 		sub, err := s.NC.QueueSubscribe(subject, "thatch", func(m *nats.Msg) {
 			s.wg.Add(1)
@@ -131,13 +133,22 @@ func (s *Server) summary(v runtime.View) runtime.StatusView {
 	return st
 }
 
-// Status returns the status method's result without the broker, for the status file.
+// Status returns the status method's result, also for the status file. The memory count
+// is read after the loop answered: the store is not the loop's.
 func (s *Server) Status(ctx context.Context) (runtime.StatusView, error) {
 	v, err := s.Loop.Query(ctx, func(v runtime.View) any { return s.summary(v) })
 	if err != nil {
 		return runtime.StatusView{}, err
 	}
-	return v.(runtime.StatusView), nil
+	st := v.(runtime.StatusView)
+	if s.Memories != nil {
+		if n, err := s.Memories.Store.Count(ctx); err == nil {
+			st.Memories = n
+		} else {
+			st.MemoryError = err.Error()
+		}
+	}
+	return st, nil
 }
 
 func badRequest(format string) *runtime.HostError {
@@ -157,8 +168,20 @@ func (s *Server) tool(ctx context.Context, m *nats.Msg) (any, *runtime.HostError
 	if req.SessionID == "" {
 		return nil, badRequest("request has no sessionID: send the calling session's id")
 	}
-	// The answer must see every event the stream held when the call arrived. Without the
-	// stream's position (a broker hiccup) the call is answered against what is applied.
+	a := s.Loop.Tool(ctx, runtime.ToolCall{Name: name, SessionID: req.SessionID, CallID: req.CallID, Args: req.Args}, s.streamSeq(ctx))
+	if a.Err != nil {
+		return nil, a.Err
+	}
+	if runtime.MemoryTool(name) && a.Caller != nil {
+		return s.memoryTool(ctx, name, req.CallID, req.Args, a.Caller)
+	}
+	return s.withRelated(ctx, a, a.Caller), nil
+}
+
+// streamSeq is the stream's last sequence now: an answer must see every event the stream
+// held when its call arrived. Without it (a broker hiccup) the call is answered against
+// what is applied.
+func (s *Server) streamSeq(ctx context.Context) uint64 {
 	minSeq, err := s.probe.lastSeq(func() (uint64, error) {
 		ictx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
@@ -175,20 +198,25 @@ func (s *Server) tool(ctx context.Context, m *nats.Msg) (any, *runtime.HostError
 	if err != nil {
 		s.Log.Warn("could not read the stream position; answering against the events applied so far", "err", err)
 	}
-	a := s.Loop.Tool(ctx, runtime.ToolCall{Name: name, SessionID: req.SessionID, CallID: req.CallID, Args: req.Args}, minSeq)
-	if a.Err != nil {
-		return nil, a.Err
-	}
-	return a, nil
+	return minSeq
+}
+
+// apiParams are the parameters of the API methods that are not the memory store's.
+type apiParams struct {
+	HostID    string `json:"hostID"`
+	SessionID string `json:"sessionID"`
+	DryRun    bool   `json:"dryRun"`
+	ProjectID string `json:"projectID"` // session.context: the host's word for the project
+	Directory string `json:"directory"` // session.context: likewise
 }
 
 func (s *Server) api(ctx context.Context, m *nats.Msg) (any, *runtime.HostError) {
 	method := strings.TrimPrefix(m.Subject, s.Prefix+".api.")
-	var p struct {
-		HostID    string `json:"hostID"`
-		SessionID string `json:"sessionID"`
-		DryRun    bool   `json:"dryRun"`
+	switch method {
+	case "memories", "memory.get", "memory.forget", "memory.export", "memory.import":
+		return s.memoryAPI(ctx, method, m.Data)
 	}
+	var p apiParams
 	if len(m.Data) > 0 {
 		if err := json.Unmarshal(m.Data, &p); err != nil {
 			return nil, badRequest("request is not a JSON object: " + err.Error())
@@ -196,8 +224,14 @@ func (s *Server) api(ctx context.Context, m *nats.Msg) (any, *runtime.HostError)
 	}
 	var fn func(runtime.View) any
 	switch method {
+	case runtime.CallSessionContext, runtime.CallMemoryContext:
+		return s.contextText(ctx, method, p)
 	case "status":
-		fn = func(v runtime.View) any { return s.summary(v) }
+		st, err := s.Status(ctx)
+		if err != nil {
+			return nil, &runtime.HostError{Name: "UnavailableError", Message: err.Error()}
+		}
+		return st, nil
 	case "sessions":
 		fn = func(v runtime.View) any { return runtime.LiveSessions(v.State, p.HostID) }
 	case "entries":
@@ -211,7 +245,8 @@ func (s *Server) api(ctx context.Context, m *nats.Msg) (any, *runtime.HostError)
 		}
 		return s.Sweep(ctx, p.HostID, p.DryRun)
 	default:
-		return nil, &runtime.HostError{Name: "NotFoundError", Message: "thatch has no API method " + method + ": use status, sessions, entries or sweep"}
+		return nil, &runtime.HostError{Name: "NotFoundError", Message: "thatch has no API method " + method +
+			": use status, sessions, entries, sweep, session.context, memories, memory.get, memory.forget, memory.context, memory.export or memory.import"}
 	}
 	res, err := s.Loop.Query(ctx, fn)
 	if err != nil {

@@ -46,7 +46,8 @@ type Bridge struct {
 	HostID    string
 	Log       *slog.Logger
 	// ShimListen and TokenFile, when both set, serve the plugin shim on loopback: POST
-	// /tool/<name> forwards a tool call to thatch, POST /event publishes a hook's event.
+	// /tool/<name> forwards a tool call to thatch, POST /api/<method> one of thatch's
+	// context methods, POST /event publishes a hook's event.
 	ShimListen string
 	TokenFile  string
 	// CatchUp is how far back the first connection looks for tool calls the stream could
@@ -272,7 +273,7 @@ func (b *Bridge) hello(ctx context.Context) error {
 	_, _ = rand.Read(raw[:])
 	boot := hex.EncodeToString(raw[:])
 	props, _ := json.Marshal(runtime.Hello{HostID: b.HostID, API: "v1", Version: health.Version, BootID: boot,
-		Directory: path.Directory, Worktree: path.Worktree, Caps: runtime.Capabilities{TUI: true, Compact: true, Move: true, List: true},
+		Directory: path.Directory, Worktree: path.Worktree, Caps: runtime.Capabilities{TUI: true, Compact: true, Move: true, List: true, Context: true},
 		Resumed: []string{}})
 	b.Log.Info("opencode connected", "version", health.Version, "boot_id", boot)
 	b.pubMu.Lock() // held from the reset to the hello: no shim event slips in between
@@ -357,6 +358,7 @@ func (b *Bridge) serveShim() (*http.Server, error) {
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /tool/{name}", b.shimTool)
+	mux.HandleFunc("POST /api/{method}", b.shimAPI)
 	mux.HandleFunc("POST /event", b.shimEvent)
 	srv := &http.Server{Handler: b.shimAuth(mux), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(l) }()
@@ -371,7 +373,7 @@ func (b *Bridge) shimAuth(next http.Handler) http.Handler {
 		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		tok := strings.TrimSpace(string(want))
 		if err != nil || tok == "" || !ok || subtle.ConstantTimeCompare([]byte(got), []byte(tok)) != 1 {
-			http.Error(w, `{"error":{"name":"UnauthorizedError","message":"bad or missing token"}}`, http.StatusUnauthorized)
+			shimError(w, http.StatusUnauthorized, "UnauthorizedError", "bad or missing token")
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -379,21 +381,51 @@ func (b *Bridge) shimAuth(next http.Handler) http.Handler {
 }
 
 // shimTool forwards a tool call of the host's model to thatch and returns thatch's reply.
+// Only thatch's own tools go through: the endpoint is no way onto the rest of the bus.
 func (b *Bridge) shimTool(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
+	name := r.PathValue("name")
+	if name != runtime.ToolPayload && name != runtime.ToolDone && !runtime.MemoryTool(name) {
+		shimError(w, http.StatusNotFound, "NotFoundError", fmt.Sprintf("thatch serves no tool %q", name))
 		return
 	}
-	msg, err := b.NC.RequestWithContext(r.Context(), b.APIPrefix+".tool."+r.PathValue("name"), body)
+	b.shimForward(w, r, b.APIPrefix+".tool."+name)
+}
+
+// shimAPI forwards one of thatch's context methods, which the plugin's hooks ask for
+// the text they add to a model request or a compaction, and returns thatch's reply.
+func (b *Bridge) shimAPI(w http.ResponseWriter, r *http.Request) {
+	method := r.PathValue("method")
+	if method != runtime.CallSessionContext && method != runtime.CallMemoryContext {
+		shimError(w, http.StatusNotFound, "NotFoundError", fmt.Sprintf("the shim forwards only %s and %s, not %q",
+			runtime.CallSessionContext, runtime.CallMemoryContext, method))
+		return
+	}
+	b.shimForward(w, r, b.APIPrefix+".api."+method)
+}
+
+// shimForward sends the request's body to subject and writes thatch's reply as is, or
+// an UnavailableError envelope when thatch does not answer.
+func (b *Bridge) shimForward(w http.ResponseWriter, r *http.Request, subject string) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
 	if err != nil {
-		herr, _ := json.Marshal(map[string]any{"error": runtime.HostError{Name: "UnavailableError", Message: "thatch did not answer: " + err.Error()}})
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write(herr)
+		shimError(w, http.StatusBadRequest, "BadRequestError", err.Error())
+		return
+	}
+	msg, err := b.NC.RequestWithContext(r.Context(), subject, body)
+	if err != nil {
+		shimError(w, http.StatusOK, "UnavailableError", "thatch did not answer: "+err.Error())
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write(msg.Data)
+}
+
+// shimError writes the reply envelope's error, {"error": {name, message}}.
+func shimError(w http.ResponseWriter, code int, name, message string) {
+	data, _ := json.Marshal(map[string]any{"error": runtime.HostError{Name: name, Message: message}})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_, _ = w.Write(data)
 }
 
 // shimEventID names a hook's event. A tool call's is tool_<callID>, the id the event
@@ -415,12 +447,12 @@ func shimEventID(ev Event) string {
 func (b *Bridge) shimEvent(w http.ResponseWriter, r *http.Request) {
 	var ev Event
 	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&ev); err != nil || ev.Type == "" {
-		http.Error(w, `{"error":{"name":"BadRequestError","message":"want {type, properties}"}}`, http.StatusBadRequest)
+		shimError(w, http.StatusBadRequest, "BadRequestError", "want {type, properties}")
 		return
 	}
 	ev.ID = shimEventID(ev)
 	if err := b.publish(r.Context(), ev); err != nil {
-		http.Error(w, `{"error":{"name":"UnavailableError","message":"could not publish"}}`, http.StatusServiceUnavailable)
+		shimError(w, http.StatusServiceUnavailable, "UnavailableError", "could not publish")
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")

@@ -314,6 +314,15 @@ func TestBridge(t *testing.T) {
 		first[2] != (got{"session.created", "evt_1", "3"}) || first[3] != (got{"session.idle", "evt_3", "4"}) || first[4] != (got{"session.idle", "evt_3b", "5"}) {
 		t.Fatalf("published %+v", first)
 	}
+	// The plugin asks for the session-start text itself: thatch must send no reminder
+	// prompt, which would land after the user's first message.
+	helloMsg, err := stream.GetMsg(ctx, 1)
+	must(t, err)
+	var hello struct{ Properties runtime.Hello }
+	must(t, json.Unmarshal(helloMsg.Data, &hello))
+	if want := (runtime.Capabilities{TUI: true, Compact: true, Move: true, List: true, Context: true}); hello.Properties.Caps != want {
+		t.Fatalf("hello declares %+v, want %+v", hello.Properties.Caps, want)
+	}
 
 	// A repeated idempotency key: one DELETE reaches opencode.
 	for range 2 {
@@ -379,19 +388,35 @@ func listenAt(t *testing.T, addr string, fake http.Handler) *httptest.Server {
 	return srv
 }
 
-// The plugin shim's endpoint: only the token's holder gets in; a tool call is forwarded
-// to thatch's tool subject and its reply returned as is; a hook's event is published.
+// The plugin shim's endpoint: only the token's holder gets in; a call of one of thatch's
+// tools or context methods is forwarded to its subject and the reply returned as is, and
+// anything else is refused; a hook's event is published.
 func TestShimEndpoint(t *testing.T) {
 	nc, js, stream := broker(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	sub, err := nc.Subscribe("thatch.tool.thatch_extraction_done", func(m *nats.Msg) {
+	echo := func(m *nats.Msg) {
 		_ = m.Respond([]byte(`{"result":{"output":"got ` + strings.ReplaceAll(string(m.Data), `"`, `'`) + `"}}`))
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
+	for _, subject := range []string{"thatch.tool.thatch_extraction_done", "thatch.tool.memory_search"} {
+		sub, err := nc.Subscribe(subject, echo)
+		must(t, err)
+		defer sub.Unsubscribe()
+	}
+	sub, err := nc.Subscribe("thatch.api.session.context", func(m *nats.Msg) {
+		var req struct{ SessionID, ProjectID, Directory string }
+		_ = json.Unmarshal(m.Data, &req)
+		text, _ := json.Marshal(req.SessionID + " in " + req.ProjectID + " at " + req.Directory)
+		_ = m.Respond([]byte(`{"result":{"text":` + string(text) + `}}`))
+	})
+	must(t, err)
 	defer sub.Unsubscribe()
+	// Whatever else listens on the bus is out of the shim's reach.
+	for _, subject := range []string{"thatch.api.status", "thatch.tool.other"} {
+		sub, err := nc.Subscribe(subject, func(m *nats.Msg) { _ = m.Respond([]byte(`{"result":"reached"}`)) })
+		must(t, err)
+		defer sub.Unsubscribe()
+	}
 	token := filepath.Join(t.TempDir(), "shim.token")
 	if err := os.WriteFile(token, []byte("tok-123\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -427,6 +452,29 @@ func TestShimEndpoint(t *testing.T) {
 	code, body := post("/tool/thatch_extraction_done", "tok-123", `{"sessionID":"ses_c","args":{"new":1}}`)
 	if code != 200 || body != `{"result":{"output":"got {'sessionID':'ses_c','args':{'new':1}}"}}` {
 		t.Fatalf("tool call: %d %s", code, body)
+	}
+	code, body = post("/tool/memory_search", "tok-123", `{"sessionID":"ses_c","callID":"c9","args":{"query":"make"}}`)
+	if code != 200 || body != `{"result":{"output":"got {'sessionID':'ses_c','callID':'c9','args':{'query':'make'}}"}}` {
+		t.Fatalf("memory tool call: %d %s", code, body)
+	}
+	code, body = post("/api/session.context", "tok-123", `{"sessionID":"ses_c","projectID":"prj_1","directory":"/w"}`)
+	if code != 200 || body != `{"result":{"text":"ses_c in prj_1 at /w"}}` {
+		t.Fatalf("session.context: %d %s", code, body)
+	}
+	// thatch down (here: nothing serves memory.context) is an answer the plugin can read.
+	code, body = post("/api/memory.context", "tok-123", `{"sessionID":"ses_c"}`)
+	if code != 200 || !strings.HasPrefix(body, `{"error":{"name":"UnavailableError","message":"thatch did not answer: `) {
+		t.Fatalf("memory.context with no responder: %d %s", code, body)
+	}
+	for _, path := range []string{"/api/status", "/api/memory.forget", "/tool/other", "/tool/memory_remember.x"} {
+		code, body := post(path, "tok-123", `{}`)
+		var reply struct{ Error runtime.HostError }
+		if code != http.StatusNotFound || json.Unmarshal([]byte(body), &reply) != nil || reply.Error.Name != "NotFoundError" || strings.Contains(body, "reached") {
+			t.Fatalf("%s: %d %s, want 404 with a NotFoundError", path, code, body)
+		}
+	}
+	if code, _ := post("/api/session.context", "wrong", `{}`); code != http.StatusUnauthorized {
+		t.Fatalf("api with a wrong token: HTTP %d, want 401", code)
 	}
 	if code, _ := post("/event", "tok-123", `{"type":"command.execute.before","properties":{"command":"thatch/compact","sessionID":"ses_a","arguments":""}}`); code != 200 {
 		t.Fatalf("event: HTTP %d", code)

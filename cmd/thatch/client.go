@@ -96,7 +96,7 @@ func client(ctx context.Context, c Config, cmd string, args []string, out io.Wri
 			{"hosts online", itoa(s.Hosts)}, {"sessions", itoa(s.Sessions)}, {"entries pending", itoa(s.Pending)},
 			{"entries accepted", itoa(s.Accepted)}, {"events applied", i64(s.Applied)}, {"events rejected", i64(s.Rejected)},
 			{"gaps", i64(s.Gaps)}, {"last stream seq", strconv.FormatUint(s.LastStreamSeq, 10)},
-			{"host calls outstanding", itoa(s.OutstandingCalls)}} {
+			{"host calls outstanding", itoa(s.OutstandingCalls)}, {"memories", itoa(s.Memories)}} {
 			if row[0] == "version" && s.JournalError != "" {
 				fmt.Fprintf(tw, "JOURNAL ERROR\t%s\n", s.JournalError)
 			}
@@ -154,6 +154,16 @@ func i64(n int64) string { return strconv.FormatInt(n, 10) }
 
 // request calls one thatch API method and returns its result.
 func request(ctx context.Context, c Config, method string, params any) (json.RawMessage, error) {
+	nc, err := dial(c)
+	if err != nil {
+		return nil, err
+	}
+	defer nc.Close()
+	return call(ctx, nc, c, method, params)
+}
+
+// dial connects the CLI to the broker thatch serves on.
+func dial(c Config) (*nats.Conn, error) {
 	opts := []nats.Option{nats.Name("thatch-cli")}
 	if c.NATSCreds != "" {
 		opts = append(opts, nats.UserCredentials(c.NATSCreds))
@@ -165,7 +175,11 @@ func request(ctx context.Context, c Config, method string, params any) (json.Raw
 	if err != nil {
 		return nil, fmt.Errorf("cannot reach the broker at %s (%v): is thatch serve running? set THATCH_NATS_URL or THATCH_NATS_LISTEN to where it listens", c.natsURL(), err)
 	}
-	defer nc.Close()
+	return nc, nil
+}
+
+// call calls one thatch API method over nc and returns its result.
+func call(ctx context.Context, nc *nats.Conn, c Config, method string, params any) (json.RawMessage, error) {
 	data, _ := json.Marshal(params)
 	rctx, cancel := context.WithTimeout(ctx, c.hostTimeout()+2*time.Second)
 	defer cancel()

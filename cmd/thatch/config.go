@@ -36,6 +36,7 @@ type Config struct {
 	StrandSweep          Switch `envconfig:"STRAND_SWEEP" default:"on" desc:"heal stranded sessions (directory gone) on the hosts"`
 	StrandSweepMS        int    `envconfig:"STRAND_SWEEP_MS" default:"600000" desc:"interval of the strand and journal sweeps"`
 	RuntimeStateTTLMS    int64  `envconfig:"RUNTIME_STATE_TTL_MS" default:"604800000" desc:"the journal sweep drops sessions untouched this long"`
+	MemoryInjectChars    int    `envconfig:"MEMORY_INJECT_CHARS" default:"2000" desc:"characters of memories a new session's first request and a compaction carry"`
 	InstallCommands      Switch `envconfig:"INSTALL_COMMANDS" default:"on" desc:"install the slash commands when thatch serve starts"`
 	LogLevel             string `envconfig:"LOG_LEVEL" default:"info" desc:"debug, info, warn or error"`
 	LogFormat            string `envconfig:"LOG_FORMAT" default:"auto" desc:"auto (text on a terminal, JSON otherwise), text or json"`
@@ -85,7 +86,7 @@ func loadConfig() (Config, error) {
 	positive := map[string]int{
 		"THATCH_HOST_TIMEOUT_MS": c.HostTimeoutMS, "THATCH_STALE_ACCEPTED_MS": c.StaleAcceptedMS,
 		"THATCH_INTERACTION_OUTPUT_MAX": c.InteractionOutputMax, "THATCH_BATCH_MAX": c.BatchMax,
-		"THATCH_STRAND_SWEEP_MS": c.StrandSweepMS,
+		"THATCH_STRAND_SWEEP_MS": c.StrandSweepMS, "THATCH_MEMORY_INJECT_CHARS": c.MemoryInjectChars,
 	}
 	for name, v := range positive {
 		if v <= 0 {

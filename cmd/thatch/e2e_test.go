@@ -115,7 +115,8 @@ func TestOpencodeEndToEnd(t *testing.T) {
 	var tools []string
 	x.get("/experimental/tool/ids", &tools)
 	t.Logf("opencode lists the commands %v and the thatch tools %v", names(commands, "thatch/"), filter(tools, "thatch_"))
-	if !slices.Contains(names(commands, "thatch/"), "thatch/compact") || !slices.Contains(tools, "thatch_get_extraction_payload") {
+	if !slices.Contains(names(commands, "thatch/"), "thatch/compact") || !slices.Contains(tools, "thatch_get_extraction_payload") ||
+		!slices.Contains(tools, "memory_remember") || !slices.Contains(tools, "memory_search") {
 		t.Fatal("opencode did not load thatch's commands and plugin shim")
 	}
 
@@ -126,13 +127,44 @@ func TestOpencodeEndToEnd(t *testing.T) {
 	x.waitEntries(s1, []string{call1}, "pending")
 	t.Logf("step 1: bash call %s of %s is entry %s, pending", call1, s1, call1)
 	c1 := x.extractionChild(s1, held, 0)
+	// The reminder rides in the first model request's system prompt, never as a message
+	// (a no-reply message lands after the user's first one, and the model answers it).
 	if x.reminded(s1) {
-		t.Logf("step 1: thatch's reminder is in %s as a synthetic message", s1)
-	} else {
-		t.Errorf("no reminder reached %s", s1)
+		t.Errorf("thatch sent %s a reminder message; the plugin's system hook must carry it", s1)
 	}
+	first, ok := x.firstRequest("RUN echo thatch-e2e-one")
+	if !ok || !strings.Contains(first.System, "[thatch] This session's tool calls are recorded") {
+		t.Fatalf("the first model request of %s has no thatch text in its system prompt:\n%s", s1, first.System)
+	}
+	t.Logf("step 1: the first model request of %s carries thatch's reminder in its system prompt; no reminder message", s1)
 	release()
 	x.extracted(c1, s1, []string{call1})
+
+	// 1b. The child wrote a memory through the tools; a new session's first request carries
+	// it, and the model answers the user's prompt.
+	out, err := x.cli("memories", "--json")
+	if err != nil {
+		t.Fatalf("thatch memories: %v\n%s", err, out)
+	}
+	var mems []struct{ ID, Kind, Content, Project string }
+	must(t, json.Unmarshal(out, &mems))
+	if len(mems) != 1 || mems[0].Content != "The project ran: echo thatch-e2e-one" || mems[0].Project != x.proj {
+		t.Fatalf("thatch memories lists %+v, want the extraction's one memory of project %s", mems, x.proj)
+	}
+	t.Logf("step 1b: thatch memories lists %s (%s) %q in project %s", mems[0].ID, mems[0].Kind, mems[0].Content, mems[0].Project)
+	s2 := x.session(x.proj, "e2e memories")
+	var reply struct {
+		Parts []struct{ Type, Text string }
+	}
+	x.post("/session/"+s2+"/message", map[string]any{"parts": []any{map[string]string{"type": "text", "text": "hello, memories"}}}, &reply)
+	r2, ok := x.firstRequest("hello, memories")
+	if !ok || !strings.Contains(r2.System, "Memories of this project:\n- ["+mems[0].ID+"] (command) The project ran: echo thatch-e2e-one") {
+		t.Fatalf("the first model request of %s lacks the memory:\n%s", s2, r2.System)
+	}
+	if len(reply.Parts) == 0 || !slices.ContainsFunc(reply.Parts, func(p struct{ Type, Text string }) bool { return p.Text == "FAKE REPLY" }) || x.reminded(s2) {
+		t.Fatalf("the model did not answer the user's first prompt in %s: %+v", s2, reply.Parts)
+	}
+	t.Logf("step 1b: %s's first model request carries the memory in its system prompt, and the model answered the user", s2)
 
 	// 2. thatch is killed while an extraction waits on the model; a tool call completes
 	// while it is down. Back up, it loses neither: the next extraction takes both.
@@ -173,6 +205,13 @@ func TestOpencodeEndToEnd(t *testing.T) {
 	}, from)
 	must(t, <-command)
 	t.Logf("step 3: the turn ended with the token and opencode compacted %s (session.compacted)", s1)
+	if !slices.ContainsFunc(x.llm.Log(), func(r fakellm.Request) bool {
+		return len(r.Tools) == 0 && strings.Contains(r.LastUser, "Memories of this project:") && strings.Contains(r.LastUser, mems[0].ID)
+	}) {
+		t.Errorf("no compaction request carried the project's memories")
+	} else {
+		t.Logf("step 3: the compaction request carried the project's memories")
+	}
 	x.eventually("thatch to see the compaction end", func() bool {
 		v, ok := x.sessions()[s1]
 		return ok && !v.Compacting && v.WrapUp == ""
@@ -188,7 +227,7 @@ func TestOpencodeEndToEnd(t *testing.T) {
 	call5 := x.runTool(s5, "echo thatch-e2e-five")
 	c5 := x.extractionChild(s5, held, 0)
 	must(t, os.RemoveAll(dirB))
-	out, err := x.cli("sweep", "--json")
+	out, err = x.cli("sweep", "--json")
 	if err != nil {
 		t.Fatalf("thatch sweep: %v\n%s", err, out)
 	}
@@ -230,6 +269,14 @@ func TestOpencodeEndToEnd(t *testing.T) {
 	var info ocInfo
 	x.get("/session/"+s1, &info)
 	t.Logf("step 6: the /thatch/exit turn flushed (%s) and ended with the token; %s left thatch's live directory, opencode keeps it", flush.State.Output, info.ID)
+
+	// The system prompt of s1 stayed the same bytes across thatch's kill and opencode's
+	// restart, so the provider's prompt cache holds.
+	for _, prompt := range []string{"RUN echo thatch-e2e-two", "RUN echo thatch-e2e-three", "RUN echo thatch-e2e-four", "RUN echo thatch-e2e-six"} {
+		if r, ok := x.firstRequest(prompt); !ok || r.System != first.System {
+			t.Errorf("the system prompt of %s changed by %q", s1, prompt)
+		}
+	}
 
 	// thatch stops cleanly.
 	must(t, x.thatch.Process.Signal(syscall.SIGTERM))
@@ -530,6 +577,16 @@ func (x *e2e) waitEntries(session string, ids []string, state string) {
 	}) {
 		x.t.Fatalf("entries of %s: %v, want %v %s", session, got, want, state)
 	}
+}
+
+// firstRequest is the first model request whose last user text is user.
+func (x *e2e) firstRequest(user string) (fakellm.Request, bool) {
+	for _, r := range x.llm.Log() {
+		if r.LastUser == user {
+			return r, true
+		}
+	}
+	return fakellm.Request{}, false
 }
 
 // reminded reports whether a synthetic text part (thatch's reminder) is in the session.

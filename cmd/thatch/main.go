@@ -22,6 +22,8 @@ Usage:
   thatch entries SESSION [--json]    the journaled entries of a top-level session
   thatch sweep [--dry-run] [--host ID]
                                      one strand sweep now, printing its plan
+  thatch memories [--project P] [--search Q] [--kind K] [--json]
+                                     the memories thatch keeps (show ID, forget ID, export, import FILE: see thatch memories --help)
   thatch install                     install the /thatch/compact and /thatch/exit commands for opencode
   thatch bench [--quick] [--out FILE] measure thatch against the bare pipeline (see the README)
   thatch version                     print the version
@@ -94,6 +96,8 @@ func run(args []string) error {
 		return nil
 	case "status", "sessions", "entries", "sweep":
 		return client(ctx, c, cmd, args, os.Stdout)
+	case "memories":
+		return memoriesCmd(ctx, c, args, os.Stdout)
 	}
 	fmt.Fprint(os.Stderr, usage)
 	return fmt.Errorf("unknown command %q", cmd)

@@ -16,6 +16,7 @@ import (
 	"github.com/thatch-dev/thatch/adapters/host"
 	"github.com/thatch-dev/thatch/adapters/natsbus"
 	"github.com/thatch-dev/thatch/journal"
+	"github.com/thatch-dev/thatch/journal/memory"
 	"github.com/thatch-dev/thatch/runtime"
 )
 
@@ -46,6 +47,12 @@ func serveWith(ctx context.Context, c Config, log *slog.Logger, tune func(*runti
 		return err
 	}
 	defer store.Close()
+	memStore, err := memory.Open(filepath.Join(c.DataDir, "memories.db"), memory.Options{})
+	if err != nil {
+		return err
+	}
+	defer memStore.Close()
+	memories := &natsbus.Memories{Store: memStore, InjectChars: c.MemoryInjectChars}
 
 	var ns *server.Server
 	if c.NATSURL == "" {
@@ -71,7 +78,7 @@ func serveWith(ctx context.Context, c Config, log *slog.Logger, tune func(*runti
 	}
 
 	caller := &host.Client{NC: nc, Prefix: c.SubjectPrefix, Timeout: c.hostTimeout(), Log: log.With("component", "host")}
-	loop := runtime.NewLoop(store, caller, log.With("component", "runtime"))
+	loop := runtime.NewLoop(store, natsbus.Injecting{Caller: caller, Memories: memories}, log.With("component", "runtime"))
 	loop.Rules, loop.Prefix, loop.MaxBatch, loop.WaitApplied = c.rules(), c.SubjectPrefix, c.BatchMax, c.hostTimeout()
 	if tune != nil {
 		tune(loop)
@@ -79,9 +86,12 @@ func serveWith(ctx context.Context, c Config, log *slog.Logger, tune func(*runti
 	consumer := natsbus.NewConsumer(js, natsbus.StreamConfig{Stream: c.Stream, Consumer: c.Consumer, Prefix: c.SubjectPrefix},
 		loop.Deliveries(), log.With("component", "consumer"))
 	sweeper := &runtime.Sweeper{Loop: loop, Caller: caller, Every: time.Duration(c.StrandSweepMS) * time.Millisecond,
-		Strand: bool(c.StrandSweep), Log: log.With("component", "sweep")}
+		Strand: bool(c.StrandSweep), Log: log.With("component", "sweep"),
+		Also: func(ctx context.Context) error { // the tool-call memo and frozen texts live as long as session rows
+			return memStore.Prune(ctx, time.Now().Add(-time.Duration(c.RuntimeStateTTLMS)*time.Millisecond))
+		}}
 	srv := &natsbus.Server{NC: nc, JS: js, Stream: c.Stream, Prefix: c.APIPrefix, Loop: loop, Consumer: consumer,
-		Log: log.With("component", "api"), Sweep: sweepAPI(sweeper)}
+		Log: log.With("component", "api"), Sweep: sweepAPI(sweeper), Memories: memories}
 
 	// Each part runs until its own context ends; shutdown stops them in reverse order:
 	// sweeper, responders, consumer (unapplied messages go back), loop (the batch in

@@ -1,0 +1,354 @@
+package natsbus
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/thatch-dev/thatch/journal/memory"
+	"github.com/thatch-dev/thatch/runtime"
+)
+
+// Memories is the memory side of the server (protocol §6): the store, and how much of it
+// a session-start text or a compaction may carry.
+type Memories struct {
+	Store       *memory.Store
+	InjectChars int // THATCH_MEMORY_INJECT_CHARS
+	Now         func() time.Time
+}
+
+func (m *Memories) now() time.Time {
+	if m.Now != nil {
+		return m.Now()
+	}
+	return time.Now()
+}
+
+// RelatedMax is how many related memories an extraction payload lists.
+const RelatedMax = 10
+
+// storeError maps a store error to the protocol's error names.
+func storeError(err error) *runtime.HostError {
+	switch {
+	case errors.Is(err, memory.ErrNotFound):
+		return &runtime.HostError{Name: "NotFoundError", Message: err.Error()}
+	case errors.Is(err, memory.ErrBadRequest):
+		return &runtime.HostError{Name: "BadRequestError", Message: err.Error()}
+	}
+	return &runtime.HostError{Name: "UnavailableError", Message: "thatch's memory store failed; call again: " + err.Error()}
+}
+
+// decodeArgs reads a tool's args into dst; absent args are an empty object.
+func decodeArgs(tool string, raw json.RawMessage, dst any) *runtime.HostError {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		raw = []byte("{}")
+	}
+	if err := json.Unmarshal(raw, dst); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) && te.Field != "" {
+			return badRequest(fmt.Sprintf("%s: %s must be %s, not a JSON %s", tool, te.Field, argType(te.Field), te.Value))
+		}
+		return badRequest(fmt.Sprintf("%s takes a JSON object of arguments: %v", tool, err))
+	}
+	return nil
+}
+
+func argType(field string) string {
+	switch field {
+	case "tags", "kinds":
+		return "an array of strings"
+	case "limit":
+		return "an integer"
+	}
+	return "a string"
+}
+
+// memoryTool performs a memory tool call for the caller the runtime identified, counts an
+// extraction child's effective writes, and renders the reply for the model.
+func (s *Server) memoryTool(ctx context.Context, name, callID string, args json.RawMessage, who *runtime.CallerRef) (any, *runtime.HostError) {
+	if s.Memories == nil {
+		return nil, &runtime.HostError{Name: "NotImplementedError", Message: "this thatch keeps no memories"}
+	}
+	st, now := s.Memories.Store, s.Memories.now()
+	c := memory.Caller{Project: who.Project, SessionID: who.SessionID, CallID: callID}
+	var wrote runtime.Metrics
+	var out runtime.Answer
+	switch name {
+	case runtime.ToolRemember:
+		var a struct {
+			Content string   `json:"content"`
+			Kind    string   `json:"kind"`
+			Tags    []string `json:"tags"`
+			Branch  string   `json:"branch"`
+		}
+		if herr := decodeArgs(name, args, &a); herr != nil {
+			return nil, herr
+		}
+		r, err := st.Remember(ctx, c, memory.RememberArgs{Content: a.Content, Kind: a.Kind, Tags: a.Tags, Branch: a.Branch}, now)
+		if err != nil {
+			return nil, storeError(err)
+		}
+		if r.Created && !r.Repeat {
+			wrote.New = 1
+		}
+		similar := r.Similar
+		if similar == nil {
+			similar = []memory.Similar{}
+		}
+		out.Metadata = map[string]any{"id": r.Memory.ID, "created": r.Created, "similar": similar}
+		if r.Created {
+			out.Output = fmt.Sprintf("Remembered as %s (%s).", r.Memory.ID, r.Memory.Kind)
+		} else {
+			out.Output = fmt.Sprintf("Already remembered as %s; nothing added.", r.Memory.ID)
+		}
+		if len(similar) > 0 {
+			ids := make([]string, len(similar))
+			for i, x := range similar {
+				ids[i] = fmt.Sprintf("%s (%.2f)", x.ID, x.Score)
+			}
+			out.Output += " Alike: " + strings.Join(ids, ", ") + ". If one says the same, update it and forget the other."
+		}
+	case runtime.ToolSearch:
+		var a struct {
+			Query string   `json:"query"`
+			Limit int      `json:"limit"`
+			Kinds []string `json:"kinds"`
+		}
+		if herr := decodeArgs(name, args, &a); herr != nil {
+			return nil, herr
+		}
+		r, err := st.Search(ctx, c, a.Query, a.Kinds, a.Limit, now)
+		if err != nil {
+			return nil, storeError(err)
+		}
+		ids := make([]string, 0, len(r.Hits))
+		lines := make([]string, 0, len(r.Hits))
+		for _, h := range r.Hits {
+			ids = append(ids, h.Memory.ID)
+			lines = append(lines, fmt.Sprintf("%s (%s) %s", h.Memory.ID, h.Memory.Kind, strings.Join(strings.Fields(h.Memory.Content), " ")))
+		}
+		out.Metadata = map[string]any{"ids": ids}
+		out.Output = strings.Join(lines, "\n")
+		if len(lines) == 0 {
+			out.Output = "No memory of this project matches."
+		}
+	case runtime.ToolUpdate:
+		var a struct {
+			ID      string    `json:"id"`
+			Content *string   `json:"content"`
+			Kind    *string   `json:"kind"`
+			Tags    *[]string `json:"tags"`
+		}
+		if herr := decodeArgs(name, args, &a); herr != nil {
+			return nil, herr
+		}
+		r, err := st.Update(ctx, c, a.ID, memory.UpdateArgs{Content: a.Content, Kind: a.Kind, Tags: a.Tags}, now)
+		if err != nil {
+			return nil, storeError(err)
+		}
+		if !r.Repeat {
+			wrote.Updated = 1
+		}
+		out.Metadata = map[string]any{"id": r.Memory.ID}
+		out.Output = fmt.Sprintf("Updated %s.", r.Memory.ID)
+	case runtime.ToolForget:
+		var a struct {
+			ID     string `json:"id"`
+			Reason string `json:"reason"`
+		}
+		if herr := decodeArgs(name, args, &a); herr != nil {
+			return nil, herr
+		}
+		r, err := st.Forget(ctx, c, a.ID, a.Reason, now)
+		if err != nil {
+			return nil, storeError(err)
+		}
+		if !r.Repeat {
+			wrote.Deleted = 1
+		}
+		out.Metadata = map[string]any{"id": r.Memory.ID}
+		out.Output = fmt.Sprintf("Forgot %s.", r.Memory.ID)
+	}
+	if wrote.Total() > 0 && who.Kind == runtime.KindExtraction {
+		// Counted before the model sees the answer, so before the child's turn can end.
+		if err := s.Loop.Submit(ctx, runtime.MemoryWrote{SessionID: who.SessionID, Metrics: wrote}); err != nil {
+			s.Log.Warn("could not count an extraction child's memory write; its toast may show fewer", "session", who.SessionID, "err", err)
+		}
+	}
+	return out, nil
+}
+
+// withRelated renders an extraction payload with the project's memories that look most
+// like the claimed entries, so the extractor updates rather than repeats.
+func (s *Server) withRelated(ctx context.Context, a runtime.Answer, who *runtime.CallerRef) runtime.Answer {
+	if s.Memories == nil || a.Payload == nil || len(a.Payload.Entries) == 0 || who == nil {
+		return a
+	}
+	related, err := s.Memories.Store.Related(ctx, who.Project, a.Output, RelatedMax)
+	if err != nil {
+		s.Log.Warn("could not look up related memories for a payload; sending it without them", "session", who.SessionID, "err", err)
+		return a
+	}
+	lines := make([]string, len(related))
+	for i, m := range related {
+		lines[i] = memory.Line(m)
+	}
+	a.Output = runtime.FormatPayload(a.Payload.Root, a.Payload.Entries, lines)
+	return a
+}
+
+// contextText answers session.context and memory.context.
+func (s *Server) contextText(ctx context.Context, method string, p apiParams) (any, *runtime.HostError) {
+	if p.SessionID == "" {
+		return nil, badRequest(method + " needs {sessionID}")
+	}
+	if s.Memories == nil {
+		return map[string]string{"text": ""}, nil
+	}
+	st, now := s.Memories.Store, s.Memories.now()
+	if method == runtime.CallSessionContext {
+		// The text is frozen at the first ask, so every model request of the session
+		// carries the same bytes and the provider's prompt cache holds.
+		text, ok, err := st.FrozenContext(ctx, p.SessionID)
+		if err != nil {
+			return nil, storeError(err)
+		}
+		if ok {
+			return map[string]string{"text": text}, nil
+		}
+	}
+	a, herr := s.identify(ctx, method, p.SessionID)
+	var who runtime.CallerRef
+	switch {
+	case herr == nil:
+		who = *a.Caller
+	case herr.Name == "UnknownSessionError" && method == runtime.CallSessionContext:
+		// The host asked before thatch saw the session (its first request can outrun the
+		// event): the host's own word for the project stands in.
+		who = runtime.CallerRef{SessionID: p.SessionID, Kind: runtime.KindTop, Project: runtime.ProjectKey(p.ProjectID, p.Directory), Reminder: runtime.Reminder(nil)}
+		if who.Project == "" {
+			return nil, herr
+		}
+	default:
+		return nil, herr
+	}
+	if method == runtime.CallSessionContext && who.Kind != runtime.KindTop {
+		return map[string]string{"text": ""}, nil // a child gets no session-start text
+	}
+	section, err := st.Section(ctx, who.Project, s.Memories.InjectChars, now)
+	if err != nil {
+		return nil, storeError(err)
+	}
+	if method == runtime.CallMemoryContext {
+		return map[string]string{"text": section}, nil
+	}
+	text := who.Reminder
+	if section != "" {
+		text += "\n\n" + section
+	}
+	text, err = st.FreezeContext(ctx, p.SessionID, text, now)
+	if err != nil {
+		return nil, storeError(err)
+	}
+	return map[string]string{"text": text}, nil
+}
+
+// identify asks the runtime who a session is, against every event the stream held now.
+func (s *Server) identify(ctx context.Context, method, sessionID string) (runtime.Answer, *runtime.HostError) {
+	a := s.Loop.Tool(ctx, runtime.ToolCall{Name: method, SessionID: sessionID}, s.streamSeq(ctx))
+	if a.Err != nil {
+		return a, a.Err
+	}
+	return a, nil
+}
+
+// memoryAPI answers the memory methods of thatch's API (protocol §6, and the extensions
+// memory.get, memory.export and memory.import).
+func (s *Server) memoryAPI(ctx context.Context, method string, data []byte) (any, *runtime.HostError) {
+	if s.Memories == nil {
+		return nil, &runtime.HostError{Name: "NotImplementedError", Message: "this thatch keeps no memories"}
+	}
+	st, now := s.Memories.Store, s.Memories.now()
+	var p struct {
+		Project  string          `json:"project"`
+		Query    string          `json:"query"`
+		Kind     string          `json:"kind"`
+		Limit    int             `json:"limit"`
+		After    string          `json:"after"`
+		ID       string          `json:"id"`
+		Reason   string          `json:"reason"`
+		Memories []memory.Memory `json:"memories"`
+	}
+	if len(bytes.TrimSpace(data)) > 0 {
+		if err := json.Unmarshal(data, &p); err != nil {
+			return nil, badRequest(method + ": request is not a JSON object of the right shape: " + err.Error())
+		}
+	}
+	switch method {
+	case "memories":
+		ms, err := st.List(ctx, memory.ListQuery{Project: p.Project, Query: p.Query, Kind: p.Kind, Limit: p.Limit, After: p.After})
+		if err != nil {
+			return nil, storeError(err)
+		}
+		if ms == nil {
+			ms = []memory.Memory{}
+		}
+		return ms, nil
+	case "memory.get":
+		m, audit, err := st.Get(ctx, p.ID)
+		if err != nil {
+			return nil, storeError(err)
+		}
+		if audit == nil {
+			audit = []memory.Audit{}
+		}
+		return map[string]any{"memory": m, "audit": audit}, nil
+	case "memory.forget":
+		r, err := st.Forget(ctx, memory.Caller{}, p.ID, p.Reason, now)
+		if err != nil {
+			return nil, storeError(err)
+		}
+		return map[string]string{"id": r.Memory.ID}, nil
+	case "memory.export":
+		ms, err := st.Export(ctx, p.Project, p.After, p.Limit)
+		if err != nil {
+			return nil, storeError(err)
+		}
+		if ms == nil {
+			ms = []memory.Memory{}
+		}
+		return ms, nil
+	case "memory.import":
+		n, err := st.Import(ctx, p.Memories, now)
+		if err != nil {
+			return nil, storeError(err)
+		}
+		return map[string]int{"added": n}, nil
+	}
+	return nil, &runtime.HostError{Name: "NotFoundError", Message: "thatch has no API method " + method}
+}
+
+// Injecting is a runtime.Caller that appends the memories section of a call's Project to
+// the session-start reminder prompt as it performs it (rule 2 for hosts that take the
+// reminder as a prompt): the store is read when the call goes out, not when the runtime
+// decided it.
+type Injecting struct {
+	runtime.Caller
+	Memories *Memories
+}
+
+// Do performs c, with the memories section appended to a reminder prompt.
+func (i Injecting) Do(ctx context.Context, api string, c runtime.Call) runtime.Result {
+	if c.Op == runtime.OpPrompt && c.Project != "" && i.Memories != nil {
+		section, err := i.Memories.Store.Section(ctx, c.Project, i.Memories.InjectChars, i.Memories.now())
+		if err == nil && section != "" {
+			c.Text += "\n\n" + section
+		}
+	}
+	return i.Caller.Do(ctx, api, c)
+}

@@ -1,0 +1,245 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/thatch-dev/thatch/adapters/fakehost"
+	"github.com/thatch-dev/thatch/journal/memory"
+	"github.com/thatch-dev/thatch/runtime"
+)
+
+// benchWords is the vocabulary of the synthetic memories: words of a codebase's notes.
+var benchWords = strings.Fields(`the build test deploy service gateway config loader cache index query schema
+migration handler router client server token session worker queue retry timeout backoff
+port socket database table column request response error panic lock mutex channel context
+module package import vendor release branch commit merge rebase fixture golden snapshot
+metric trace span log level flag option default env variable secret key file folder path
+script command flag docker image container volume network proxy certificate TLS DNS
+benchmark profile allocation goroutine leak memory disk limit quota budget latency`)
+
+// benchMemory is one synthetic memory's content: 10 to 60 words with an identifier or two,
+// as an extraction writes them.
+func benchMemory(rng *rand.Rand, i int) string {
+	n := 10 + rng.IntN(50)
+	var b strings.Builder
+	for w := range n {
+		if w > 0 {
+			b.WriteByte(' ')
+		}
+		switch rng.IntN(14) {
+		case 0:
+			fmt.Fprintf(&b, "svc-%d-%02d", rng.IntN(50), rng.IntN(100))
+		case 1:
+			fmt.Fprintf(&b, "src/%s/%s.go", benchWords[rng.IntN(len(benchWords))], benchWords[rng.IntN(len(benchWords))])
+		default:
+			b.WriteString(benchWords[rng.IntN(len(benchWords))])
+		}
+	}
+	fmt.Fprintf(&b, " (note %d).", i)
+	return b.String()
+}
+
+// memoryBench measures the memory store over NATS on a store of many memories: search,
+// remember (with its similarity check), the session-start section, and the broker's
+// request/reply echo in the same run as the floor they stand on.
+func (b *benchRun) memoryBench(ctx context.Context) error {
+	rng := rand.New(rand.NewPCG(b.seed, 7))
+	name := "memory"
+	dir := filepath.Join(b.dir, name)
+	projects := make([]string, b.size.MemoryProjects)
+	for p := range projects {
+		projects[p] = filepath.Join(b.dir, "projects", fmt.Sprintf("p%03d", p))
+		if err := os.MkdirAll(projects[p], 0o755); err != nil {
+			return err
+		}
+	}
+	// The store is filled through import, in batches, before thatch starts on it.
+	store, err := memory.Open(filepath.Join(dir, "memories.db"), memory.Options{})
+	if err != nil {
+		return err
+	}
+	t0 := time.Now()
+	base := time.Now().Add(-90 * 24 * time.Hour)
+	for start := 0; start < b.size.Memories; start += 2000 {
+		batch := make([]memory.Memory, 0, 2000)
+		for i := start; i < min(start+2000, b.size.Memories); i++ {
+			at := base.Add(time.Duration(i) * time.Minute).UTC()
+			batch = append(batch, memory.Memory{ID: fmt.Sprintf("mem_%012x%08x", at.UnixMilli(), i), Project: projects[i%len(projects)],
+				Kind: memory.Kinds[rng.IntN(len(memory.Kinds))], Content: benchMemory(rng, i), Tags: []string{benchWords[rng.IntN(len(benchWords))]},
+				CreatedAt: at, UpdatedAt: at, Source: memory.Source{SessionID: "ses_bench"}})
+		}
+		if _, err := store.Import(ctx, batch, time.Now()); err != nil {
+			store.Close()
+			return err
+		}
+	}
+	store.Close()
+	b.say("memory store of %d memories over %d projects built in %s", b.size.Memories, len(projects), time.Since(t0).Round(time.Millisecond))
+	if size := dirSize(dir); size > 0 {
+		b.add(Figure{Name: "memory store size", Value: float64(size) / float64(b.size.Memories) * 1000 / (1 << 20), Unit: "MiB per 1,000 memories",
+			Definition: fmt.Sprintf("memories.db with its full-text index, %d synthetic memories of 10 to 60 words", b.size.Memories)})
+	}
+
+	if err := b.memoryOverNATS(ctx, name, projects); err != nil {
+		return err
+	}
+	// The section is built in process: it is the store's work, without the broker.
+	store, err = memory.Open(filepath.Join(dir, "memories.db"), memory.Options{})
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	var lat []time.Duration
+	for i := range b.size.MemoryCalls * 2 {
+		t := time.Now()
+		text, err := store.Section(ctx, projects[i%len(projects)], 2000, time.Now())
+		lat = append(lat, time.Since(t))
+		if err != nil || !strings.HasPrefix(text, "Memories of this project:") {
+			return fmt.Errorf("section of %s: %v %q", projects[i%len(projects)], err, text)
+		}
+	}
+	p50, p99 := percentiles(lat)
+	b.say("session-start section: p50 %s, p99 %s", p50, p99)
+	b.add(Figure{Name: "memory section p50", Value: ms(p50), Unit: "ms", Definition: fmt.Sprintf("building a project's session-start memories section (2,000 characters) in process, %d memories a project", b.size.Memories/len(projects))})
+	b.add(Figure{Name: "memory section p99", Value: ms(p99), Unit: "ms", Target: "≤ 5 ms", Definition: "as above, 99th percentile"})
+	return nil
+}
+
+// memoryOverNATS runs thatch on the store and measures the memory tools against the
+// broker's echo.
+func (b *benchRun) memoryOverNATS(ctx context.Context, name string, projects []string) error {
+	rng := rand.New(rand.NewPCG(b.seed, 8))
+	_, stop, err := b.startThatch(name, nil)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	fh, err := fakehost.New(b.nc, "mem", "v1")
+	if err != nil {
+		return err
+	}
+	defer fh.Close()
+	if err := fh.Hello(ctx, "b1"); err != nil {
+		return err
+	}
+	callers := b.size.MemoryCallers
+	for c := range callers {
+		if err := fh.Created(ctx, fmt.Sprintf("ses_mem_%03d", c), "", "t", projects[c%len(projects)]); err != nil {
+			return err
+		}
+	}
+	// The floor: a bare request/reply of the same size over the same broker.
+	echo, err := b.nc.Subscribe("bench.echo", func(m *nats.Msg) { _ = m.Respond(m.Data) })
+	if err != nil {
+		return err
+	}
+	defer echo.Unsubscribe()
+	queries := make([]string, 512)
+	for i := range queries {
+		switch i % 4 {
+		case 0:
+			queries[i] = fmt.Sprintf("svc-%d-%02d", rng.IntN(50), rng.IntN(100))
+		case 1:
+			queries[i] = "src/" + benchWords[rng.IntN(len(benchWords))] + "/" + benchWords[rng.IntN(len(benchWords))] + ".go"
+		default:
+			queries[i] = benchWords[rng.IntN(len(benchWords))] + " " + benchWords[rng.IntN(len(benchWords))] + " " + benchWords[rng.IntN(len(benchWords))]
+		}
+	}
+	var seq int
+	var seqMu sync.Mutex
+	next := func() int { seqMu.Lock(); defer seqMu.Unlock(); seq++; return seq }
+	phases := []struct {
+		name, target, def string
+		call              func(sid string, i int) error
+	}{
+		{"NATS echo", "", "a bare request/reply of 300 bytes over the same broker, the floor of the figures below", func(string, int) error {
+			_, err := b.nc.Request("bench.echo", []byte(strings.Repeat("x", 300)), 5*time.Second)
+			return err
+		}},
+		{"memory_search", "≤ 10 ms", "a memory_search of 1 to 3 words or an identifier over NATS, limit 10", func(sid string, i int) error {
+			_, herr, err := fh.Tool(ctx, "thatch", runtime.ToolSearch, sid, map[string]any{"query": queries[i%len(queries)]})
+			return firstErr(err, herr)
+		}},
+		{"memory_remember", "≤ 20 ms", "a memory_remember of a new 10-60 word memory over NATS, its similarity check included", func(sid string, i int) error {
+			n := b.size.Memories + next()
+			content := benchMemory(rand.New(rand.NewPCG(b.seed, uint64(n))), n)
+			_, herr, err := fh.Tool(ctx, "thatch", runtime.ToolRemember, sid, map[string]any{"content": content, "kind": "fact"})
+			return firstErr(err, herr)
+		}},
+	}
+	for _, ph := range phases {
+		lat, err := pacedCalls(callers, b.size.MemoryCalls, 20, ph.call)
+		if err != nil {
+			return fmt.Errorf("%s: %w", ph.name, err)
+		}
+		p50, p99 := percentiles(lat)
+		b.say("%s, %d callers at 20 calls/s each: p50 %s, p99 %s", ph.name, callers, p50, p99)
+		b.add(Figure{Name: ph.name + " p50", Value: ms(p50), Unit: "ms", Definition: fmt.Sprintf("%s; %d callers each calling 20 times a second, %d memories over %d projects", ph.def, callers, b.size.Memories, len(projects))})
+		b.add(Figure{Name: ph.name + " p99", Value: ms(p99), Unit: "ms", Target: ph.target, Definition: "as above, 99th percentile"})
+	}
+	return nil
+}
+
+func firstErr(err error, herr *runtime.HostError) error {
+	if err != nil {
+		return err
+	}
+	if herr != nil {
+		return herr
+	}
+	return nil
+}
+
+// pacedCalls has callers each make calls calls at perSec a second and returns their
+// latencies.
+func pacedCalls(callers, calls, perSec int, call func(sid string, i int) error) ([]time.Duration, error) {
+	var mu sync.Mutex
+	var lat []time.Duration
+	var wg sync.WaitGroup
+	errs := make(chan error, callers)
+	every := time.Second / time.Duration(perSec)
+	for c := range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sid := fmt.Sprintf("ses_mem_%03d", c)
+			next := time.Now().Add(time.Duration(c) * every / time.Duration(callers))
+			for i := range calls {
+				time.Sleep(time.Until(next))
+				next = next.Add(every)
+				t0 := time.Now()
+				if err := call(sid, c*calls+i); err != nil {
+					errs <- err
+					return
+				}
+				mu.Lock()
+				lat = append(lat, time.Since(t0))
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	return lat, <-errs
+}
+
+// dirSize is the bytes of the files under dir whose names start with memories.db.
+func dirSize(dir string) int64 {
+	var n int64
+	matches, _ := filepath.Glob(filepath.Join(dir, "memories.db*"))
+	for _, m := range matches {
+		if fi, err := os.Stat(m); err == nil {
+			n += fi.Size()
+		}
+	}
+	return n
+}

@@ -1,0 +1,262 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/thatch-dev/thatch/journal/memory"
+)
+
+const memoriesUsage = `usage:
+  thatch memories [--project P] [--search Q] [--kind K] [--limit N] [--json]
+                                      list live memories (newest first, or best match with --search)
+  thatch memories show ID [--json]    one memory and its history
+  thatch memories forget ID [--reason R]
+                                      forget a memory (it leaves search and injection; its history stays)
+  thatch memories export [--project P] > FILE.jsonl
+                                      every live memory as JSON Lines
+  thatch memories import FILE.jsonl   add the memories of an export (- reads standard input); importing twice changes nothing`
+
+// exportPage is how many memories one export request carries.
+const exportPage = 500
+
+// importBatchBytes bounds one import request, well under the broker's 1 MiB payload limit.
+const importBatchBytes = 512 << 10
+
+// memoriesCmd runs thatch memories and its subcommands against the running daemon.
+func memoriesCmd(ctx context.Context, c Config, args []string, out io.Writer) error {
+	sub := "list"
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		sub, args = args[0], args[1:]
+	}
+	fs := flag.NewFlagSet("memories "+sub, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	project := fs.String("project", "", "only this project key")
+	search := fs.String("search", "", "best matches of this text")
+	kind := fs.String("kind", "", "only this kind")
+	limit := fs.Int("limit", 100, "at most this many")
+	reason := fs.String("reason", "", "why (forget)")
+	asJSON := fs.Bool("json", false, "print JSON")
+	pos, err := parseInterspersed(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		_, err := fmt.Fprintln(out, memoriesUsage)
+		return err
+	}
+	if err != nil {
+		return fmt.Errorf("%v\n%s", err, memoriesUsage)
+	}
+	want := map[string]int{"list": 0, "show": 1, "forget": 1, "export": 0, "import": 1}
+	n, ok := want[sub]
+	if !ok {
+		return fmt.Errorf("unknown subcommand %q\n%s", sub, memoriesUsage)
+	}
+	if len(pos) != n {
+		return fmt.Errorf("thatch memories %s takes %d argument(s), got %q\n%s", sub, n, pos, memoriesUsage)
+	}
+	nc, err := dial(c)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	switch sub {
+	case "list":
+		raw, err := call(ctx, nc, c, "memories", map[string]any{"project": *project, "query": *search, "kind": *kind, "limit": *limit})
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			_, err := fmt.Fprintln(out, string(raw))
+			return err
+		}
+		var ms []memory.Memory
+		if err := json.Unmarshal(raw, &ms); err != nil {
+			return err
+		}
+		if len(ms) == 0 {
+			fmt.Fprintln(out, "no memories")
+			return nil
+		}
+		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tKIND\tPROJECT\tUPDATED\tCONTENT")
+		for _, m := range ms {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", m.ID, m.Kind, m.Project, m.UpdatedAt.Local().Format("2006-01-02 15:04"), oneLine(m.Content, 80))
+		}
+		return tw.Flush()
+	case "show":
+		raw, err := call(ctx, nc, c, "memory.get", map[string]any{"id": pos[0]})
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			_, err := fmt.Fprintln(out, string(raw))
+			return err
+		}
+		var r struct {
+			Memory memory.Memory  `json:"memory"`
+			Audit  []memory.Audit `json:"audit"`
+		}
+		if err := json.Unmarshal(raw, &r); err != nil {
+			return err
+		}
+		m := r.Memory
+		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+		rows := [][2]string{{"id", m.ID}, {"project", m.Project}, {"kind", m.Kind}, {"tags", strings.Join(m.Tags, ", ")},
+			{"branch", m.Branch}, {"created", stamp(&m.CreatedAt)}, {"updated", stamp(&m.UpdatedAt)}, {"used", stamp(m.UsedAt)},
+			{"source", strings.TrimSuffix(m.Source.SessionID+" "+m.Source.CallID, " ")}, {"forgotten", stamp(m.ForgottenAt)}}
+		for _, row := range rows {
+			if row[1] != "" {
+				fmt.Fprintf(tw, "%s\t%s\n", row[0], row[1])
+			}
+		}
+		tw.Flush()
+		fmt.Fprintf(out, "\n%s\n", m.Content)
+		if len(r.Audit) > 0 {
+			fmt.Fprintln(out, "\nhistory:")
+			for _, a := range r.Audit {
+				line := fmt.Sprintf("  %s %s", a.At.Local().Format("2006-01-02 15:04:05"), a.Op)
+				if a.SessionID != "" {
+					line += " by " + a.SessionID
+				}
+				if a.Reason != "" {
+					line += ": " + a.Reason
+				}
+				fmt.Fprintln(out, line)
+				if a.Before != "" {
+					fmt.Fprintf(out, "    before: %s\n", oneLine(a.Before, 200))
+				}
+			}
+		}
+		return nil
+	case "forget":
+		if _, err := call(ctx, nc, c, "memory.forget", map[string]any{"id": pos[0], "reason": *reason}); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "forgot %s (thatch memories show %s keeps its history)\n", pos[0], pos[0])
+		return nil
+	case "export":
+		w := bufio.NewWriter(out)
+		after, total := "", 0
+		for {
+			raw, err := call(ctx, nc, c, "memory.export", map[string]any{"project": *project, "after": after, "limit": exportPage})
+			if err != nil {
+				return err
+			}
+			var page []json.RawMessage
+			if err := json.Unmarshal(raw, &page); err != nil {
+				return err
+			}
+			for _, m := range page {
+				w.Write(m)
+				w.WriteByte('\n')
+				var id struct {
+					ID string `json:"id"`
+				}
+				_ = json.Unmarshal(m, &id)
+				after = id.ID
+			}
+			total += len(page)
+			if len(page) < exportPage {
+				break
+			}
+		}
+		if err := w.Flush(); err != nil {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "exported %d memories\n", total)
+		return nil
+	case "import":
+		return importMemories(ctx, nc, c, pos[0], out)
+	}
+	return nil
+}
+
+// importMemories sends the memories of a JSON Lines file in batches. A bad line stops the
+// import before anything of it is sent, naming the line.
+func importMemories(ctx context.Context, nc *nats.Conn, c Config, path string, out io.Writer) error {
+	var in io.Reader = os.Stdin
+	if path != "-" {
+		f, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		in = f
+	}
+	var ms []json.RawMessage
+	sc := bufio.NewScanner(in)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for line := 1; sc.Scan(); line++ {
+		text := strings.TrimSpace(sc.Text())
+		if text == "" {
+			continue
+		}
+		var m memory.Memory
+		if err := json.Unmarshal([]byte(text), &m); err != nil || m.ID == "" || m.Project == "" {
+			return fmt.Errorf("%s:%d: not a memory of thatch memories export (want a JSON object with id, project and content)", path, line)
+		}
+		ms = append(ms, json.RawMessage(text))
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("read %s: %w", path, err)
+	}
+	added := 0
+	for start := 0; start < len(ms); {
+		end, size := start, 0
+		for end < len(ms) && (end == start || size+len(ms[end]) < importBatchBytes) {
+			size += len(ms[end])
+			end++
+		}
+		raw, err := call(ctx, nc, c, "memory.import", map[string]any{"memories": ms[start:end]})
+		if err != nil {
+			return fmt.Errorf("import (after %d of %d memories): %w", start, len(ms), err)
+		}
+		var r struct {
+			Added int `json:"added"`
+		}
+		_ = json.Unmarshal(raw, &r)
+		added += r.Added
+		start = end
+	}
+	fmt.Fprintf(out, "imported %d of %d memories (%d already present)\n", added, len(ms), len(ms)-added)
+	return nil
+}
+
+// parseInterspersed parses flags that may come before or after positional arguments.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		if fs.NArg() == 0 {
+			return pos, nil
+		}
+		pos, args = append(pos, fs.Arg(0)), fs.Args()[1:]
+	}
+}
+
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}
+
+func stamp(t *time.Time) string {
+	if t == nil || t.IsZero() {
+		return ""
+	}
+	return t.Local().Format("2006-01-02 15:04:05")
+}

@@ -1,0 +1,352 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/thatch-dev/thatch/journal/memory"
+	"github.com/thatch-dev/thatch/runtime"
+)
+
+// reminderTo returns the text of the session-start reminder prompt thatch sent a session.
+func (r *rig) reminderTo(session string) string {
+	r.t.Helper()
+	var text string
+	waitFor(r.t, "the reminder to "+session, func() bool {
+		for _, c := range r.host.CallsTo("session.prompt") {
+			if c.Params["sessionID"] == session && c.Params["noReply"] == true {
+				text, _ = c.Params["parts"].([]any)[0].(map[string]any)["text"].(string)
+				return true
+			}
+		}
+		return false
+	})
+	return text
+}
+
+func (r *rig) memories(project string) []memory.Memory {
+	r.t.Helper()
+	var ms []memory.Memory
+	must(r.t, r.tryAPI("memories", map[string]any{"project": project}, &ms))
+	return ms
+}
+
+// section returns the memories section of a session-start text, "" when it has none.
+func section(text string) string {
+	_, s, ok := strings.Cut(text, "Memories of this project:")
+	if !ok {
+		return ""
+	}
+	return "Memories of this project:" + s
+}
+
+// TestMemoriesThroughTheDaemon plays the whole loop over NATS with the fake host: an
+// extraction child searches, remembers and updates through the tools; the toast reports
+// thatch's own count of its writes; a new session of the same project gets the memories
+// in its reminder, another project's does not; the section stays within its budget.
+func TestMemoriesThroughTheDaemon(t *testing.T) {
+	r := newRig(t, "v1")
+	r.host.Model = true
+	var searched string
+	r.host.Write = func(ctx context.Context, child string, payload runtime.Answer, call func(string, any) (runtime.Answer, *runtime.HostError)) runtime.Metrics {
+		a, herr := call(runtime.ToolSearch, map[string]any{"query": "deploy script"})
+		if herr != nil {
+			t.Errorf("memory_search: %v", herr)
+		}
+		searched = a.Output
+		first, herr := call(runtime.ToolRemember, map[string]any{"content": "Deploy with scripts/deploy.sh --dry-run first; the real run needs VPN.", "kind": "command", "tags": []string{"deploy"}})
+		if herr != nil {
+			t.Errorf("memory_remember: %v", herr)
+			return runtime.Metrics{}
+		}
+		id := first.Metadata.(map[string]any)["id"].(string)
+		// The same text again (case and spacing aside) is not stored twice and not counted.
+		if again, _ := call(runtime.ToolRemember, map[string]any{"content": "deploy with  scripts/deploy.sh --DRY-RUN first; the real run needs VPN."}); again.Metadata.(map[string]any)["created"] != false {
+			t.Errorf("an exact duplicate was stored: %v", again.Metadata)
+		}
+		if _, herr := call(runtime.ToolRemember, map[string]any{"content": "The api-gw-02 gateway times out after 30 s; retry with backoff.", "kind": "pitfall"}); herr != nil {
+			t.Errorf("memory_remember: %v", herr)
+		}
+		if _, herr := call(runtime.ToolUpdate, map[string]any{"id": id, "content": "Deploy with scripts/deploy.sh --dry-run first; the real run needs the office VPN."}); herr != nil {
+			t.Errorf("memory_update: %v", herr)
+		}
+		return runtime.Metrics{New: 9, Updated: 9} // what a model might claim: the toast must not believe it
+	}
+	r.start()
+	ctx := r.ctx()
+	projA, projB := r.host.Dir, t.TempDir()
+	must(t, r.host.Hello(ctx, "b1"))
+	must(t, r.host.Created(ctx, "ses_a", "", "t", projA))
+	if section(r.reminderTo("ses_a")) != "" {
+		t.Fatal("a project without memories got a memories section")
+	}
+	must(t, r.host.ToolExecuted(ctx, "ses_a", "c1", "bash", "deployed"))
+	must(t, r.host.Status(ctx, "ses_a", "idle"))
+	waitFor(t, "the extraction toast", func() bool { return len(r.host.CallsTo("tui.showToast")) > 0 })
+	toast := r.host.CallsTo("tui.showToast")[0]
+	if got := toast.Params["message"]; got != "Memories: 2 new, 1 updated, 0 deleted" {
+		t.Errorf("toast says %q, want thatch's own count: 2 new, 1 updated, 0 deleted", got)
+	}
+	if searched != "No memory of this project matches." {
+		t.Errorf("the first search found %q in an empty store", searched)
+	}
+
+	ms := r.memories(projA)
+	if len(ms) != 2 {
+		t.Fatalf("project A has %d memories, want 2: %+v", len(ms), ms)
+	}
+	var deploy memory.Memory
+	for _, m := range ms {
+		if m.Kind == "command" {
+			deploy = m
+		}
+	}
+	if !strings.Contains(deploy.Content, "office VPN") || deploy.Source.SessionID == "" {
+		t.Errorf("the updated memory is %+v", deploy)
+	}
+
+	// A new session of the same project gets the memories; another project's does not.
+	must(t, r.host.Created(ctx, "ses_b", "", "t", projA))
+	sec := section(r.reminderTo("ses_b"))
+	if !strings.Contains(sec, "- ["+deploy.ID+"] (command) Deploy with scripts/deploy.sh") || !strings.Contains(sec, "(pitfall) The api-gw-02 gateway") {
+		t.Errorf("the same project's reminder lacks its memories:\n%s", sec)
+	}
+	must(t, r.host.Created(ctx, "ses_c", "", "t", projB))
+	if sec := section(r.reminderTo("ses_c")); sec != "" {
+		t.Errorf("another project's session got project A's memories:\n%s", sec)
+	}
+	var mctx struct {
+		Text string `json:"text"`
+	}
+	must(t, r.tryAPI("memory.context", map[string]any{"sessionID": "ses_b"}, &mctx))
+	if !strings.Contains(mctx.Text, deploy.ID) {
+		t.Errorf("memory.context for a compaction lacks the project's memories: %q", mctx.Text)
+	}
+
+	// A top-level session may write too; a repeated callID repeats the first answer.
+	for i := 0; i < 40; i++ {
+		a, herr, err := r.host.ToolCall(ctx, "thatch", runtime.ToolRemember, "ses_b", fmt.Sprintf("call_%d", i),
+			map[string]any{"content": fmt.Sprintf("Fact number %d about module m%d: its tests need the fixture folder testdata/m%d to exist.", i, i, i)})
+		if err != nil || herr != nil {
+			t.Fatalf("remember %d: %v %v", i, err, herr)
+		}
+		again, _, _ := r.host.ToolCall(ctx, "thatch", runtime.ToolRemember, "ses_b", fmt.Sprintf("call_%d", i),
+			map[string]any{"content": fmt.Sprintf("Fact number %d about module m%d: its tests need the fixture folder testdata/m%d to exist.", i, i, i)})
+		if fmt.Sprint(again.Metadata) != fmt.Sprint(a.Metadata) {
+			t.Fatalf("a repeated callID answered %v, first %v", again.Metadata, a.Metadata)
+		}
+	}
+	if n := len(r.memories(projA)); n != 42 {
+		t.Fatalf("project A has %d memories after 40 remembers, each repeated once; want 42", n)
+	}
+	must(t, r.host.Created(ctx, "ses_d", "", "t", projA))
+	sec = section(r.reminderTo("ses_d"))
+	if n := len([]rune(sec)); n > r.cfg.MemoryInjectChars || n < r.cfg.MemoryInjectChars/2 {
+		t.Errorf("the section has %d characters, want at most %d and not far under it:\n%s", n, r.cfg.MemoryInjectChars, sec)
+	}
+	if !strings.Contains(sec, "(pitfall) The api-gw-02") {
+		t.Errorf("the pitfall is not among the memories injected first:\n%s", sec)
+	}
+	for _, line := range strings.Split(sec, "\n")[1:] {
+		if !strings.HasPrefix(line, "- [mem_") {
+			t.Errorf("a malformed section line: %q", line)
+		}
+	}
+
+	// Searching for an identifier finds it; query syntax is text.
+	for _, q := range []string{"api-gw-02", "\"unbalanced", "NEAR(", "scripts/deploy.sh"} {
+		a, herr, err := r.host.Tool(ctx, "thatch", runtime.ToolSearch, "ses_b", map[string]any{"query": q})
+		if err != nil || herr != nil {
+			t.Errorf("search %q: %v %v", q, err, herr)
+			continue
+		}
+		if q != "\"unbalanced" && q != "NEAR(" && a.Output == "No memory of this project matches." {
+			t.Errorf("search %q found nothing", q)
+		}
+	}
+	// Errors name what is wrong.
+	for _, tc := range []struct {
+		name string
+		args map[string]any
+		want string
+	}{
+		{runtime.ToolRemember, map[string]any{"content": "  "}, "BadRequestError"},
+		{runtime.ToolRemember, map[string]any{"content": "x", "kind": "opinion"}, "BadRequestError"},
+		{runtime.ToolRemember, map[string]any{"content": 3}, "BadRequestError"},
+		{runtime.ToolUpdate, map[string]any{"id": "mem_000000000000deadbeef", "content": "x"}, "NotFoundError"},
+		{runtime.ToolForget, map[string]any{"id": deploy.ID}, ""},
+		{runtime.ToolForget, map[string]any{"id": deploy.ID}, "NotFoundError"},
+	} {
+		_, herr, err := r.host.Tool(ctx, "thatch", tc.name, "ses_b", tc.args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := ""; herr != nil {
+			got = herr.Name
+			if got != tc.want {
+				t.Errorf("%s %v: %s, want %q", tc.name, tc.args, herr.Error(), tc.want)
+			}
+		} else if tc.want != "" {
+			t.Errorf("%s %v succeeded, want %s", tc.name, tc.args, tc.want)
+		}
+	}
+	if _, herr, _ := r.host.Tool(ctx, "thatch", runtime.ToolSearch, "ses_c", map[string]any{"query": "api-gw-02"}); herr != nil {
+		t.Errorf("search from project B: %v", herr)
+	} else if a, _, _ := r.host.Tool(ctx, "thatch", runtime.ToolSearch, "ses_c", map[string]any{"query": "api-gw-02"}); a.Output != "No memory of this project matches." {
+		t.Errorf("project B's search found project A's memory: %q", a.Output)
+	}
+	if _, herr, _ := r.host.Tool(ctx, "thatch", runtime.ToolUpdate, "ses_c", map[string]any{"id": ms[0].ID, "content": "x"}); herr == nil || herr.Name != "NotFoundError" {
+		t.Errorf("project B updated project A's memory: %v", herr)
+	}
+	if s := r.status(); s.Memories != 41 {
+		t.Errorf("status counts %d memories, want 41", s.Memories)
+	}
+}
+
+// TestSessionContextIsFrozen: a host that takes the session-start text itself gets the
+// same text on every ask, even after the project's memories changed, and no reminder
+// prompt; a session thatch has not seen yet gets its text from the host's word for the
+// project.
+func TestSessionContextIsFrozen(t *testing.T) {
+	r := newRig(t, "v1")
+	r.start()
+	ctx := r.ctx()
+	must(t, r.host.PublishHello(ctx, "b1", runtime.Capabilities{Context: true}))
+	must(t, r.host.Created(ctx, "ses_a", "", "t", r.host.Dir))
+	if _, herr, err := r.host.Tool(ctx, "thatch", runtime.ToolRemember, "ses_a", map[string]any{"content": "The build needs Go 1.26."}); err != nil || herr != nil {
+		t.Fatal(err, herr)
+	}
+	ask := func(session string, extra map[string]any) string {
+		t.Helper()
+		p := map[string]any{"sessionID": session}
+		for k, v := range extra {
+			p[k] = v
+		}
+		var res struct {
+			Text string `json:"text"`
+		}
+		must(t, r.tryAPI("session.context", p, &res))
+		return res.Text
+	}
+	must(t, r.host.Created(ctx, "ses_b", "", "t", r.host.Dir))
+	first := ask("ses_b", nil)
+	if !strings.HasPrefix(first, "[thatch]") || !strings.Contains(first, "The build needs Go 1.26.") {
+		t.Fatalf("session.context = %q", first)
+	}
+	if _, herr, err := r.host.Tool(ctx, "thatch", runtime.ToolRemember, "ses_a", map[string]any{"content": "Never commit the vendor folder."}); err != nil || herr != nil {
+		t.Fatal(err, herr)
+	}
+	if again := ask("ses_b", nil); again != first {
+		t.Errorf("the text changed within a session:\n%s\n---\n%s", first, again)
+	}
+	for _, c := range r.host.CallsTo("session.prompt") {
+		if c.Params["noReply"] == true {
+			t.Errorf("a context host got a reminder prompt: %v", c.Params)
+		}
+	}
+	// Not seen yet: the host's directory names the project.
+	if text := ask("ses_unseen", map[string]any{"directory": r.host.Dir}); !strings.Contains(text, "Never commit the vendor folder.") {
+		t.Errorf("an unseen session's text lacks its project's memories: %q", text)
+	}
+	if _, err := requestErr(r, "session.context", map[string]any{"sessionID": "ses_nobody"}); err == nil || !strings.Contains(err.Error(), "UnknownSessionError") {
+		t.Errorf("an unknown session without a project: %v", err)
+	}
+}
+
+func requestErr(r *rig, method string, params any) (json.RawMessage, error) {
+	var raw json.RawMessage
+	err := r.tryAPI(method, params, &raw)
+	return raw, err
+}
+
+// TestMemoriesExportImport: thatch memories export, then import into a fresh data folder,
+// gives the same memories; importing twice changes nothing.
+func TestMemoriesExportImport(t *testing.T) {
+	r := newRig(t, "v1")
+	r.start()
+	ctx := r.ctx()
+	must(t, r.host.Hello(ctx, "b1"))
+	must(t, r.host.Created(ctx, "ses_a", "", "t", r.host.Dir))
+	for i := 0; i < 1200; i++ { // more than two export pages
+		if _, herr, err := r.host.Tool(ctx, "thatch", runtime.ToolRemember, "ses_a", map[string]any{
+			"content": fmt.Sprintf("Memory %d: the service s%d listens on port %d.", i, i, 8000+i), "kind": memory.Kinds[i%len(memory.Kinds)],
+			"tags": []string{fmt.Sprintf("s%d", i)}}); err != nil || herr != nil {
+			t.Fatal(err, herr)
+		}
+	}
+	var export bytes.Buffer
+	must(t, memoriesCmd(ctx, r.cfg, []string{"export"}, &export))
+	want := r.memoriesAll()
+	r.stop()
+
+	fresh := newRig(t, "v1")
+	fresh.start()
+	file := filepath.Join(t.TempDir(), "memories.jsonl")
+	must(t, os.WriteFile(file, export.Bytes(), 0o600))
+	var out bytes.Buffer
+	must(t, memoriesCmd(ctx, fresh.cfg, []string{"import", file}, &out))
+	if !strings.Contains(out.String(), "imported 1200 of 1200") {
+		t.Errorf("first import: %s", out.String())
+	}
+	out.Reset()
+	must(t, memoriesCmd(ctx, fresh.cfg, []string{"import", file}, &out))
+	if !strings.Contains(out.String(), "imported 0 of 1200 memories (1200 already present)") {
+		t.Errorf("second import: %s", out.String())
+	}
+	got := fresh.memoriesAll()
+	if len(got) != len(want) {
+		t.Fatalf("%d memories after import, want %d", len(got), len(want))
+	}
+	for i := range want {
+		w, g := want[i], got[i]
+		w.UsedAt, g.UsedAt = nil, nil
+		wj, _ := json.Marshal(w)
+		gj, _ := json.Marshal(g)
+		if !bytes.Equal(wj, gj) {
+			t.Fatalf("memory %d differs after import:\n%s\n%s", i, wj, gj)
+		}
+	}
+	// The CLI lists and shows them.
+	out.Reset()
+	must(t, memoriesCmd(ctx, fresh.cfg, []string{"--search", "port 8005", "--limit", "3"}, &out))
+	if !strings.Contains(out.String(), "Memory 5: the service s5") {
+		t.Errorf("thatch memories --search: %s", out.String())
+	}
+	out.Reset()
+	must(t, memoriesCmd(ctx, fresh.cfg, []string{"show", got[0].ID}, &out))
+	if !strings.Contains(out.String(), got[0].Content) || !strings.Contains(out.String(), "import") {
+		t.Errorf("thatch memories show: %s", out.String())
+	}
+	out.Reset()
+	must(t, memoriesCmd(ctx, fresh.cfg, []string{"forget", got[0].ID, "--reason", "obsolete"}, &out))
+	out.Reset()
+	must(t, memoriesCmd(ctx, fresh.cfg, []string{"show", got[0].ID}, &out))
+	if !strings.Contains(out.String(), "forget: obsolete") {
+		t.Errorf("thatch memories show after forget: %s", out.String())
+	}
+	if err := memoriesCmd(ctx, fresh.cfg, []string{"show"}, &out); err == nil {
+		t.Error("thatch memories show without an id succeeded")
+	}
+}
+
+// memoriesAll returns every live memory, oldest first, through the export method.
+func (r *rig) memoriesAll() []memory.Memory {
+	r.t.Helper()
+	var all []memory.Memory
+	after := ""
+	for {
+		var page []memory.Memory
+		must(r.t, r.tryAPI("memory.export", map[string]any{"after": after, "limit": exportPage}, &page))
+		all = append(all, page...)
+		if len(page) < exportPage {
+			return all
+		}
+		after = page[len(page)-1].ID
+	}
+}

@@ -1,0 +1,197 @@
+package memory
+
+import (
+	"context"
+	"database/sql"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+var scale = flag.Int("memory.scale", 0, "run TestLatency over this many memories (100 projects); 0 skips it")
+
+// synthetic draws memory texts from a Zipf-distributed vocabulary, like prose: a few words
+// are everywhere, most are rare.
+type synthetic struct {
+	rng   *rand.Rand
+	zipf  *rand.Zipf
+	vocab []string
+}
+
+func newSynthetic(seed uint64) *synthetic {
+	rng := rand.New(rand.NewPCG(seed, seed))
+	vocab := make([]string, 20000)
+	const letters = "abcdefghijklmnopqrstuvwxyz"
+	for i := range vocab {
+		var b strings.Builder
+		for range 3 + rng.IntN(7) {
+			b.WriteByte(letters[rng.IntN(len(letters))])
+		}
+		vocab[i] = b.String()
+	}
+	return &synthetic{rng: rng, zipf: rand.NewZipf(rng, 1.1, 2, uint64(len(vocab)-1)), vocab: vocab}
+}
+
+func (g *synthetic) word() string { return g.vocab[g.zipf.Uint64()] }
+
+// text is a memory of 8 to 40 words, some with an identifier or a path.
+func (g *synthetic) text() string {
+	words := make([]string, 8+g.rng.IntN(33))
+	for i := range words {
+		words[i] = g.word()
+	}
+	switch g.rng.IntN(4) {
+	case 0:
+		words[0] = fmt.Sprintf("svc-%s-%02d", g.word(), g.rng.IntN(100))
+	case 1:
+		words[len(words)-1] = fmt.Sprintf("src/%s/%s.go", g.word(), g.word())
+	}
+	return strings.Join(words, " ")
+}
+
+// query is two or three words as a person would search them.
+func (g *synthetic) query() string {
+	n := 2 + g.rng.IntN(2)
+	words := make([]string, n)
+	for i := range words {
+		words[i] = g.vocab[g.rng.IntN(2000)] // not the rarest: queries that find something
+	}
+	return strings.Join(words, " ")
+}
+
+func project(i int) string { return fmt.Sprintf("/home/dev/src/project-%03d", i) }
+
+// seedSynthetic fills s with perProject synthetic memories in each of projects projects,
+// created over the 180 days before t0, a third of them used since, and returns the generator
+// for more of the same.
+func seedSynthetic(tb testing.TB, s *Store, projects, perProject int) *synthetic {
+	tb.Helper()
+	g := newSynthetic(1)
+	ctx := context.Background()
+	span := int64(180 * 24 * time.Hour / time.Millisecond)
+	for p := range projects {
+		err := s.withTx(ctx, func(tx *sql.Tx) error {
+			for range perProject {
+				created := t0.Add(-time.Duration(g.rng.Int64N(span)) * time.Millisecond).Truncate(time.Millisecond)
+				m := Memory{
+					ID: newID(created), Project: project(p), Kind: Kinds[g.rng.IntN(len(Kinds))],
+					Content: g.text(), Tags: []string{g.word()}, CreatedAt: created, UpdatedAt: created,
+					Source: Source{SessionID: "ses_seed"},
+				}
+				if g.rng.IntN(3) == 0 {
+					used := created.Add(time.Duration(g.rng.Int64N(int64(t0.Sub(created)) + 1))).Truncate(time.Millisecond)
+					m.UsedAt = &used
+				}
+				if err := insert(ctx, tx, m); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			tb.Fatalf("seed: %v", err)
+		}
+	}
+	return g
+}
+
+// benchStore is a store seeded with 1,000 memories in each of benchProjects projects: 20, or
+// -memory.scale/1000.
+func benchStore(b *testing.B) (*Store, *synthetic) {
+	s := setup(b)
+	g := seedSynthetic(b, s, benchProjects(), 1000)
+	return s, g
+}
+
+func benchProjects() int {
+	if *scale > 0 {
+		return *scale / 1000
+	}
+	return 20
+}
+
+func BenchmarkSearch(b *testing.B) {
+	s, g := benchStore(b)
+	ctx := context.Background()
+	for b.Loop() {
+		c := Caller{Project: project(g.rng.IntN(benchProjects()))}
+		if _, err := s.Search(ctx, c, g.query(), nil, 10, t0); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkRemember(b *testing.B) {
+	s, g := benchStore(b)
+	ctx := context.Background()
+	for b.Loop() {
+		c := Caller{Project: project(g.rng.IntN(benchProjects())), SessionID: "ses_bench"}
+		if _, err := s.Remember(ctx, c, RememberArgs{Content: g.text()}, t0); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkSection(b *testing.B) {
+	s, g := benchStore(b)
+	ctx := context.Background()
+	for b.Loop() {
+		if _, err := s.Section(ctx, project(g.rng.IntN(benchProjects())), 2000, t0); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// TestLatency measures the p50 and p99 latencies of the hot calls at -memory.scale memories
+// over 100 projects, and the file size per 1,000 memories. It is a measurement, not a unit
+// test: go test ./journal/memory -run Latency -memory.scale 100000 -v
+func TestLatency(t *testing.T) {
+	if *scale == 0 {
+		t.Skip("set -memory.scale to run")
+	}
+	s := setup(t)
+	start := time.Now()
+	g := seedSynthetic(t, s, 100, *scale/100)
+	t.Logf("seeded %d memories in %v", *scale, time.Since(start).Round(time.Millisecond))
+	if _, err := s.w.Exec(`PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
+		t.Fatal(err)
+	}
+	fi, _ := os.Stat(s.Path())
+	t.Logf("file: %d bytes, %.0f KB per 1,000 memories", fi.Size(), float64(fi.Size())/float64(*scale/1000)/1024)
+
+	ctx := context.Background()
+	measure := func(name string, n int, fn func() error) {
+		d := make([]time.Duration, n)
+		for i := range d {
+			start := time.Now()
+			if err := fn(); err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			d[i] = time.Since(start)
+		}
+		slices.Sort(d)
+		t.Logf("%-9s p50 %8v  p99 %8v  max %8v", name, d[n/2], d[n*99/100], d[n-1])
+	}
+	measure("remember", 2000, func() error {
+		_, err := s.Remember(ctx, Caller{Project: project(g.rng.IntN(100)), SessionID: "ses_l"}, RememberArgs{Content: g.text()}, t0)
+		return err
+	})
+	measure("search", 2000, func() error {
+		_, err := s.Search(ctx, Caller{Project: project(g.rng.IntN(100))}, g.query(), nil, 10, t0)
+		return err
+	})
+	measure("section", 2000, func() error {
+		_, err := s.Section(ctx, project(g.rng.IntN(100)), 2000, t0)
+		return err
+	})
+	measure("related", 500, func() error {
+		payload := strings.Repeat(g.text()+"\n", 20)
+		_, err := s.Related(ctx, project(g.rng.IntN(100)), payload, 10)
+		return err
+	})
+}

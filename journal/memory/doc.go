@@ -1,0 +1,19 @@
+// Package memory is thatch's memory store: what extraction sessions learn, per project, with
+// full-text search (SQLite FTS5 through modernc.org/sqlite), the callID memo that makes the
+// memory tools idempotent, the audit trail of every change and the frozen session-start text.
+//
+// It owns one SQLite file of its own (memories.db in thatch's data folder, 0600 in a 0700
+// folder), apart from the journal, for three reasons: a search never queues behind the
+// journal's event batches on the journal's single writer; a corrupt journal never costs the
+// memories (and the other way round); and moving the memories elsewhere is a copy of one file
+// (with its -wal while thatch runs). The file is opened three times: one writer connection (every change is one
+// immediate transaction), a small pool of read-only connections, so searches run while a
+// write commits, and the connection of the checkpointer, the one goroutine Open starts and
+// Close stops, which copies the WAL back beside the writer instead of in a write's path.
+//
+// It imports no NATS and nothing of the runtime: callers pass who acts (Caller) and the time,
+// and get plain values back. Every method is safe for concurrent use.
+//
+// Errors callers branch on are ErrNotFound and ErrBadRequest; the messages that wrap them are
+// written for a model to read and act on.
+package memory

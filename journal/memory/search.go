@@ -1,0 +1,362 @@
+package memory
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+	"unicode"
+)
+
+// DuplicateThreshold is the Similarity at or above which two memories are duplicates: two
+// texts of ten words that differ by one word score 0.9, by two words 0.8.
+const DuplicateThreshold = 0.8
+
+// SimilarFloor is the least Similarity of a memory listed as similar to one remembered.
+const SimilarFloor = 0.5
+
+const (
+	maxQueryWords   = 32 // words of a query, so a pasted page stays one cheap FTS5 query
+	similarWords    = 8  // rarest words of a remembered content that find its look-alikes
+	similarScan     = 30 // candidates scored by Similarity
+	relatedWords    = 16 // rarest words of a payload that find related memories
+	maxRelatedTerms = 2000
+	maxPostings     = 20000 // documents of the rarest words, in all, that one query walks
+)
+
+// Hit is a memory found by Search, with its score (higher is better).
+type Hit struct {
+	Memory Memory  `json:"memory"`
+	Score  float64 `json:"score"`
+}
+
+// SearchResult is memory_search's answer. Repeat is true when it repeats the answer of an
+// earlier call with the same callID.
+type SearchResult struct {
+	Hits   []Hit `json:"hits"`
+	Repeat bool  `json:"-"`
+}
+
+var errNoWords = fmt.Errorf("%w: query has no words; search with words the memory would contain", ErrBadRequest)
+
+// stopwords are dropped from queries and from Similarity: they match nearly everything.
+var stopwords = map[string]bool{}
+
+func init() {
+	for _, w := range strings.Fields(`a an and are as at be been but by can do does for from had has have how i if in
+		into is it its not no of on or so than that the their then there these they this to was
+		we were what when where which who why will with you your`) {
+		stopwords[w] = true
+	}
+}
+
+// Search is the live memories of c.Project (every project when "") that match query's words,
+// best first, counted as used. query is plain text, never FTS5 syntax. limit is 1 to 50
+// (0 = 10); kinds, when given, restrict the kinds.
+//
+// The score of a hit is relevance × (1 + 0.25·exp(−d_used/30) + 0.15·exp(−d_updated/30)),
+// relevance being −bm25 (content weighing twice the tags) and d the days since the memory was
+// last used (never used: no bonus) or updated. The bonus is at most 40%: among close matches
+// the ones that served or changed lately come first, but age never buries a clearly better one.
+func (s *Store) Search(ctx context.Context, c Caller, query string, kinds []string, limit int, now time.Time) (SearchResult, error) {
+	limit, err := checkLimit(limit, 10, 50)
+	if err != nil {
+		return SearchResult{}, err
+	}
+	for _, k := range kinds {
+		if !slices.Contains(Kinds, k) {
+			return SearchResult{}, fmt.Errorf("%w: kind %q is unknown; use one of %s", ErrBadRequest, k, strings.Join(Kinds, ", "))
+		}
+	}
+	terms := queryTerms(query)
+	if len(terms) == 0 {
+		return SearchResult{}, errNoWords
+	}
+	hits, err := s.rank(ctx, c.Project, terms, kinds, 4*limit)
+	if err != nil {
+		return SearchResult{}, fmt.Errorf("search memories: %w", err)
+	}
+	for i, h := range hits {
+		hits[i].Score = h.Score * (1 + 0.25*recency(h.Memory.UsedAt, now) + 0.15*recency(&h.Memory.UpdatedAt, now))
+	}
+	sort.SliceStable(hits, func(i, j int) bool { return hits[i].Score > hits[j].Score })
+	if len(hits) > limit {
+		hits = hits[:limit]
+	}
+	out := SearchResult{Hits: hits}
+	if len(hits) == 0 && c.CallID == "" {
+		return out, nil
+	}
+	ids := make([]string, len(hits))
+	used := toTime(toMS(now))
+	for i := range hits {
+		ids[i] = hits[i].Memory.ID
+		if hits[i].Memory.UsedAt == nil || hits[i].Memory.UsedAt.Before(used) {
+			hits[i].Memory.UsedAt = &used
+		}
+	}
+	err = s.withTx(ctx, func(tx *sql.Tx) error {
+		var first SearchResult
+		if ok, err := repeated(ctx, tx, c, toolSearch, &first); ok || err != nil {
+			out, out.Repeat = first, ok
+			return err
+		}
+		if err := markUsed(ctx, tx, ids, now); err != nil {
+			return err
+		}
+		return memo(ctx, tx, c, toolSearch, out, now)
+	})
+	if err != nil {
+		return SearchResult{}, wrap("search memories", err)
+	}
+	return out, nil
+}
+
+// recency is exp(−days since t / 30), 0 for never.
+func recency(t *time.Time, now time.Time) float64 {
+	if t == nil {
+		return 0
+	}
+	days := max(now.Sub(*t).Hours()/24, 0)
+	return math.Exp(-days / 30)
+}
+
+// Related is the live memories of project (every project when "") most like text, an
+// arbitrary text such as an extraction payload: the best bm25 matches of its rarest words.
+// They are not counted as used. limit is 1 to 50 (0 = 10).
+func (s *Store) Related(ctx context.Context, project, text string, limit int) ([]Memory, error) {
+	limit, err := checkLimit(limit, 10, 50)
+	if err != nil {
+		return nil, err
+	}
+	words := distinct(contentWords(text))
+	if len(words) > maxRelatedTerms {
+		words = words[:maxRelatedTerms]
+	}
+	rare, err := s.rarest(ctx, words, relatedWords)
+	if err != nil {
+		return nil, fmt.Errorf("related memories: %w", err)
+	}
+	out := []Memory{}
+	if len(rare) == 0 {
+		return out, nil
+	}
+	hits, err := s.rank(ctx, project, rare, nil, limit)
+	if err != nil {
+		return nil, fmt.Errorf("related memories: %w", err)
+	}
+	for _, h := range hits {
+		out = append(out, h.Memory)
+	}
+	return out, nil
+}
+
+// similar is the live memories of project whose Similarity to content reaches SimilarFloor,
+// best first, at most 6 (the caller drops the memory itself). It scores the best bm25
+// matches of content's rarest words: a look-alike shares most words, so it shares rare ones.
+func (s *Store) similar(ctx context.Context, project, content string) ([]Similar, error) {
+	words := contentWords(content)
+	rare, err := s.rarest(ctx, distinct(words), similarWords)
+	if err != nil || len(rare) == 0 {
+		return nil, err
+	}
+	rows, err := s.r.QueryContext(ctx, `
+		SELECT m.id, m.content FROM memories_fts JOIN memories m ON m.seq = memories_fts.rowid
+		WHERE memories_fts MATCH ? ORDER BY memories_fts.rank LIMIT ?`, match(project, rare), similarScan)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Similar
+	for rows.Next() {
+		var id, other string
+		if err := rows.Scan(&id, &other); err != nil {
+			return nil, err
+		}
+		if score := dice(words, contentWords(other)); score >= SimilarFloor {
+			out = append(out, Similar{ID: id, Score: score})
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Score > out[j].Score })
+	return out[:min(len(out), 6)], nil
+}
+
+// rarest is at most n of words that live memories hold, fewest documents first, as many as
+// fit in maxPostings documents in all (the rarest one always). bm25 walks the whole document
+// list of every word it ranks by, so the budget bounds the query's cost; words that common
+// say little about which memory a text looks like anyway.
+func (s *Store) rarest(ctx context.Context, words []string, n int) ([]string, error) {
+	out := []string{}
+	if len(words) == 0 {
+		return out, nil
+	}
+	list, _ := json.Marshal(words)
+	rows, err := s.r.QueryContext(ctx, `SELECT word, docs FROM words WHERE word IN (SELECT value FROM json_each(?)) AND docs > 0
+		ORDER BY docs, word LIMIT ?`, string(list), n)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	postings := 0
+	for rows.Next() {
+		var w string
+		var docs int
+		if err := rows.Scan(&w, &docs); err != nil {
+			return nil, err
+		}
+		if postings += docs; postings > maxPostings && len(out) > 0 {
+			break
+		}
+		out = append(out, w)
+	}
+	return out, rows.Err()
+}
+
+// countWords adds delta to the document frequency of the words of content.
+func countWords(ctx context.Context, tx *sql.Tx, content string, delta int) error {
+	var words []string
+	for _, w := range distinct(contentWords(content)) {
+		if !stopwords[w] {
+			words = append(words, w)
+		}
+	}
+	if len(words) == 0 {
+		return nil
+	}
+	list, _ := json.Marshal(words)
+	_, err := tx.ExecContext(ctx, `INSERT INTO words (word, docs) SELECT value, ? FROM json_each(?) WHERE true
+		ON CONFLICT (word) DO UPDATE SET docs = docs + excluded.docs`, delta, string(list))
+	return err
+}
+
+// rank is the live memories of project ("" = every project) matching any of terms, best bm25
+// first, at most n; a Hit's Score is its relevance, −bm25.
+func (s *Store) rank(ctx context.Context, project string, terms, kinds []string, n int) ([]Hit, error) {
+	query := `SELECT ` + memoryCols + `, memories_fts.rank FROM memories_fts JOIN memories m ON m.seq = memories_fts.rowid
+		WHERE memories_fts MATCH ?`
+	args := []any{match(project, terms)}
+	if len(kinds) > 0 {
+		query += ` AND m.kind IN (` + placeholders(len(kinds)) + `)`
+		for _, k := range kinds {
+			args = append(args, k)
+		}
+	}
+	rows, err := s.r.QueryContext(ctx, query+` ORDER BY memories_fts.rank LIMIT ?`, append(args, n)...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	hits := []Hit{}
+	for rows.Next() {
+		var rank float64
+		m, err := scanMemory(rows, &rank)
+		if err != nil {
+			return nil, err
+		}
+		hits = append(hits, Hit{Memory: m, Score: -rank})
+	}
+	return hits, rows.Err()
+}
+
+// match is the FTS5 query for any of terms, within project's scope when project is set.
+// Every term is quoted, so nothing a caller writes is FTS5 syntax.
+func match(project string, terms []string) string {
+	quoted := make([]string, len(terms))
+	for i, t := range terms {
+		quoted[i] = `"` + strings.ReplaceAll(t, `"`, `""`) + `"`
+	}
+	anyOf := "(" + strings.Join(quoted, " OR ") + ")"
+	if project == "" {
+		return anyOf
+	}
+	return "scope : " + scope(project) + " AND " + anyOf
+}
+
+// queryTerms is the words of a query, at most maxQueryWords, stopwords dropped unless all are.
+// A word is a whitespace-separated run stripped of leading and trailing characters that are
+// not letters or digits; what is left of an identifier (api-gw-02, src/config/loader.go,
+// col:val) stays one word, which becomes one FTS5 phrase.
+func queryTerms(query string) []string {
+	var terms, all []string
+	seen := map[string]bool{}
+	for _, f := range strings.Fields(query) {
+		w := strings.TrimFunc(f, func(r rune) bool { return !isWordRune(r) })
+		lower := strings.ToLower(w)
+		if w == "" || seen[lower] {
+			continue
+		}
+		seen[lower] = true
+		all = append(all, w)
+		if !stopwords[lower] {
+			terms = append(terms, w)
+		}
+	}
+	if len(terms) == 0 {
+		terms = all
+	}
+	return terms[:min(len(terms), maxQueryWords)]
+}
+
+// Similarity is how alike two texts are, from 0 to 1: the Dice coefficient of their multisets
+// of words (lower-cased, split on anything but letters and digits, stopwords dropped), so two
+// texts of ten words that differ by one word score 0.9.
+func Similarity(a, b string) float64 {
+	return dice(contentWords(a), contentWords(b))
+}
+
+func dice(a, b []string) float64 {
+	if len(a) == 0 || len(b) == 0 {
+		return 0
+	}
+	count := make(map[string]int, len(a))
+	for _, w := range a {
+		count[w]++
+	}
+	common := 0
+	for _, w := range b {
+		if count[w] > 0 {
+			count[w]--
+			common++
+		}
+	}
+	return 2 * float64(common) / float64(len(a)+len(b))
+}
+
+// contentWords is text's words, lower-cased, split on anything but letters and digits, with
+// stopwords dropped unless every word is one.
+func contentWords(text string) []string {
+	all := strings.FieldsFunc(strings.ToLower(text), func(r rune) bool { return !isWordRune(r) })
+	words := make([]string, 0, len(all))
+	for _, w := range all {
+		if !stopwords[w] {
+			words = append(words, w)
+		}
+	}
+	if len(words) == 0 {
+		return all
+	}
+	return words
+}
+
+// isWordRune is what FTS5's unicode61 tokenizer keeps in a token: letters and numbers.
+func isWordRune(r rune) bool { return unicode.IsLetter(r) || unicode.IsNumber(r) }
+
+func distinct(words []string) []string {
+	seen := make(map[string]bool, len(words))
+	out := make([]string, 0, len(words))
+	for _, w := range words {
+		if !seen[w] {
+			seen[w] = true
+			out = append(out, w)
+		}
+	}
+	return out
+}

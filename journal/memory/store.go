@@ -1,0 +1,975 @@
+package memory
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"database/sql"
+	"embed"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// ErrNotFound is an id that is unknown, forgotten, or of another project than the caller's.
+var ErrNotFound = errors.New("memory not found")
+
+// ErrBadRequest is a request the store refuses as given; the wrapping message says why.
+var ErrBadRequest = errors.New("bad request")
+
+// Kinds are the kinds a memory can have; the first is the default.
+var Kinds = []string{"fact", "decision", "preference", "command", "pitfall", "todo"}
+
+// Limits of a memory, in characters (runes) after trimming.
+const (
+	MaxContent = 2000
+	MaxTags    = 8
+	MaxTag     = 32
+	maxBranch  = 200
+)
+
+// The tools whose answers the callID memo keeps.
+const (
+	toolRemember = "memory_remember"
+	toolUpdate   = "memory_update"
+	toolForget   = "memory_forget"
+	toolSearch   = "memory_search"
+)
+
+// Source is the call that wrote a memory.
+type Source struct {
+	SessionID string `json:"sessionID"`
+	CallID    string `json:"callID,omitempty"`
+}
+
+// Memory is one thing a project learned. Times are UTC with millisecond precision.
+type Memory struct {
+	ID          string     `json:"id"`
+	Project     string     `json:"project"`
+	Branch      string     `json:"branch,omitempty"`
+	Kind        string     `json:"kind"`
+	Content     string     `json:"content"`
+	Tags        []string   `json:"tags"` // never nil, so JSON shows []
+	CreatedAt   time.Time  `json:"createdAt"`
+	UpdatedAt   time.Time  `json:"updatedAt"`
+	UsedAt      *time.Time `json:"usedAt,omitempty"`
+	Source      Source     `json:"source"`
+	ForgottenAt *time.Time `json:"forgottenAt,omitempty"`
+}
+
+// Caller is who acts: Project is the caller's project key, SessionID and CallID identify the
+// tool call (CallID "" = no memo). Project "" is a person, who may forget any project's memory
+// and searches every project; a person cannot remember or update.
+type Caller struct {
+	Project, SessionID, CallID string
+}
+
+// Similar is another live memory of the project that looks like the one written.
+type Similar struct {
+	ID    string  `json:"id"`
+	Score float64 `json:"score"`
+}
+
+// RememberArgs are memory_remember's arguments.
+type RememberArgs struct {
+	Content, Kind, Branch string
+	Tags                  []string
+}
+
+// Remembered is memory_remember's answer. Repeat is true when it repeats the answer of an
+// earlier call with the same callID.
+type Remembered struct {
+	Memory  Memory    `json:"memory"`
+	Created bool      `json:"created"`
+	Similar []Similar `json:"similar"`
+	Repeat  bool      `json:"-"`
+}
+
+// UpdateArgs are memory_update's arguments; nil fields stay as they are.
+type UpdateArgs struct {
+	Content, Kind *string
+	Tags          *[]string
+}
+
+// Changed is the answer of Update and Forget: the memory after the change.
+type Changed struct {
+	Memory Memory `json:"memory"`
+	Repeat bool   `json:"-"`
+}
+
+// Audit is one change of a memory. Before is the content before an update or a forget.
+type Audit struct {
+	At        time.Time `json:"at"`
+	Op        string    `json:"op"` // create, update, forget or import
+	SessionID string    `json:"sessionID,omitempty"`
+	CallID    string    `json:"callID,omitempty"`
+	Reason    string    `json:"reason,omitempty"`
+	Before    string    `json:"before,omitempty"`
+}
+
+// ListQuery selects live memories. Project "" is every project. With Query the best matches
+// come first; without, the newest first, After being the last id of the previous page.
+type ListQuery struct {
+	Project, Query, Kind string
+	Limit                int
+	After                string
+}
+
+// Options tune a Store.
+type Options struct {
+	// Redact, when set, rewrites content and tags before they are validated and stored, so
+	// secrets never reach the file.
+	Redact func(string) string
+}
+
+// checkpointEvery is how many write transactions go by between two WAL checkpoints.
+const checkpointEvery = 32
+
+// Store is the memory store. It is safe for concurrent use.
+type Store struct {
+	w, r   *sql.DB // w: the one writer connection; r: read-only connections
+	ck     *sql.DB // the checkpointer's connection
+	path   string
+	redact func(string) string
+
+	writes       atomic.Int64  // committed write transactions
+	checkpointed atomic.Int64  // checkpoints run
+	kick         chan struct{} // asks the checkpointer for a checkpoint
+	stop, done   chan struct{}
+	closeOnce    sync.Once
+	closeErr     error
+}
+
+// Open opens (creating when absent) the memory store at path.
+func Open(path string, opts Options) (*Store, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("create memories folder: %w", err)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open memories %s: %w", path, err)
+	}
+	f.Close()
+	if err := os.Chmod(path, 0o600); err != nil {
+		return nil, fmt.Errorf("make memories %s private: %w", path, err)
+	}
+	// busy_timeout comes first so that the other pragmas wait for a lock too. The writer
+	// never checkpoints (wal_autocheckpoint(0)): copying the WAL back and syncing took 20 ms
+	// every few dozen writes, so the checkpointer does it beside the writer instead.
+	// temp_store keeps statement journals off the disk.
+	w, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=wal_autocheckpoint(0)&_pragma=temp_store(MEMORY)&_txlock=immediate")
+	if err != nil {
+		return nil, fmt.Errorf("open memories %s: %w", path, err)
+	}
+	w.SetMaxOpenConns(1)
+	r, _ := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)&_pragma=query_only(1)")
+	r.SetMaxOpenConns(4)
+	r.SetMaxIdleConns(4)
+	ck, _ := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)")
+	ck.SetMaxOpenConns(1)
+	s := &Store{
+		w: w, r: r, ck: ck, path: path, redact: opts.Redact,
+		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
+	}
+	if s.redact == nil {
+		s.redact = func(v string) string { return v }
+	}
+	go s.checkpoints()
+	if err := s.migrate(); err != nil {
+		s.Close()
+		if damaged(err) {
+			return nil, fmt.Errorf("memories %s is damaged (%v): move it aside and start thatch again; the old file is kept", path, err)
+		}
+		return nil, fmt.Errorf("open memories %s: %w", path, err)
+	}
+	return s, nil
+}
+
+// checkpoints copies the WAL back into the database file whenever kicked, until Close. A
+// PASSIVE checkpoint waits for neither readers nor the writer; what it cannot copy now, the
+// next one does. Its errors are left out: a failing checkpoint only lets the WAL grow, and
+// the writes that follow report a failing disk themselves.
+func (s *Store) checkpoints() {
+	defer close(s.done)
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-s.kick:
+			_, _ = s.ck.Exec(`PRAGMA wal_checkpoint(PASSIVE)`)
+			s.checkpointed.Add(1)
+		}
+	}
+}
+
+// damaged tells whether err says the file is not a sound SQLite database.
+func damaged(err error) bool {
+	var e *sqlite.Error
+	if !errors.As(err, &e) {
+		return false
+	}
+	code := e.Code() & 0xff
+	return code == sqlite3.SQLITE_CORRUPT || code == sqlite3.SQLITE_NOTADB
+}
+
+// Path is the store's file.
+func (s *Store) Path() string { return s.path }
+
+// Close stops the checkpointer and closes the database; closing again does nothing.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		close(s.stop)
+		<-s.done
+		s.closeErr = errors.Join(s.r.Close(), s.ck.Close(), s.w.Close())
+	})
+	return s.closeErr
+}
+
+func (s *Store) migrate() error {
+	if _, err := s.w.Exec(`CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY)`); err != nil {
+		return fmt.Errorf("migrate memories: %w", err)
+	}
+	var current int
+	if err := s.w.QueryRow(`SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&current); err != nil {
+		return fmt.Errorf("migrate memories: %w", err)
+	}
+	names, err := fs.Glob(migrations, "migrations/*.sql")
+	if err != nil {
+		return err
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		v, err := strconv.Atoi(strings.SplitN(filepath.Base(name), "_", 2)[0])
+		if err != nil {
+			return fmt.Errorf("migration %s is not numbered", name)
+		}
+		if v <= current {
+			continue
+		}
+		script, _ := migrations.ReadFile(name)
+		err = s.withTx(context.Background(), func(tx *sql.Tx) error {
+			if _, err := tx.Exec(string(script)); err != nil {
+				return err
+			}
+			_, err := tx.Exec(`INSERT INTO schema_migrations (version) VALUES (?)`, v)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("apply migration %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// withTx runs fn in a writer transaction, rolling back unless fn and the commit succeed.
+func (s *Store) withTx(ctx context.Context, fn func(*sql.Tx) error) error {
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if err := fn(tx); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	if s.writes.Add(1)%checkpointEvery == 0 {
+		select {
+		case s.kick <- struct{}{}:
+		default: // one is pending already
+		}
+	}
+	return nil
+}
+
+// queryer is a reader handle or a writer transaction.
+type queryer interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// Remember adds a memory to c.Project, or answers with the live memory of that project that
+// has the same normalized content (Created false).
+func (s *Store) Remember(ctx context.Context, c Caller, a RememberArgs, now time.Time) (Remembered, error) {
+	if c.Project == "" {
+		return Remembered{}, fmt.Errorf("%w: the caller has no project to remember for", ErrBadRequest)
+	}
+	content, err := s.cleanContent(a.Content)
+	if err != nil {
+		return Remembered{}, err
+	}
+	kind, err := cleanKind(a.Kind)
+	if err != nil {
+		return Remembered{}, err
+	}
+	tags, err := s.cleanTags(a.Tags)
+	if err != nil {
+		return Remembered{}, err
+	}
+	branch, err := cleanBranch(a.Branch)
+	if err != nil {
+		return Remembered{}, err
+	}
+	// The look-alikes are read before the write transaction, so the single writer is not
+	// held while they are scored; a memory committed meanwhile is merely not listed.
+	similar, err := s.similar(ctx, c.Project, content)
+	if err != nil {
+		return Remembered{}, fmt.Errorf("find similar memories: %w", err)
+	}
+	var out Remembered
+	err = s.withTx(ctx, func(tx *sql.Tx) error {
+		if ok, err := repeated(ctx, tx, c, toolRemember, &out); ok || err != nil {
+			out.Repeat = ok
+			return err
+		}
+		m, err := liveByNorm(ctx, tx, c.Project, normalize(content))
+		switch {
+		case err == nil:
+			out = Remembered{Memory: m}
+		case errors.Is(err, ErrNotFound):
+			at := toTime(toMS(now))
+			m = Memory{
+				ID: newID(now), Project: c.Project, Branch: branch, Kind: kind, Content: content, Tags: tags,
+				CreatedAt: at, UpdatedAt: at, Source: Source{SessionID: c.SessionID, CallID: c.CallID},
+			}
+			if err := insert(ctx, tx, m); err != nil {
+				return err
+			}
+			if err := audit(ctx, tx, m.ID, now, "create", c, "", ""); err != nil {
+				return err
+			}
+			out = Remembered{Memory: m, Created: true}
+		default:
+			return err
+		}
+		out.Similar = others(similar, m.ID)
+		return memo(ctx, tx, c, toolRemember, out, now)
+	})
+	if err != nil {
+		return Remembered{}, wrap("remember", err)
+	}
+	return out, nil
+}
+
+// others is the look-alikes other than id, at most 5, best first.
+func others(similar []Similar, id string) []Similar {
+	out := []Similar{}
+	for _, x := range similar {
+		if x.ID != id && len(out) < 5 {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+func insert(ctx context.Context, tx *sql.Tx, m Memory) error {
+	tags, _ := json.Marshal(m.Tags)
+	var used int64
+	if m.UsedAt != nil {
+		used = toMS(*m.UsedAt)
+	}
+	_, err := tx.ExecContext(ctx, `
+		INSERT INTO memories (id, project, scope, branch, kind, content, norm, tags,
+			created_at, updated_at, used_at, source_session, source_call)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		m.ID, m.Project, scope(m.Project), m.Branch, m.Kind, m.Content, normalize(m.Content), string(tags),
+		toMS(m.CreatedAt), toMS(m.UpdatedAt), used, m.Source.SessionID, m.Source.CallID)
+	if err != nil {
+		return err
+	}
+	return countWords(ctx, tx, m.Content, 1)
+}
+
+// Update changes a live memory of c.Project.
+func (s *Store) Update(ctx context.Context, c Caller, id string, a UpdateArgs, now time.Time) (Changed, error) {
+	if a.Content == nil && a.Kind == nil && a.Tags == nil {
+		return Changed{}, fmt.Errorf("%w: nothing to update; give content, kind or tags", ErrBadRequest)
+	}
+	var content, kind string
+	var tags []string
+	var err error
+	if a.Content != nil {
+		if content, err = s.cleanContent(*a.Content); err != nil {
+			return Changed{}, err
+		}
+	}
+	if a.Kind != nil {
+		if *a.Kind == "" {
+			return Changed{}, fmt.Errorf("%w: kind is empty; give one of %s or leave it out", ErrBadRequest, strings.Join(Kinds, ", "))
+		}
+		if kind, err = cleanKind(*a.Kind); err != nil {
+			return Changed{}, err
+		}
+	}
+	if a.Tags != nil {
+		if tags, err = s.cleanTags(*a.Tags); err != nil {
+			return Changed{}, err
+		}
+	}
+	var out Changed
+	err = s.withTx(ctx, func(tx *sql.Tx) error {
+		if ok, err := repeated(ctx, tx, c, toolUpdate, &out); ok || err != nil {
+			out.Repeat = ok
+			return err
+		}
+		m, err := live(ctx, tx, id, c.Project)
+		if err != nil {
+			return err
+		}
+		before := m.Content
+		if a.Content != nil {
+			other, err := liveByNorm(ctx, tx, m.Project, normalize(content))
+			if err == nil && other.ID != m.ID {
+				return fmt.Errorf("%w: memory %s already says this; forget one of them", ErrBadRequest, other.ID)
+			}
+			if err != nil && !errors.Is(err, ErrNotFound) {
+				return err
+			}
+			m.Content = content
+		}
+		if a.Kind != nil {
+			m.Kind = kind
+		}
+		if a.Tags != nil {
+			m.Tags = tags
+		}
+		m.UpdatedAt = toTime(toMS(now))
+		tagsJSON, _ := json.Marshal(m.Tags)
+		_, err = tx.ExecContext(ctx, `UPDATE memories SET content = ?, norm = ?, kind = ?, tags = ?, updated_at = ? WHERE id = ?`,
+			m.Content, normalize(m.Content), m.Kind, string(tagsJSON), toMS(now), m.ID)
+		if err != nil {
+			return err
+		}
+		if err := countWords(ctx, tx, before, -1); err != nil {
+			return err
+		}
+		if err := countWords(ctx, tx, m.Content, 1); err != nil {
+			return err
+		}
+		if err := audit(ctx, tx, m.ID, now, "update", c, "", before); err != nil {
+			return err
+		}
+		out = Changed{Memory: m}
+		return memo(ctx, tx, c, toolUpdate, out, now)
+	})
+	if err != nil {
+		return Changed{}, wrap("update "+id, err)
+	}
+	return out, nil
+}
+
+// Forget takes a live memory out of search, injection and listings; it stays readable by
+// Get with its audit trail. c.Project "" (a person) may forget any project's memory.
+func (s *Store) Forget(ctx context.Context, c Caller, id, reason string, now time.Time) (Changed, error) {
+	var out Changed
+	err := s.withTx(ctx, func(tx *sql.Tx) error {
+		if ok, err := repeated(ctx, tx, c, toolForget, &out); ok || err != nil {
+			out.Repeat = ok
+			return err
+		}
+		m, err := live(ctx, tx, id, c.Project)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE memories SET forgotten_at = ? WHERE id = ?`, toMS(now), m.ID); err != nil {
+			return err
+		}
+		if err := countWords(ctx, tx, m.Content, -1); err != nil {
+			return err
+		}
+		if err := audit(ctx, tx, m.ID, now, "forget", c, reason, m.Content); err != nil {
+			return err
+		}
+		at := toTime(toMS(now))
+		m.ForgottenAt = &at
+		out = Changed{Memory: m}
+		return memo(ctx, tx, c, toolForget, out, now)
+	})
+	if err != nil {
+		return Changed{}, wrap("forget "+id, err)
+	}
+	return out, nil
+}
+
+// Get is any memory, forgotten ones included, with its audit trail oldest first.
+func (s *Store) Get(ctx context.Context, id string) (Memory, []Audit, error) {
+	m, err := scanMemory(s.r.QueryRowContext(ctx, `SELECT `+memoryCols+` FROM memories m WHERE m.id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Memory{}, nil, fmt.Errorf("%w: no memory %s", ErrNotFound, id)
+	}
+	if err != nil {
+		return Memory{}, nil, fmt.Errorf("get %s: %w", id, err)
+	}
+	rows, err := s.r.QueryContext(ctx, `SELECT at, op, session_id, call_id, reason, before FROM memory_log WHERE memory_id = ? ORDER BY id`, id)
+	if err != nil {
+		return Memory{}, nil, fmt.Errorf("get %s: %w", id, err)
+	}
+	defer rows.Close()
+	log := []Audit{}
+	for rows.Next() {
+		var a Audit
+		var at int64
+		if err := rows.Scan(&at, &a.Op, &a.SessionID, &a.CallID, &a.Reason, &a.Before); err != nil {
+			return Memory{}, nil, fmt.Errorf("get %s: %w", id, err)
+		}
+		a.At = toTime(at)
+		log = append(log, a)
+	}
+	if err := rows.Err(); err != nil {
+		return Memory{}, nil, fmt.Errorf("get %s: %w", id, err)
+	}
+	return m, log, nil
+}
+
+// List is live memories: the best matches of q.Query first when it is set (without counting
+// them as used), else the newest first. Limit defaults to 100, at most 1000.
+func (s *Store) List(ctx context.Context, q ListQuery) ([]Memory, error) {
+	limit, err := checkLimit(q.Limit, 100, 1000)
+	if err != nil {
+		return nil, err
+	}
+	var kinds []string
+	if q.Kind != "" {
+		if _, err := cleanKind(q.Kind); err != nil {
+			return nil, err
+		}
+		kinds = []string{q.Kind}
+	}
+	out := []Memory{}
+	if q.Query != "" {
+		terms := queryTerms(q.Query)
+		if len(terms) == 0 {
+			return nil, errNoWords
+		}
+		hits, err := s.rank(ctx, q.Project, terms, kinds, limit)
+		if err != nil {
+			return nil, fmt.Errorf("list memories: %w", err)
+		}
+		for _, h := range hits {
+			out = append(out, h.Memory)
+		}
+		return out, nil
+	}
+	query := `SELECT ` + memoryCols + ` FROM memories m WHERE m.forgotten_at = 0`
+	var args []any
+	if q.Project != "" {
+		query += ` AND m.project = ?`
+		args = append(args, q.Project)
+	}
+	if q.Kind != "" {
+		query += ` AND m.kind = ?`
+		args = append(args, q.Kind)
+	}
+	if q.After != "" {
+		query += ` AND m.id < ?`
+		args = append(args, q.After)
+	}
+	query += ` ORDER BY m.id DESC LIMIT ?`
+	out, err = s.memories(ctx, query, append(args, limit)...)
+	if err != nil {
+		return nil, fmt.Errorf("list memories: %w", err)
+	}
+	return out, nil
+}
+
+// Export is live memories oldest first (insertion order) after the memory after ("" = from
+// the start); project "" is every project. limit defaults to 1000, at most 10000.
+func (s *Store) Export(ctx context.Context, project, after string, limit int) ([]Memory, error) {
+	limit, err := checkLimit(limit, 1000, 10000)
+	if err != nil {
+		return nil, err
+	}
+	var from int64
+	if after != "" {
+		err := s.r.QueryRowContext(ctx, `SELECT seq FROM memories WHERE id = ?`, after).Scan(&from)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, fmt.Errorf("%w: export cursor %s is unknown; start again from the beginning", ErrNotFound, after)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("export memories: %w", err)
+		}
+	}
+	query := `SELECT ` + memoryCols + ` FROM memories m WHERE m.forgotten_at = 0 AND m.seq > ?`
+	args := []any{from}
+	if project != "" {
+		query += ` AND m.project = ?`
+		args = append(args, project)
+	}
+	out, err := s.memories(ctx, query+` ORDER BY m.seq LIMIT ?`, append(args, limit)...)
+	if err != nil {
+		return nil, fmt.Errorf("export memories: %w", err)
+	}
+	return out, nil
+}
+
+// Import adds memories read from an export, keeping their ids, times and sources. It is
+// idempotent: a memory whose id exists, or whose normalized content is already live in its
+// project, is skipped; so is a forgotten one. Every memory is validated (and redacted) like
+// Remember's arguments before anything is written; one bad memory fails the whole import.
+func (s *Store) Import(ctx context.Context, ms []Memory, now time.Time) (added int, err error) {
+	clean := make([]Memory, 0, len(ms))
+	for i, m := range ms {
+		if m.ForgottenAt != nil {
+			continue
+		}
+		if err := s.cleanImported(&m, now); err != nil {
+			return 0, fmt.Errorf("import memory %d (%s): %w", i+1, m.ID, err)
+		}
+		clean = append(clean, m)
+	}
+	err = s.withTx(ctx, func(tx *sql.Tx) error {
+		for _, m := range clean {
+			var known bool
+			err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM memories WHERE id = ?)
+				OR EXISTS (SELECT 1 FROM memories WHERE project = ? AND norm = ? AND forgotten_at = 0)`,
+				m.ID, m.Project, normalize(m.Content)).Scan(&known)
+			if err != nil {
+				return err
+			}
+			if known {
+				continue
+			}
+			if err := insert(ctx, tx, m); err != nil {
+				return err
+			}
+			if err := audit(ctx, tx, m.ID, now, "import", Caller{}, "", ""); err != nil {
+				return err
+			}
+			added++
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("import memories: %w", err)
+	}
+	return added, nil
+}
+
+func (s *Store) cleanImported(m *Memory, now time.Time) error {
+	var err error
+	if !idPattern.MatchString(m.ID) {
+		return fmt.Errorf("%w: id %q is not mem_ followed by 20 hex digits", ErrBadRequest, m.ID)
+	}
+	if m.Project == "" {
+		return fmt.Errorf("%w: project is empty", ErrBadRequest)
+	}
+	if m.Content, err = s.cleanContent(m.Content); err != nil {
+		return err
+	}
+	if m.Kind, err = cleanKind(m.Kind); err != nil {
+		return err
+	}
+	if m.Tags, err = s.cleanTags(m.Tags); err != nil {
+		return err
+	}
+	if m.Branch, err = cleanBranch(m.Branch); err != nil {
+		return err
+	}
+	if m.CreatedAt.IsZero() {
+		m.CreatedAt = now
+	}
+	if m.UpdatedAt.IsZero() {
+		m.UpdatedAt = m.CreatedAt
+	}
+	return nil
+}
+
+// Count is the number of live memories.
+func (s *Store) Count(ctx context.Context) (live int, err error) {
+	if err := s.r.QueryRowContext(ctx, `SELECT count(*) FROM memories WHERE forgotten_at = 0`).Scan(&live); err != nil {
+		return 0, fmt.Errorf("count memories: %w", err)
+	}
+	return live, nil
+}
+
+// Prune drops the callID memo and the frozen session texts older than before. Memories and
+// their audit trail are never pruned.
+func (s *Store) Prune(ctx context.Context, before time.Time) error {
+	err := s.withTx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM calls WHERE at < ?`, toMS(before)); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `DELETE FROM session_context WHERE at < ?`, toMS(before))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("prune memories: %w", err)
+	}
+	return nil
+}
+
+// FrozenContext is the text FreezeContext kept for sessionID, if any.
+func (s *Store) FrozenContext(ctx context.Context, sessionID string) (text string, ok bool, err error) {
+	err = s.r.QueryRowContext(ctx, `SELECT text FROM session_context WHERE session_id = ?`, sessionID).Scan(&text)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("read context of %s: %w", sessionID, err)
+	}
+	return text, true, nil
+}
+
+// FreezeContext keeps text as sessionID's session-start text unless one is kept already, and
+// returns the kept one: of two racing writers the first wins and both get its text.
+func (s *Store) FreezeContext(ctx context.Context, sessionID, text string, now time.Time) (string, error) {
+	var kept string
+	err := s.withTx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO session_context (session_id, text, at) VALUES (?, ?, ?)`, sessionID, text, toMS(now))
+		if err != nil {
+			return err
+		}
+		return tx.QueryRowContext(ctx, `SELECT text FROM session_context WHERE session_id = ?`, sessionID).Scan(&kept)
+	})
+	if err != nil {
+		return "", fmt.Errorf("freeze context of %s: %w", sessionID, err)
+	}
+	return kept, nil
+}
+
+// wrap says what failed in an unexpected error. The store's own answers, ErrBadRequest and
+// ErrNotFound, go out as they are: their message is for a model, and says it all.
+func wrap(op string, err error) error {
+	if errors.Is(err, ErrBadRequest) || errors.Is(err, ErrNotFound) {
+		return err
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}
+
+// repeated looks c's callID up in the memo. When the call was answered before, it decodes
+// that answer into out and reports true. A callID used for another tool is a bad request.
+func repeated(ctx context.Context, tx *sql.Tx, c Caller, tool string, out any) (bool, error) {
+	if c.CallID == "" {
+		return false, nil
+	}
+	var used, result string
+	err := tx.QueryRowContext(ctx, `SELECT tool, result FROM calls WHERE session_id = ? AND call_id = ?`, c.SessionID, c.CallID).Scan(&used, &result)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if used != tool {
+		return false, fmt.Errorf("%w: callID %s was already used for %s; give each call its own callID", ErrBadRequest, c.CallID, used)
+	}
+	return true, json.Unmarshal([]byte(result), out)
+}
+
+// memo keeps the answer of c's call, in the transaction of the change it describes.
+func memo(ctx context.Context, tx *sql.Tx, c Caller, tool string, answer any, now time.Time) error {
+	if c.CallID == "" {
+		return nil
+	}
+	data, err := json.Marshal(answer)
+	if err != nil {
+		return err
+	}
+	_, err = tx.ExecContext(ctx, `INSERT INTO calls (session_id, call_id, tool, result, at) VALUES (?, ?, ?, ?, ?)`,
+		c.SessionID, c.CallID, tool, string(data), toMS(now))
+	return err
+}
+
+func audit(ctx context.Context, tx *sql.Tx, id string, now time.Time, op string, c Caller, reason, before string) error {
+	_, err := tx.ExecContext(ctx, `INSERT INTO memory_log (memory_id, at, op, session_id, call_id, reason, before) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		id, toMS(now), op, c.SessionID, c.CallID, reason, before)
+	return err
+}
+
+// live is the live memory id of project; project "" matches any project.
+func live(ctx context.Context, q queryer, id, project string) (Memory, error) {
+	m, err := scanMemory(q.QueryRowContext(ctx, `SELECT `+memoryCols+` FROM memories m WHERE m.id = ? AND m.forgotten_at = 0`, id))
+	if errors.Is(err, sql.ErrNoRows) || err == nil && project != "" && m.Project != project {
+		return Memory{}, fmt.Errorf("%w: no live memory %s in this project; search memories for the current id", ErrNotFound, id)
+	}
+	return m, err
+}
+
+// liveByNorm is the live memory of project with the normalized content norm.
+func liveByNorm(ctx context.Context, q queryer, project, norm string) (Memory, error) {
+	m, err := scanMemory(q.QueryRowContext(ctx, `SELECT `+memoryCols+` FROM memories m WHERE m.project = ? AND m.norm = ? AND m.forgotten_at = 0`, project, norm))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Memory{}, ErrNotFound
+	}
+	return m, err
+}
+
+// memoryCols are the columns scanMemory reads, of the memories table aliased m.
+const memoryCols = `m.id, m.project, m.branch, m.kind, m.content, m.tags, m.created_at, m.updated_at, m.used_at, m.forgotten_at, m.source_session, m.source_call`
+
+type scanner interface{ Scan(dest ...any) error }
+
+func scanMemory(row scanner, extra ...any) (Memory, error) {
+	var m Memory
+	var tags string
+	var created, updated, used, forgotten int64
+	dest := append([]any{&m.ID, &m.Project, &m.Branch, &m.Kind, &m.Content, &tags, &created, &updated, &used, &forgotten, &m.Source.SessionID, &m.Source.CallID}, extra...)
+	if err := row.Scan(dest...); err != nil {
+		return Memory{}, err
+	}
+	if err := json.Unmarshal([]byte(tags), &m.Tags); err != nil || m.Tags == nil {
+		m.Tags = []string{}
+	}
+	m.CreatedAt, m.UpdatedAt = toTime(created), toTime(updated)
+	if used != 0 {
+		t := toTime(used)
+		m.UsedAt = &t
+	}
+	if forgotten != 0 {
+		t := toTime(forgotten)
+		m.ForgottenAt = &t
+	}
+	return m, nil
+}
+
+// memories runs a query selecting memoryCols.
+func (s *Store) memories(ctx context.Context, query string, args ...any) ([]Memory, error) {
+	rows, err := s.r.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []Memory{}
+	for rows.Next() {
+		m, err := scanMemory(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, m)
+	}
+	return out, rows.Err()
+}
+
+// markUsed sets used_at of the memories ids to now (never backwards), in one statement.
+func markUsed(ctx context.Context, tx *sql.Tx, ids []string, now time.Time) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	args := []any{toMS(now)}
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	_, err := tx.ExecContext(ctx, `UPDATE memories SET used_at = max(used_at, ?) WHERE id IN (`+placeholders(len(ids))+`)`, args...)
+	return err
+}
+
+func placeholders(n int) string {
+	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
+}
+
+// Validation. Each message says what is wrong and what to do, for a model to act on.
+
+func (s *Store) cleanContent(v string) (string, error) {
+	// NUL and invalid UTF-8 would make SQLite count characters differently from Go, and a
+	// NUL ends a line on the model's side anyway.
+	v = strings.TrimSpace(strings.ToValidUTF8(strings.ReplaceAll(s.redact(v), "\x00", ""), "\uFFFD"))
+	if v == "" {
+		return "", fmt.Errorf("%w: content is empty; write what to remember as one or more sentences", ErrBadRequest)
+	}
+	if n := utf8.RuneCountInString(v); n > MaxContent {
+		return "", fmt.Errorf("%w: content is %d characters, over the limit of %d; shorten it or split it into several memories", ErrBadRequest, n, MaxContent)
+	}
+	return v, nil
+}
+
+// cleanKind checks a kind; "" is fact.
+func cleanKind(v string) (string, error) {
+	if v == "" {
+		return Kinds[0], nil
+	}
+	if !slices.Contains(Kinds, v) {
+		return "", fmt.Errorf("%w: kind %q is unknown; use one of %s", ErrBadRequest, v, strings.Join(Kinds, ", "))
+	}
+	return v, nil
+}
+
+func (s *Store) cleanTags(tags []string) ([]string, error) {
+	if len(tags) > MaxTags {
+		return nil, fmt.Errorf("%w: %d tags, at most %d are allowed; keep the most telling ones", ErrBadRequest, len(tags), MaxTags)
+	}
+	out := make([]string, 0, len(tags))
+	for i, t := range tags {
+		t = strings.TrimSpace(s.redact(t))
+		if t == "" {
+			return nil, fmt.Errorf("%w: tag %d is empty; drop it or give it a word", ErrBadRequest, i+1)
+		}
+		if n := utf8.RuneCountInString(t); n > MaxTag {
+			return nil, fmt.Errorf("%w: tag %q is %d characters, over the limit of %d; shorten it", ErrBadRequest, t, n, MaxTag)
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+func cleanBranch(v string) (string, error) {
+	v = strings.TrimSpace(v)
+	if n := utf8.RuneCountInString(v); n > maxBranch {
+		return "", fmt.Errorf("%w: branch is %d characters, over the limit of %d; give the branch name only", ErrBadRequest, n, maxBranch)
+	}
+	return v, nil
+}
+
+// checkLimit is n, or def when n is 0, refusing anything outside 1..max.
+func checkLimit(n, def, max int) (int, error) {
+	if n == 0 {
+		return def, nil
+	}
+	if n < 1 || n > max {
+		return 0, fmt.Errorf("%w: limit %d is out of range; give 1 to %d, or none for %d", ErrBadRequest, n, max, def)
+	}
+	return n, nil
+}
+
+// normalize is content as compared for exact duplicates: lower-cased, whitespace runs
+// collapsed to one space, trimmed.
+func normalize(content string) string {
+	return strings.Join(strings.Fields(strings.ToLower(content)), " ")
+}
+
+// scope is project's token in memories_fts: a bare word FTS5 cannot confuse with a project's
+// words, of fixed size whatever the project key.
+func scope(project string) string {
+	sum := sha256.Sum256([]byte(project))
+	return "p" + hex.EncodeToString(sum[:8])
+}
+
+var idPattern = regexp.MustCompile(`^mem_[0-9a-f]{20}$`)
+
+// newID is mem_ + 12 hex digits of unix milliseconds + 8 random hex digits: ids sort by
+// creation and two writers of one millisecond still differ.
+func newID(now time.Time) string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("mem_%012x%s", uint64(now.UnixMilli())&0xffffffffffff, hex.EncodeToString(b[:]))
+}
+
+func toMS(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
+func toTime(v int64) time.Time {
+	return time.UnixMilli(v).UTC()
+}

@@ -1,0 +1,151 @@
+package redact
+
+// Byte classes and scanning helpers. Everything here is ASCII: a span found with them
+// starts and ends on ASCII bytes, so cutting it out never splits a UTF-8 sequence.
+
+func isDigit(c byte) bool      { return '0' <= c && c <= '9' }
+func isUpper(c byte) bool      { return 'A' <= c && c <= 'Z' }
+func isLower(c byte) bool      { return 'a' <= c && c <= 'z' }
+func isLetter(c byte) bool     { return isUpper(c) || isLower(c) }
+func isAlnum(c byte) bool      { return isLetter(c) || isDigit(c) }
+func isWord(c byte) bool       { return isAlnum(c) || c == '_' }
+func isUpperDigit(c byte) bool { return isUpper(c) || isDigit(c) }
+func isB64URL(c byte) bool     { return isWord(c) || c == '-' }
+func isB64(c byte) bool        { return isAlnum(c) || c == '+' || c == '/' || c == '=' }
+func isSlackChar(c byte) bool  { return isAlnum(c) || c == '-' }
+func isSchemeChar(c byte) bool {
+	return isAlnum(c) || c == '+' || c == '.' || c == '-'
+}
+func isWebhookChar(c byte) bool { return isWord(c) || c == '/' || c == '-' }
+
+// isTokenChar is the token68 alphabet of HTTP credentials (RFC 9110, 11.2).
+func isTokenChar(c byte) bool {
+	return isAlnum(c) || c == '.' || c == '_' || c == '~' || c == '+' || c == '/' || c == '=' || c == '-'
+}
+
+// isNameChar is what a key name in an assignment is made of: DB_PASSWORD, x-api-key,
+// spring.datasource.password, --password.
+func isNameChar(c byte) bool { return isWord(c) || c == '.' || c == '-' }
+
+func isIdentChar(c byte) bool  { return isWord(c) || c == '$' }
+func isIdentStart(c byte) bool { return isLetter(c) || c == '_' || c == '$' }
+
+func isQuote(c byte) bool { return c == '"' || c == '\'' || c == '`' }
+func isBlank(c byte) bool { return c == ' ' || c == '\t' }
+func isSpace(c byte) bool {
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'
+}
+
+// spanWhile returns the end of the run of bytes of class f that starts at i.
+func spanWhile(s string, i int, f func(byte) bool) int {
+	for i < len(s) && f(s[i]) {
+		i++
+	}
+	return i
+}
+
+// boundaryBefore reports whether s[i] starts a word.
+func boundaryBefore(s string, i int) bool { return i == 0 || !isWord(s[i-1]) }
+
+func skipBlanks(s string, i int) int { return spanWhile(s, i, isBlank) }
+
+// escapedStop reports whether s[i] is a backslash that starts an escaped quote or line
+// break, as in a JSON document shown as text.
+func escapedStop(s string, i int) bool {
+	if s[i] != '\\' || i+1 >= len(s) {
+		return false
+	}
+	switch s[i+1] {
+	case '"', '\'', 'n', 'r', 't':
+		return true
+	}
+	return false
+}
+
+// wordEnd returns the end of the bare value that starts at i: it stops at white space,
+// quotes and the punctuation that ends a value in shell, URLs, logfmt and code
+// (; & , ) ] }).
+func wordEnd(s string, i int) int {
+	for i < len(s) {
+		switch s[i] {
+		case ' ', '\t', '\n', '\r', '\f', '\v', '"', '\'', '`', ';', '&', ',', ')', ']', '}':
+			return i
+		case '\\':
+			if escapedStop(s, i) {
+				return i
+			}
+		}
+		i++
+	}
+	return i
+}
+
+// restEnd returns the end of the line that starts at i, or of the quoted string it is in
+// when encl is that string's quote.
+func restEnd(s string, i int, encl byte) int {
+	for i < len(s) {
+		c := s[i]
+		if c == '\n' || c == '\r' || (encl != 0 && c == encl) {
+			return i
+		}
+		if c == '\\' && escapedStop(s, i) {
+			if (encl != 0 && s[i+1] == encl) || s[i+1] == 'n' || s[i+1] == 'r' {
+				return i
+			}
+			i++
+		}
+		i++
+	}
+	return i
+}
+
+func lineStart(s string, i int) int {
+	for i > 0 && s[i-1] != '\n' {
+		i--
+	}
+	return i
+}
+
+// nearLineStart is lineStart looking back at most n bytes, so that looking back from
+// many places in one long line stays linear.
+func nearLineStart(s string, i, n int) int {
+	lo := max(0, i-n)
+	for i > lo && s[i-1] != '\n' {
+		i--
+	}
+	return i
+}
+
+func lineEnd(s string, i int) int {
+	for i < len(s) && s[i] != '\n' {
+		i++
+	}
+	return i
+}
+
+func allDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if !isDigit(s[i]) {
+			return false
+		}
+	}
+	return s != ""
+}
+
+func hasDigitAndLetter(s string) bool {
+	d, l := false, false
+	for i := 0; i < len(s); i++ {
+		d = d || isDigit(s[i])
+		l = l || isLetter(s[i])
+	}
+	return d && l
+}
+
+func hasBlank(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if isSpace(s[i]) {
+			return true
+		}
+	}
+	return false
+}

@@ -64,11 +64,26 @@ func ProjectKey(projectID, directory string) string {
 	return directory
 }
 
+// Identify says who a tracked session is to the memory store, or nil when thatch does not
+// know it or its project. It only reads s: a driver may call it through a query, without
+// a commit, for a session it expects thatch to know.
+func Identify(s *State, sessionID string) *CallerRef {
+	caller := s.Sessions[sessionID]
+	if caller == nil {
+		return nil
+	}
+	root := s.Sessions[s.Root(sessionID)]
+	if root == nil || root.ProjectKey() == "" {
+		return nil
+	}
+	return &CallerRef{SessionID: caller.ID, Kind: caller.Kind, Root: root.ID, Project: root.ProjectKey()}
+}
+
 // identify answers a memory tool or a context method with the caller's identity. Only
 // session.context changes state: its first ask on a top-level session is the reminder.
 func (t *step) identify(c ToolCall, caller, root *Session) *Reply {
-	ref := &CallerRef{SessionID: caller.ID, Kind: caller.Kind, Root: root.ID, Project: root.ProjectKey()}
-	if ref.Project == "" {
+	ref := Identify(t.s, caller.ID)
+	if ref == nil {
 		return toolError("UnknownSessionError", "thatch does not know the project of session %q yet: its host gave neither a projectID nor a directory", c.SessionID)
 	}
 	if c.Name == CallSessionContext && caller.Kind == KindTop {

@@ -222,7 +222,13 @@ func (s *Server) contextText(ctx context.Context, method string, p apiParams) (a
 			return map[string]string{"text": text}, nil
 		}
 	}
-	a, herr := s.identify(ctx, method, p.SessionID)
+	var a runtime.Answer
+	var herr *runtime.HostError
+	if known := s.known(ctx, p.SessionID); known != nil && method == runtime.CallMemoryContext {
+		a.Caller = known
+	} else {
+		a, herr = s.identify(ctx, method, p.SessionID)
+	}
 	var who runtime.CallerRef
 	switch {
 	case herr == nil:
@@ -256,6 +262,15 @@ func (s *Server) contextText(ctx context.Context, method string, p apiParams) (a
 		return nil, storeError(err)
 	}
 	return map[string]string{"text": text}, nil
+}
+
+// known is who a session is when thatch knows it already, nil otherwise.
+func (s *Server) known(ctx context.Context, sessionID string) *runtime.CallerRef {
+	v, err := s.Loop.Query(ctx, func(v runtime.View) any { return runtime.Identify(v.State, sessionID) })
+	if err != nil {
+		return nil
+	}
+	return v.(*runtime.CallerRef)
 }
 
 // identify asks the runtime who a session is, against every event the stream held now.

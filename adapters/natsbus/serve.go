@@ -168,6 +168,13 @@ func (s *Server) tool(ctx context.Context, m *nats.Msg) (any, *runtime.HostError
 	if req.SessionID == "" {
 		return nil, badRequest("request has no sessionID: send the calling session's id")
 	}
+	if runtime.MemoryTool(name) {
+		// A caller thatch knows needs no wait for the stream and no commit: a memory call
+		// changes nothing of the runtime's state.
+		if who := s.known(ctx, req.SessionID); who != nil {
+			return s.memoryTool(ctx, name, req.CallID, req.Args, who)
+		}
+	}
 	a := s.Loop.Tool(ctx, runtime.ToolCall{Name: name, SessionID: req.SessionID, CallID: req.CallID, Args: req.Args}, s.streamSeq(ctx))
 	if a.Err != nil {
 		return nil, a.Err

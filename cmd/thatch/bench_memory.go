@@ -26,9 +26,36 @@ metric trace span log level flag option default env variable secret key file fol
 script command flag docker image container volume network proxy certificate TLS DNS
 benchmark profile allocation goroutine leak memory disk limit quota budget latency`)
 
+// benchVocabulary is the words of the synthetic memories, most frequent first: the code
+// words above, then made-up words (names, identifiers, jargon). Words are drawn with a Zipf
+// law, as in real text: a few very common, a long tail of rare ones.
+var benchVocabulary = func() []string {
+	syllables := strings.Fields("ka ro mi tel san dor vex lu pra gin hal sto bre qui fen")
+	out := append([]string(nil), benchWords...)
+	for i := 0; len(out) < 8000; i++ {
+		w := ""
+		for n := i; ; n /= len(syllables) {
+			w += syllables[n%len(syllables)]
+			if n < len(syllables) {
+				break
+			}
+		}
+		out = append(out, w)
+	}
+	return out
+}()
+
+// benchWord draws one word of the vocabulary.
+func benchWord(z *rand.Zipf) string { return benchVocabulary[z.Uint64()] }
+
+func benchZipf(rng *rand.Rand) *rand.Zipf {
+	return rand.NewZipf(rng, 1.1, 2, uint64(len(benchVocabulary)-1))
+}
+
 // benchMemory is one synthetic memory's content: 10 to 60 words with an identifier or two,
 // as an extraction writes them.
 func benchMemory(rng *rand.Rand, i int) string {
+	z := benchZipf(rng)
 	n := 10 + rng.IntN(50)
 	var b strings.Builder
 	for w := range n {
@@ -39,9 +66,9 @@ func benchMemory(rng *rand.Rand, i int) string {
 		case 0:
 			fmt.Fprintf(&b, "svc-%d-%02d", rng.IntN(50), rng.IntN(100))
 		case 1:
-			fmt.Fprintf(&b, "src/%s/%s.go", benchWords[rng.IntN(len(benchWords))], benchWords[rng.IntN(len(benchWords))])
+			fmt.Fprintf(&b, "src/%s/%s.go", benchWord(z), benchWord(z))
 		default:
-			b.WriteString(benchWords[rng.IntN(len(benchWords))])
+			b.WriteString(benchWord(z))
 		}
 	}
 	fmt.Fprintf(&b, " (note %d).", i)
@@ -143,15 +170,20 @@ func (b *benchRun) memoryOverNATS(ctx context.Context, name string, projects []s
 		return err
 	}
 	defer echo.Unsubscribe()
+	// Queries as a model asks them: an identifier, a path, or two or three words of the
+	// memories' own vocabulary (common ones included).
+	z := benchZipf(rng)
 	queries := make([]string, 512)
 	for i := range queries {
 		switch i % 4 {
 		case 0:
 			queries[i] = fmt.Sprintf("svc-%d-%02d", rng.IntN(50), rng.IntN(100))
 		case 1:
-			queries[i] = "src/" + benchWords[rng.IntN(len(benchWords))] + "/" + benchWords[rng.IntN(len(benchWords))] + ".go"
+			queries[i] = "src/" + benchWord(z) + "/" + benchWord(z) + ".go"
+		case 2:
+			queries[i] = benchWord(z) + " " + benchWord(z)
 		default:
-			queries[i] = benchWords[rng.IntN(len(benchWords))] + " " + benchWords[rng.IntN(len(benchWords))] + " " + benchWords[rng.IntN(len(benchWords))]
+			queries[i] = benchWord(z) + " " + benchWord(z) + " " + benchWord(z)
 		}
 	}
 	var seq int

@@ -26,7 +26,8 @@ const (
 	similarScan     = 30 // candidates scored by Similarity
 	relatedWords    = 16 // rarest words of a payload that find related memories
 	maxRelatedTerms = 2000
-	maxPostings     = 20000 // documents of the rarest words, in all, that one query walks
+	maxPostings     = 20000 // documents of the rarest words, in all, that one look-alike query walks
+	queryPostings   = 5000  // likewise for a search's words beyond its rarest
 )
 
 // Hit is a memory found by Search, with its score (higher is better).
@@ -60,7 +61,7 @@ func init() {
 // (0 = 10); kinds, when given, restrict the kinds.
 //
 // The score of a hit is relevance × (1 + 0.25·exp(−d_used/30) + 0.15·exp(−d_updated/30)),
-// relevance being −bm25 (content weighing twice the tags) and d the days since the memory was
+// relevance being its BM25 score (see rank) and d the days since the memory was
 // last used (never used: no bonus) or updated. The bonus is at most 40%: among close matches
 // the ones that served or changed lately come first, but age never buries a clearly better one.
 func (s *Store) Search(ctx context.Context, c Caller, query string, kinds []string, limit int, now time.Time) (SearchResult, error) {
@@ -76,6 +77,9 @@ func (s *Store) Search(ctx context.Context, c Caller, query string, kinds []stri
 	terms := queryTerms(query)
 	if len(terms) == 0 {
 		return SearchResult{}, errNoWords
+	}
+	if terms, err = s.telling(ctx, terms); err != nil {
+		return SearchResult{}, fmt.Errorf("search memories: %w", err)
 	}
 	hits, err := s.rank(ctx, c.Project, terms, kinds, 4*limit)
 	if err != nil {
@@ -165,25 +169,15 @@ func (s *Store) similar(ctx context.Context, project, content string) ([]Similar
 	if err != nil || len(rare) == 0 {
 		return nil, err
 	}
-	rows, err := s.r.QueryContext(ctx, `
-		SELECT m.id, m.content FROM memories_fts JOIN memories m ON m.seq = memories_fts.rowid
-		WHERE memories_fts MATCH ? ORDER BY memories_fts.rank LIMIT ?`, match(project, rare), similarScan)
+	hits, err := s.rank(ctx, project, rare, nil, similarScan)
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
 	var out []Similar
-	for rows.Next() {
-		var id, other string
-		if err := rows.Scan(&id, &other); err != nil {
-			return nil, err
+	for _, h := range hits {
+		if score := dice(words, contentWords(h.Memory.Content)); score >= SimilarFloor {
+			out = append(out, Similar{ID: h.Memory.ID, Score: score})
 		}
-		if score := dice(words, contentWords(other)); score >= SimilarFloor {
-			out = append(out, Similar{ID: id, Score: score})
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Score > out[j].Score })
 	return out[:min(len(out), 6)], nil
@@ -237,10 +231,18 @@ func countWords(ctx context.Context, tx *sql.Tx, content string, delta int) erro
 	return err
 }
 
-// rank is the live memories of project ("" = every project) matching any of terms, best bm25
-// first, at most n; a Hit's Score is its relevance, −bm25.
+// rankCandidates bounds the matches rank scores: the newest ones when more match (a word
+// so common that more match says little about which memory is meant).
+const rankCandidates = 300
+
+// rank is the live memories of project ("" = every project) matching any of terms, best
+// first, at most n; a Hit's Score is its BM25 relevance. FTS5 finds the matches (within the
+// project's scope, so in a few hundred at most); the score is computed here, because FTS5's
+// bm25() counts each term's documents by walking the term's whole document list, every
+// project's, at every query: 4–5 ms a search at 100,000 memories. The words table already
+// holds those counts. Content weighs twice the tags, as in the index's rank setting.
 func (s *Store) rank(ctx context.Context, project string, terms, kinds []string, n int) ([]Hit, error) {
-	query := `SELECT ` + memoryCols + `, memories_fts.rank FROM memories_fts JOIN memories m ON m.seq = memories_fts.rowid
+	query := `SELECT ` + memoryCols + ` FROM memories_fts JOIN memories m ON m.seq = memories_fts.rowid
 		WHERE memories_fts MATCH ?`
 	args := []any{match(project, terms)}
 	if len(kinds) > 0 {
@@ -249,21 +251,151 @@ func (s *Store) rank(ctx context.Context, project string, terms, kinds []string,
 			args = append(args, k)
 		}
 	}
-	rows, err := s.r.QueryContext(ctx, query+` ORDER BY memories_fts.rank LIMIT ?`, append(args, n)...)
+	rows, err := s.r.QueryContext(ctx, query+` ORDER BY memories_fts.rowid DESC LIMIT ?`, append(args, rankCandidates)...)
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	hits := []Hit{}
+	var found []Memory
 	for rows.Next() {
-		var rank float64
-		m, err := scanMemory(rows, &rank)
+		m, err := scanMemory(rows)
 		if err != nil {
+			rows.Close()
 			return nil, err
 		}
-		hits = append(hits, Hit{Memory: m, Score: -rank})
+		found = append(found, m)
 	}
-	return hits, rows.Err()
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	hits := []Hit{}
+	if len(found) == 0 {
+		return hits, nil
+	}
+	phrases := make([][]string, len(terms))
+	var words []string
+	for i, t := range terms {
+		phrases[i] = tokens(t)
+		words = append(words, phrases[i]...)
+	}
+	docs, total, err := s.frequencies(ctx, words)
+	if err != nil {
+		return nil, err
+	}
+	type doc struct{ content, tags []string }
+	parsed := make([]doc, len(found))
+	avg := 0.0
+	for i, m := range found {
+		parsed[i] = doc{tokens(m.Content), tokens(strings.Join(m.Tags, " "))}
+		avg += float64(len(parsed[i].content))
+	}
+	avg /= float64(len(found))
+	idf := make([]float64, len(phrases))
+	for i, ph := range phrases {
+		df := len(found) // a phrase of words the table does not hold (tags, stopwords): as common as the matches
+		for _, w := range ph {
+			if d, ok := docs[w]; ok && d < df {
+				df = d
+			}
+		}
+		idf[i] = math.Log(1 + (float64(max(total, df))-float64(df)+0.5)/(float64(df)+0.5))
+	}
+	const k1, b = 1.2, 0.75
+	for i, m := range found {
+		dl := float64(len(parsed[i].content))
+		score := 0.0
+		for j, ph := range phrases {
+			tf := 2*float64(occurrences(parsed[i].content, ph)) + float64(occurrences(parsed[i].tags, ph))
+			if tf > 0 {
+				score += idf[j] * tf * (k1 + 1) / (tf + k1*(1-b+b*dl/max(avg, 1)))
+			}
+		}
+		hits = append(hits, Hit{Memory: m, Score: score})
+	}
+	sort.SliceStable(hits, func(i, j int) bool { return hits[i].Score > hits[j].Score }) // ties: newest first, as read
+	return hits[:min(len(hits), n)], nil
+}
+
+// telling is the terms of a query that tell memories apart: the rarest first, as many as fit
+// in queryPostings documents in all (the rarest always). A word that half the store holds
+// ranks nothing when a rarer one is asked for too, and matching it would cost a walk over
+// its every document.
+func (s *Store) telling(ctx context.Context, terms []string) ([]string, error) {
+	if len(terms) < 2 {
+		return terms, nil
+	}
+	var words []string
+	for _, t := range terms {
+		words = append(words, tokens(t)...)
+	}
+	docs, _, err := s.frequencies(ctx, words)
+	if err != nil {
+		return nil, err
+	}
+	df := func(t string) int { // a phrase is as rare as its rarest word; an unknown word, rarest of all
+		n := -1
+		for _, w := range tokens(t) {
+			if d := docs[w]; n < 0 || d < n {
+				n = d
+			}
+		}
+		return max(n, 0)
+	}
+	sorted := slices.Clone(terms)
+	slices.SortStableFunc(sorted, func(a, b string) int { return df(a) - df(b) })
+	postings := 0
+	for i, t := range sorted {
+		if postings += df(t); postings > queryPostings && i > 0 {
+			return sorted[:i], nil
+		}
+	}
+	return sorted, nil
+}
+
+// frequencies is the number of live memories holding each of words (those the words table
+// knows) and the number of memories ever written, which stands for the store's size.
+func (s *Store) frequencies(ctx context.Context, words []string) (map[string]int, int, error) {
+	list, _ := json.Marshal(distinct(words))
+	rows, err := s.r.QueryContext(ctx, `SELECT word, docs FROM words WHERE word IN (SELECT value FROM json_each(?))`, string(list))
+	if err != nil {
+		return nil, 0, err
+	}
+	defer rows.Close()
+	docs := map[string]int{}
+	for rows.Next() {
+		var w string
+		var d int
+		if err := rows.Scan(&w, &d); err != nil {
+			return nil, 0, err
+		}
+		docs[w] = d
+	}
+	if err := rows.Err(); err != nil {
+		return nil, 0, err
+	}
+	var total int
+	err = s.r.QueryRowContext(ctx, `SELECT coalesce(max(seq), 0) FROM memories`).Scan(&total)
+	return docs, total, err
+}
+
+// tokens is text's words as FTS5's unicode61 tokenizer sees them, lower-cased, stopwords kept
+// (a phrase may hold one).
+func tokens(text string) []string {
+	return strings.FieldsFunc(strings.ToLower(text), func(r rune) bool { return !isWordRune(r) })
+}
+
+// occurrences counts the places where phrase stands in words.
+func occurrences(words, phrase []string) int {
+	if len(phrase) == 0 {
+		return 0
+	}
+	n := 0
+	for i := 0; i+len(phrase) <= len(words); i++ {
+		if slices.Equal(words[i:i+len(phrase)], phrase) {
+			n++
+		}
+	}
+	return n
 }
 
 // match is the FTS5 query for any of terms, within project's scope when project is set.

@@ -236,22 +236,64 @@ func countWords(ctx context.Context, tx *sql.Tx, content string, delta int) erro
 const rankCandidates = 300
 
 // rank is the live memories of project ("" = every project) matching any of terms, best
-// first, at most n; a Hit's Score is its BM25 relevance. FTS5 finds the matches (within the
-// project's scope, so in a few hundred at most); the score is computed here, because FTS5's
-// bm25() counts each term's documents by walking the term's whole document list, every
-// project's, at every query: 4–5 ms a search at 100,000 memories. The words table already
-// holds those counts. Content weighs twice the tags, as in the index's rank setting.
+// first, at most n; a Hit's Score is its BM25 relevance. terms come rarest first: FTS5 finds
+// each term's matches in turn (within the project's scope), the newest first, until
+// rankCandidates are found, so a rare term's matches are always among them and a very
+// common term only fills up. The score is computed here, because FTS5's bm25() counts each
+// term's documents by walking the term's whole document list, every project's, at every
+// query: 4–5 ms a search at 100,000 memories. The words table already holds those counts.
+// Content weighs twice the tags, as in the index's rank setting.
 func (s *Store) rank(ctx context.Context, project string, terms, kinds []string, n int) ([]Hit, error) {
-	query := `SELECT ` + memoryCols + ` FROM memories_fts JOIN memories m ON m.seq = memories_fts.rowid
-		WHERE memories_fts MATCH ?`
-	args := []any{match(project, terms)}
+	var words []string
+	for _, t := range terms {
+		words = append(words, tokens(t)...)
+	}
+	docs, total, err := s.frequencies(ctx, words)
+	if err != nil {
+		return nil, err
+	}
+	terms = slices.Clone(terms)
+	slices.SortStableFunc(terms, func(a, b string) int { return termDocs(docs, a) - termDocs(docs, b) })
+	seen := map[int64]bool{}
+	var seqs []int64
+	for _, t := range terms {
+		if len(seqs) >= rankCandidates {
+			break
+		}
+		rows, err := s.r.QueryContext(ctx, `SELECT rowid FROM memories_fts WHERE memories_fts MATCH ? ORDER BY rowid DESC LIMIT ?`,
+			match(project, []string{t}), rankCandidates)
+		if err != nil {
+			return nil, err
+		}
+		for rows.Next() && len(seqs) < rankCandidates {
+			var seq int64
+			if err := rows.Scan(&seq); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			if !seen[seq] {
+				seen[seq] = true
+				seqs = append(seqs, seq)
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+	}
+	if len(seqs) == 0 {
+		return []Hit{}, nil
+	}
+	list, _ := json.Marshal(seqs)
+	query := `SELECT ` + memoryCols + ` FROM memories m WHERE m.seq IN (SELECT value FROM json_each(?)) AND m.forgotten_at = 0`
+	args := []any{string(list)}
 	if len(kinds) > 0 {
 		query += ` AND m.kind IN (` + placeholders(len(kinds)) + `)`
 		for _, k := range kinds {
 			args = append(args, k)
 		}
 	}
-	rows, err := s.r.QueryContext(ctx, query+` ORDER BY memories_fts.rowid DESC LIMIT ?`, append(args, rankCandidates)...)
+	rows, err := s.r.QueryContext(ctx, query+` ORDER BY m.seq DESC`, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -273,14 +315,8 @@ func (s *Store) rank(ctx context.Context, project string, terms, kinds []string,
 		return hits, nil
 	}
 	phrases := make([][]string, len(terms))
-	var words []string
 	for i, t := range terms {
 		phrases[i] = tokens(t)
-		words = append(words, phrases[i]...)
-	}
-	docs, total, err := s.frequencies(ctx, words)
-	if err != nil {
-		return nil, err
 	}
 	type doc struct{ content, tags []string }
 	parsed := make([]doc, len(found))
@@ -332,15 +368,7 @@ func (s *Store) telling(ctx context.Context, terms []string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	df := func(t string) int { // a phrase is as rare as its rarest word; an unknown word, rarest of all
-		n := -1
-		for _, w := range tokens(t) {
-			if d := docs[w]; n < 0 || d < n {
-				n = d
-			}
-		}
-		return max(n, 0)
-	}
+	df := func(t string) int { return termDocs(docs, t) }
 	sorted := slices.Clone(terms)
 	slices.SortStableFunc(sorted, func(a, b string) int { return df(a) - df(b) })
 	postings := 0
@@ -350,6 +378,18 @@ func (s *Store) telling(ctx context.Context, terms []string) ([]string, error) {
 		}
 	}
 	return sorted, nil
+}
+
+// termDocs is how many live memories hold term: a phrase is as rare as its rarest word, a
+// word the table does not know is rarest of all.
+func termDocs(docs map[string]int, term string) int {
+	n := -1
+	for _, w := range tokens(term) {
+		if d := docs[w]; n < 0 || d < n {
+			n = d
+		}
+	}
+	return max(n, 0)
 }
 
 // frequencies is the number of live memories holding each of words (those the words table

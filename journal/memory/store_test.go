@@ -1208,3 +1208,30 @@ func TestImportFixture(t *testing.T) {
 		}
 	}
 }
+
+// TestRareWordBeatsManyNewerCommonMatches: a search names a common word and a rare one; the
+// one old memory holding the rare word is found first, though hundreds of newer memories
+// match the common word (candidates are gathered rarest word first).
+func TestRareWordBeatsManyNewerCommonMatches(t *testing.T) {
+	s := setup(t)
+	old := remember(t, s, alice, "The service s5 listens on port 8005.")
+	ms := make([]Memory, 0, rankCandidates+50)
+	for i := range rankCandidates + 50 {
+		at := t0.Add(time.Duration(i+1) * time.Minute)
+		ms = append(ms, Memory{ID: fmt.Sprintf("mem_%012x%08x", at.UnixMilli(), i), Project: alice.Project, Kind: "fact",
+			Content: fmt.Sprintf("Service number %d listens on port %d.", i, 9000+i), CreatedAt: at, UpdatedAt: at})
+	}
+	if _, err := s.Import(context.Background(), ms, t0); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{"port 8005", "8005 port", "listens port 8005"} {
+		ids := found(t, s, alice, q)
+		if len(ids) == 0 || ids[0] != old.Memory.ID {
+			t.Errorf("search %q: the memory with 8005 is not first: %v", q, ids[:min(3, len(ids))])
+		}
+	}
+	list, err := s.List(context.Background(), ListQuery{Project: alice.Project, Query: "port 8005", Limit: 3})
+	if err != nil || len(list) == 0 || list[0].ID != old.Memory.ID {
+		t.Errorf("List with a query: %v %v", err, list)
+	}
+}

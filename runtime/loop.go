@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/thatch-dev/thatch/runtime/redact"
 )
 
 // Delivery is one message of the durable consumer.
@@ -331,7 +333,9 @@ func (l *Loop) stepRound(batch []Delivery, results []Result, now time.Time) (*Ba
 		if err != nil {
 			l.state.Counters.Rejected++
 			b.Effects.Counters = true
-			b.DeadLetters = append(b.DeadLetters, DeadLetter{Seq: d.StreamSeq, Subject: d.Subject, Reason: err.Error(), Body: d.Data})
+			body, n := redact.Text(string(d.Data)) // kept for a person to read: no secret in it (rule 13)
+			l.state.Counters.Redacted += int64(n.Total())
+			b.DeadLetters = append(b.DeadLetters, DeadLetter{Seq: d.StreamSeq, Subject: d.Subject, Reason: err.Error(), Body: []byte(body)})
 			l.Log.Warn("rejected event: acknowledged and dead-lettered", "subject", d.Subject, "stream_seq", d.StreamSeq, "reason", err.Error())
 			continue
 		}

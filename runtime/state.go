@@ -72,6 +72,7 @@ type Counters struct {
 	Applied  int64 // events of known types applied
 	Rejected int64 // bad input acknowledged and dead-lettered
 	Gaps     int64 // Host-Seq gaps detected
+	Redacted int64 `json:",omitempty"` // secrets and private blocks redacted from what thatch journals (rule 13)
 
 	// Hygiene signals since the last session-start reminder.
 	StaleRequeued int64 // accepted entries put back by the stale-claim rule

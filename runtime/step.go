@@ -4,6 +4,8 @@ import (
 	"log/slog"
 	"strings"
 	"time"
+
+	"github.com/thatch-dev/thatch/runtime/redact"
 )
 
 // Rules are the tunables of the decision core.
@@ -258,7 +260,11 @@ func (t *step) upsert(ev Event) {
 		}
 	}
 	sess := t.ensure(info.ID, ev.HostID)
-	sess.Title, sess.Directory = info.Title, info.Directory
+	title, n := redact.Text(info.Title) // opencode titles a session after its first prompt
+	if n.Total() > 0 {
+		t.count(&t.s.Counters.Redacted, int64(n.Total()))
+	}
+	sess.Title, sess.Directory = title, info.Directory
 	if info.ProjectID != "" {
 		sess.ProjectID = info.ProjectID
 	}
@@ -372,9 +378,24 @@ func (t *step) buffer(ev Event) {
 	}
 	root.Entries = append(root.Entries, Entry{ID: x.CallID, Tool: x.Tool})
 	t.touch(root.ID)
-	t.fx.Entries = append(t.fx.Entries, EntryOp{Kind: EntryInsert, Root: root.ID, ID: x.CallID, At: t.now,
-		Body: &Body{Tool: x.Tool, Args: cutArgs(x.Args, t.OutputMax), Title: x.Title,
-			Output: cut(x.Output, t.OutputMax), Metadata: x.Metadata}})
+	body, n := t.entryBody(x)
+	if n > 0 {
+		t.count(&t.s.Counters.Redacted, int64(n))
+	}
+	t.fx.Entries = append(t.fx.Entries, EntryOp{Kind: EntryInsert, Root: root.ID, ID: x.CallID, At: t.now, Body: body})
+}
+
+// entryBody is what the journal keeps of a tool call (rules 1 and 13): secrets and private
+// text redacted before anything is cut (a cut could leave half a secret no rule knows), then
+// the output and the args' and metadata's strings cut to OutputMax, and the metadata bounded
+// as a whole. It returns the body and the number of redactions.
+func (t *step) entryBody(x *ToolExec) (*Body, int) {
+	args, c1 := redact.JSON(x.Args)
+	meta, c2 := redact.JSON(x.Metadata)
+	title, c3 := redact.Text(x.Title)
+	output, c4 := redact.Text(x.Output)
+	return &Body{Tool: x.Tool, Args: cutArgs(args, t.OutputMax), Title: cut(title, t.OutputMax),
+		Output: cut(output, t.OutputMax), Metadata: boundJSON(meta, t.OutputMax)}, c1.Total() + c2.Total() + c3.Total() + c4.Total()
 }
 
 // stale reports whether ev is older than the last status change applied to sess: a

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -165,6 +166,40 @@ func cut(s string, n int) string {
 		i++
 	}
 	return s
+}
+
+// boundJSON cuts every string inside a JSON document to n characters and, when the result
+// is still over 4n bytes (a metadata object with many fields), keeps only a note that it
+// was dropped: opencode copies a tool's whole output into its metadata.
+func boundJSON(raw json.RawMessage, n int) json.RawMessage {
+	if len(raw) == 0 {
+		return raw
+	}
+	var v any
+	if json.Unmarshal(raw, &v) != nil {
+		return json.RawMessage(strconv.Quote(cut(string(raw), n)))
+	}
+	var walk func(any) any
+	walk = func(v any) any {
+		switch x := v.(type) {
+		case string:
+			return cut(x, n)
+		case map[string]any:
+			for k, e := range x {
+				x[k] = walk(e)
+			}
+		case []any:
+			for i, e := range x {
+				x[i] = walk(e)
+			}
+		}
+		return v
+	}
+	out, _ := json.Marshal(walk(v))
+	if len(out) > 4*n {
+		return json.RawMessage(`{"thatch":"metadata dropped: over the size thatch keeps"}`)
+	}
+	return out
 }
 
 // cutArgs cuts every string value at the top level of an args object.

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -66,5 +67,26 @@ func TestGreenlit(t *testing.T) {
 		if got := Greenlit(tc.msgs, tok); got != tc.want {
 			t.Errorf("%s: Greenlit = %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// TestMetadataIsBounded: opencode copies a tool's whole output into its metadata; the
+// journal keeps its strings cut like the output, and drops a metadata still too large.
+func TestMetadataIsBounded(t *testing.T) {
+	big := strings.Repeat("x", 30000)
+	got := string(boundJSON(json.RawMessage(`{"output":"`+big+`","exit":0,"nested":{"a":["`+big+`"]}}`), 2000))
+	if len(got) > 8000 || !strings.Contains(got, `"exit":0`) || !strings.Contains(got, `"output":"`+strings.Repeat("x", 2000)+`…"`) {
+		t.Errorf("bounded metadata is %d bytes: %.200s", len(got), got)
+	}
+	many := `{`
+	for i := range 50 {
+		many += fmt.Sprintf(`"k%d":"%s",`, i, strings.Repeat("y", 1900))
+	}
+	many += `"z":1}`
+	if got := string(boundJSON(json.RawMessage(many), 2000)); len(got) > 8000 || !strings.Contains(got, "metadata dropped") {
+		t.Errorf("a metadata of 50 large fields kept %d bytes", len(got))
+	}
+	if got := string(boundJSON(json.RawMessage(`not json`), 2000)); got != `"not json"` {
+		t.Errorf("invalid metadata became %s", got)
 	}
 }

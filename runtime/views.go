@@ -24,12 +24,15 @@ type StatusView struct {
 	// read error while it fails.
 	Memories    int    `json:"memories"`
 	MemoryError string `json:"memoryError,omitempty"`
+	// Redacted counts the secrets and private blocks kept out of the journal (since it was
+	// created) and out of the memory store (since thatch started), rule 13.
+	Redacted int64 `json:"redacted"`
 }
 
 // Summary summarises s; pos is the consumer position.
 func Summary(s *State, pos uint64) StatusView {
 	v := StatusView{Version: Version, Applied: s.Counters.Applied, Rejected: s.Counters.Rejected,
-		Gaps: s.Counters.Gaps, LastStreamSeq: pos}
+		Gaps: s.Counters.Gaps, LastStreamSeq: pos, Redacted: s.Counters.Redacted}
 	for _, h := range s.Hosts {
 		if h.Online {
 			v.Hosts++

@@ -7,10 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/thatch-dev/thatch/journal/memory"
 	"github.com/thatch-dev/thatch/runtime"
+	"github.com/thatch-dev/thatch/runtime/redact"
 )
 
 // Memories is the memory side of the server (protocol §6): the store, and how much of it
@@ -19,6 +21,15 @@ type Memories struct {
 	Store       *memory.Store
 	InjectChars int // THATCH_MEMORY_INJECT_CHARS
 	Now         func() time.Time
+	// Redacted counts the redactions the store's Redact made since thatch started.
+	Redacted atomic.Int64
+}
+
+// Redact is the memory store's redactor (rule 13), counting what it redacts.
+func (m *Memories) Redact(s string) string {
+	out, n := redact.Text(s)
+	m.Redacted.Add(int64(n.Total()))
+	return out
 }
 
 func (m *Memories) now() time.Time {

@@ -89,7 +89,7 @@ func Connect(o ConnectOptions, log *slog.Logger) (*nats.Conn, error) {
 			}
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
-			log.Info("broker connection restored", "url", redact(nc.ConnectedUrl()))
+			log.Info("broker connection restored", "url", hideCredentials(nc.ConnectedUrl()))
 		}),
 		nats.ClosedHandler(func(*nats.Conn) { log.Debug("broker connection closed") }),
 	}
@@ -106,13 +106,13 @@ func Connect(o ConnectOptions, log *slog.Logger) (*nats.Conn, error) {
 	}
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("connect to NATS at %s: %w", redact(url), err)
+		return nil, fmt.Errorf("connect to NATS at %s: %w", hideCredentials(url), err)
 	}
 	return nc, nil
 }
 
-// redact hides credentials in (comma-separated) URLs for logs.
-func redact(urls string) string {
+// hideCredentials hides credentials in (comma-separated) URLs for logs.
+func hideCredentials(urls string) string {
 	parts := strings.Split(urls, ",")
 	for i, u := range parts {
 		if p, err := url.Parse(strings.TrimSpace(u)); err == nil && p.User != nil {

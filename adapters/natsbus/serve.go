@@ -142,6 +142,7 @@ func (s *Server) Status(ctx context.Context) (runtime.StatusView, error) {
 	}
 	st := v.(runtime.StatusView)
 	if s.Memories != nil {
+		st.Redacted += s.Memories.Redacted.Load()
 		if n, err := s.Memories.Store.Count(ctx); err == nil {
 			st.Memories = n
 		} else {

@@ -28,6 +28,7 @@ import (
 
 	"github.com/thatch-dev/thatch/adapters/natsbus"
 	"github.com/thatch-dev/thatch/runtime"
+	"github.com/thatch-dev/thatch/runtime/redact"
 )
 
 // HostIDFor derives a stable host id from the server's URL.
@@ -291,6 +292,12 @@ func (b *Bridge) publish(ctx context.Context, ev Event) error {
 
 // publishLocked is publish for a caller that holds pubMu.
 func (b *Bridge) publishLocked(ctx context.Context, ev Event) error {
+	// Secrets never reach the broker's files (rule 13): opencode's events carry tool inputs
+	// and outputs verbatim.
+	if props, n := redact.JSON(ev.Properties); n.Total() > 0 {
+		ev.Properties = props
+		b.Log.Debug("redacted before publishing", "event", ev.Type, "redactions", n.Total())
+	}
 	b.seq++
 	dup, err := natsbus.PublishEvent(ctx, b.JS, b.Prefix+"."+b.HostID+".event."+ev.Type, ev.Body(), ev.ID, fmt.Sprint(b.seq))
 	if dup {

@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -270,6 +271,16 @@ func TestOpencodeEndToEnd(t *testing.T) {
 	x.get("/session/"+s1, &info)
 	t.Logf("step 6: the /thatch/exit turn flushed (%s) and ended with the token; %s left thatch's live directory, opencode keeps it", flush.State.Output, info.ID)
 
+	// 7. A tool call full of secrets: the bridge redacts it before publishing, so neither the
+	// embedded broker's files, nor the journal, nor the memories, nor the log hold one.
+	held, release = x.llm.HoldExtractions()
+	from = x.count()
+	call7 := x.runTool(s2, "echo export GITHUB_TOKEN="+testSecrets[0]+" AWS_ACCESS_KEY_ID="+testSecrets[1])
+	c7 := x.extractionChild(s2, held, from)
+	release()
+	x.extracted(c7, s2, []string{call7})
+	t.Logf("step 7: a bash call printing a GitHub token and an AWS key id was journaled and extracted")
+
 	// The system prompt of s1 stayed the same bytes across thatch's kill and opencode's
 	// restart, so the provider's prompt cache holds.
 	for _, prompt := range []string{"RUN echo thatch-e2e-two", "RUN echo thatch-e2e-three", "RUN echo thatch-e2e-four", "RUN echo thatch-e2e-six"} {
@@ -292,6 +303,21 @@ func TestOpencodeEndToEnd(t *testing.T) {
 			t.Errorf("opencode's password is in %s", f)
 		}
 	}
+	read := noSecretIn(t, filepath.Join(x.root, "thatch")) // the broker's store is in there
+	if !slices.ContainsFunc(slices.Collect(maps.Keys(read)), func(f string) bool { return strings.HasPrefix(f, "nats/") }) {
+		t.Errorf("the embedded broker's store was not among the files read: %v", read)
+	}
+	logData, err := os.ReadFile(x.thatchLog)
+	must(t, err)
+	if !bytes.Contains(logData, []byte("redacted before publishing")) {
+		t.Errorf("the bridge logged no redaction")
+	}
+	for _, s := range testSecrets {
+		if bytes.Contains(logData, []byte(s)) {
+			t.Errorf("thatch's log holds the secret %q", s)
+		}
+	}
+	t.Logf("step 7: no secret in the %d files of thatch's data folder (the embedded broker's store included) nor in its debug log", len(read))
 }
 
 // startOpencode runs opencode serve in a private world: HOME and every XDG folder under
@@ -577,6 +603,18 @@ func (x *e2e) waitEntries(session string, ids []string, state string) {
 	}) {
 		x.t.Fatalf("entries of %s: %v, want %v %s", session, got, want, state)
 	}
+}
+
+// status is thatch status --json.
+func (x *e2e) status() runtime.StatusView {
+	x.t.Helper()
+	out, err := x.cli("status", "--json")
+	if err != nil {
+		x.t.Fatalf("thatch status: %v\n%s", err, out)
+	}
+	var s runtime.StatusView
+	must(x.t, json.Unmarshal(out, &s))
+	return s
 }
 
 // firstRequest is the first model request whose last user text is user.

@@ -32,7 +32,8 @@ type rig struct {
 	cfg     Config
 	cancel  context.CancelFunc
 	done    chan error
-	logPath string // the thatch process's log, all runs appended
+	logPath string       // the thatch process's log, all runs appended
+	log     *slog.Logger // serve's logger; testLogger() when nil
 }
 
 func testLogger() *slog.Logger {
@@ -75,7 +76,11 @@ func (r *rig) start() {
 	r.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel, r.done = cancel, make(chan error, 1)
-	go func() { r.done <- serve(ctx, r.cfg, testLogger()) }()
+	log := r.log
+	if log == nil {
+		log = testLogger()
+	}
+	go func() { r.done <- serve(ctx, r.cfg, log) }()
 	r.t.Cleanup(r.stop)
 	waitFor(r.t, "thatch to answer status", func() bool {
 		var s runtime.StatusView

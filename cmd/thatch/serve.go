@@ -47,12 +47,13 @@ func serveWith(ctx context.Context, c Config, log *slog.Logger, tune func(*runti
 		return err
 	}
 	defer store.Close()
-	memStore, err := memory.Open(filepath.Join(c.DataDir, "memories.db"), memory.Options{})
+	memories := &natsbus.Memories{InjectChars: c.MemoryInjectChars}
+	memStore, err := memory.Open(filepath.Join(c.DataDir, "memories.db"), memory.Options{Redact: memories.Redact})
 	if err != nil {
 		return err
 	}
 	defer memStore.Close()
-	memories := &natsbus.Memories{Store: memStore, InjectChars: c.MemoryInjectChars}
+	memories.Store = memStore
 
 	var ns *server.Server
 	if c.NATSURL == "" {

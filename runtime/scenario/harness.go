@@ -345,8 +345,12 @@ func (h *Harness) result(c runtime.Call, cmd Cmd) runtime.Result {
 func Dump(s *runtime.State, now time.Time) string {
 	var out []string
 	c := s.Counters
-	out = append(out, fmt.Sprintf("counters applied=%d rejected=%d gaps=%d stale=%d healed=%d swept=%d",
-		c.Applied, c.Rejected, c.Gaps, c.StaleRequeued, c.Healed, c.Swept))
+	counters := fmt.Sprintf("counters applied=%d rejected=%d gaps=%d stale=%d healed=%d swept=%d",
+		c.Applied, c.Rejected, c.Gaps, c.StaleRequeued, c.Healed, c.Swept)
+	if c.Redacted > 0 {
+		counters += fmt.Sprintf(" redacted=%d", c.Redacted)
+	}
+	out = append(out, counters)
 	hosts := make([]string, 0, len(s.Hosts))
 	for id := range s.Hosts {
 		hosts = append(hosts, id)

@@ -43,6 +43,8 @@ type CallerRef struct {
 	// Project is the caller's project key: its root session's projectID when the host
 	// gave one, else the root's directory.
 	Project string
+	// Directory is the root session's directory: where a branch is read from.
+	Directory string
 	// Reminder, for session.context on a top-level session: the session-start reminder
 	// without the memories section, which the driver adds from the store.
 	Reminder string
@@ -76,7 +78,7 @@ func Identify(s *State, sessionID string) *CallerRef {
 	if root == nil || root.ProjectKey() == "" {
 		return nil
 	}
-	return &CallerRef{SessionID: caller.ID, Kind: caller.Kind, Root: root.ID, Project: root.ProjectKey()}
+	return &CallerRef{SessionID: caller.ID, Kind: caller.Kind, Root: root.ID, Project: root.ProjectKey(), Directory: root.Directory}
 }
 
 // identify answers a memory tool or a context method with the caller's identity. Only
@@ -101,7 +103,7 @@ func (t *step) identify(c ToolCall, caller, root *Session) *Reply {
 // reports them.
 type MemoryWrote struct {
 	SessionID string
-	Metrics
+	Metrics   // what the call changed: zero for an exact duplicate or a repeat
 }
 
 func (MemoryWrote) input() {}
@@ -114,15 +116,17 @@ func (t *step) memoryWrote(in MemoryWrote) {
 	sess.Wrote.New += in.New
 	sess.Wrote.Updated += in.Updated
 	sess.Wrote.Deleted += in.Deleted
+	sess.WroteThrough = true
 	t.dirty(sess)
 }
 
 // extractionToast is rule 4's toast: thatch's own count of the child's writes when it
-// wrote through the memory tools, else what it reported.
+// wrote through the memory tools (even when they changed nothing: an exact duplicate), else
+// what it reported.
 func (t *step) extractionToast(child *Session) {
-	m, counted := child.Wrote, "written"
-	if m.Total() == 0 {
-		m, counted = child.Metrics, "reported"
+	m, counted := child.Wrote, "counted by thatch"
+	if !child.WroteThrough {
+		m, counted = child.Metrics, "reported by the child"
 	}
 	if m.Total() == 0 {
 		return

@@ -128,10 +128,13 @@ type Session struct {
 	Resolved   WrapUp // top: the last wrap-up resolved at an idle, so command.executed does not resolve it twice
 	Exited     bool   // left the live directory through a greenlit /thatch/exit; busy again brings it back
 
-	Metrics  Metrics  // child: what it reported with thatch_extraction_done
-	Wrote    Metrics  // extraction child: its effective writes through the memory tools, as thatch counted them
-	Snapshot []string // child: the parent's pending entry ids when it was created (recovery data only)
-	Entries  []Entry  `json:"-"` // top: journaled entries, oldest first (rows of their own)
+	Metrics Metrics // child: what it reported with thatch_extraction_done
+	Wrote   Metrics // extraction child: its effective writes through the memory tools, as thatch counted them
+	// WroteThrough: the extraction child called a memory tool that writes, so Wrote, not
+	// Metrics, is what it wrote.
+	WroteThrough bool     `json:",omitempty"`
+	Snapshot     []string // child: the parent's pending entry ids when it was created (recovery data only)
+	Entries      []Entry  `json:"-"` // top: journaled entries, oldest first (rows of their own)
 
 	Seq     uint64    // highest stream sequence applied to this session
 	Touched time.Time // last event or tool call that concerned it

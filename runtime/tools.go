@@ -55,8 +55,9 @@ func (t *step) tool(c ToolCall) *Reply {
 		if ids == nil {
 			ids = []string{}
 		}
+		// Caller: the driver adds the project's related memories and hygiene signals.
 		return &Reply{Metadata: map[string]any{"parentID": root.ID, "entryIDs": ids},
-			Payload: &PayloadRef{Root: root.ID, Claimant: caller.ID}}
+			Payload: &PayloadRef{Root: root.ID, Claimant: caller.ID}, Caller: Identify(t.s, caller.ID)}
 	case ToolDone:
 		m, err := doneArgs(c.Args)
 		if err != nil {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -89,6 +90,7 @@ func (s *Server) memoryTool(ctx context.Context, name, callID string, args json.
 	c := memory.Caller{Project: who.Project, SessionID: who.SessionID, CallID: callID}
 	var wrote runtime.Metrics
 	var out runtime.Answer
+	repeat := false // a repeated callID: counted the first time
 	switch name {
 	case runtime.ToolRemember:
 		var a struct {
@@ -100,11 +102,25 @@ func (s *Server) memoryTool(ctx context.Context, name, callID string, args json.
 		if herr := decodeArgs(name, args, &a); herr != nil {
 			return nil, herr
 		}
-		r, err := st.Remember(ctx, c, memory.RememberArgs{Content: a.Content, Kind: a.Kind, Tags: a.Tags, Branch: a.Branch}, now)
+		args := memory.RememberArgs{Content: a.Content, Kind: a.Kind, Tags: a.Tags, Branch: a.Branch, Directory: who.Directory}
+		if a.Branch == CurrentBranch {
+			// Branch scope: the branch the session's checkout is on, read from .git/HEAD.
+			branch, tip, err := memory.GitBranch(who.Directory)
+			if err != nil || branch == "" {
+				return nil, badRequest(fmt.Sprintf("%s: branch %q needs the session's directory %s to be a git checkout on a branch (not a detached HEAD); name the branch instead", name, CurrentBranch, who.Directory))
+			}
+			args.Branch, args.BranchTip = branch, tip
+		} else if a.Branch != "" {
+			if b, tip, err := memory.GitBranch(who.Directory); err == nil && b == a.Branch {
+				args.BranchTip = tip // known when the checkout is on that branch
+			}
+		}
+		r, err := st.Remember(ctx, c, args, now)
 		if err != nil {
 			return nil, storeError(err)
 		}
-		if r.Created && !r.Repeat {
+		repeat = r.Repeat
+		if r.Created {
 			wrote.New = 1
 		}
 		similar := r.Similar
@@ -154,17 +170,28 @@ func (s *Server) memoryTool(ctx context.Context, name, callID string, args json.
 			Content *string   `json:"content"`
 			Kind    *string   `json:"kind"`
 			Tags    *[]string `json:"tags"`
+			// DistinctFrom (an extension) dismisses a duplicate pair: the two memories say
+			// different things and stay apart.
+			DistinctFrom string `json:"distinctFrom"`
 		}
 		if herr := decodeArgs(name, args, &a); herr != nil {
 			return nil, herr
+		}
+		if a.DistinctFrom != "" && a.Content == nil && a.Kind == nil && a.Tags == nil {
+			if err := st.Dismiss(ctx, c, a.ID, a.DistinctFrom, now); err != nil {
+				return nil, storeError(err)
+			}
+			return runtime.Answer{Output: fmt.Sprintf("Noted: %s and %s are distinct; they will not be paired again unless one changes.", a.ID, a.DistinctFrom),
+				Metadata: map[string]any{"id": a.ID, "distinctFrom": a.DistinctFrom}}, nil
+		}
+		if a.DistinctFrom != "" {
+			return nil, badRequest(name + ": distinctFrom goes alone (with id): it dismisses a duplicate pair and changes neither memory")
 		}
 		r, err := st.Update(ctx, c, a.ID, memory.UpdateArgs{Content: a.Content, Kind: a.Kind, Tags: a.Tags}, now)
 		if err != nil {
 			return nil, storeError(err)
 		}
-		if !r.Repeat {
-			wrote.Updated = 1
-		}
+		repeat, wrote.Updated = r.Repeat, 1
 		out.Metadata = map[string]any{"id": r.Memory.ID}
 		out.Output = fmt.Sprintf("Updated %s.", r.Memory.ID)
 	case runtime.ToolForget:
@@ -179,13 +206,11 @@ func (s *Server) memoryTool(ctx context.Context, name, callID string, args json.
 		if err != nil {
 			return nil, storeError(err)
 		}
-		if !r.Repeat {
-			wrote.Deleted = 1
-		}
+		repeat, wrote.Deleted = r.Repeat, 1
 		out.Metadata = map[string]any{"id": r.Memory.ID}
 		out.Output = fmt.Sprintf("Forgot %s.", r.Memory.ID)
 	}
-	if wrote.Total() > 0 && who.Kind == runtime.KindExtraction {
+	if name != runtime.ToolSearch && who.Kind == runtime.KindExtraction && !repeat {
 		// Counted before the model sees the answer, so before the child's turn can end.
 		if err := s.Loop.Submit(ctx, runtime.MemoryWrote{SessionID: who.SessionID, Metrics: wrote}); err != nil {
 			s.Log.Warn("could not count an extraction child's memory write; its toast may show fewer", "session", who.SessionID, "err", err)
@@ -210,7 +235,80 @@ func (s *Server) withRelated(ctx context.Context, a runtime.Answer, who *runtime
 		lines[i] = memory.Line(m)
 	}
 	a.Output = runtime.FormatPayload(a.Payload.Root, a.Payload.Entries, lines)
+	signals, err := s.Memories.Store.Signals(ctx, who.Project, SignalsMax, s.Memories.now())
+	if err != nil {
+		s.Log.Warn("could not read the memory hygiene signals for a payload; sending it without them", "session", who.SessionID, "err", err)
+		return a
+	}
+	a.Output += FormatSignals(signals)
 	return a
+}
+
+// SignalsMax is how many open hygiene signals an extraction payload carries.
+const SignalsMax = 5
+
+// CurrentBranch, as memory_remember's branch, scopes a memory to the branch the session's
+// checkout is on.
+const CurrentBranch = "current"
+
+// FormatSignals renders open hygiene signals for an extraction child, with what to do about
+// each; "" when there are none.
+func FormatSignals(signals []memory.Signal) string {
+	if len(signals) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("\n## Memory hygiene to resolve while you are here\n")
+	for i, sig := range signals {
+		switch sig.Kind {
+		case "duplicate":
+			fmt.Fprintf(&b, "%d. These look like duplicates. If they say the same, merge them: %s the better one with what both say, then %s the other. If they say different things, call %s with {id, distinctFrom} naming both.\n",
+				i+1, runtime.ToolUpdate, runtime.ToolForget, runtime.ToolUpdate)
+		case "orphaned":
+			fmt.Fprintf(&b, "%d. Written on a branch that no longer exists and was not merged: %s it if it no longer holds, or %s it (tags, content) if it still does.\n", i+1, runtime.ToolForget, runtime.ToolUpdate)
+		case "merged":
+			fmt.Fprintf(&b, "%d. Written on a branch that was merged and deleted: if it holds for the whole project now, %s it so it stays; else %s it.\n", i+1, runtime.ToolUpdate, runtime.ToolForget)
+		case "stale":
+			fmt.Fprintf(&b, "%d. Neither used nor updated for a long time: %s it if it is obsolete; %s it if it still holds.\n", i+1, runtime.ToolForget, runtime.ToolUpdate)
+		}
+		for _, m := range sig.Memories {
+			b.WriteString("   " + memory.Line(m) + "\n")
+		}
+	}
+	return b.String()
+}
+
+// hygieneLine is the reminder's line naming a project's non-zero memory hygiene counts
+// (protocol §6), "" when all are zero.
+func (s *Server) hygieneLine(ctx context.Context, project string) string {
+	return HygieneLine(ctx, s.Memories, project, s.Log)
+}
+
+// HygieneLine is hygieneLine for any driver of the store.
+func HygieneLine(ctx context.Context, m *Memories, project string, log *slog.Logger) string {
+	h, err := m.Store.Hygiene(ctx, project, m.now())
+	if err != nil {
+		log.Warn("could not count the memory hygiene signals", "project", project, "err", err)
+		return ""
+	}
+	var parts []string
+	for _, c := range []struct {
+		n        int
+		one, all string
+	}{{len(h.DuplicatePairs), "duplicate pair", "duplicate pairs"}, {len(h.Stale), "stale memory", "stale memories"},
+		{len(h.Orphaned), "memory of a deleted branch", "memories of deleted branches"},
+		{len(h.Merged), "memory of a merged branch", "memories of merged branches"}} {
+		switch {
+		case c.n == 1:
+			parts = append(parts, "1 "+c.one)
+		case c.n > 1:
+			parts = append(parts, fmt.Sprintf("%d %s", c.n, c.all))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "Memory hygiene: " + strings.Join(parts, ", ") + " (the next extraction resolves them; thatch memories hygiene lists them)."
 }
 
 // contextText answers session.context and memory.context.
@@ -265,6 +363,9 @@ func (s *Server) contextText(ctx context.Context, method string, p apiParams) (a
 		return map[string]string{"text": section}, nil
 	}
 	text := who.Reminder
+	if line := s.hygieneLine(ctx, who.Project); line != "" {
+		text += "\n" + line
+	}
 	if section != "" {
 		text += "\n\n" + section
 	}
@@ -308,6 +409,7 @@ func (s *Server) memoryAPI(ctx context.Context, method string, data []byte) (any
 		After    string          `json:"after"`
 		ID       string          `json:"id"`
 		Reason   string          `json:"reason"`
+		Other    string          `json:"distinctFrom"`
 		Memories []memory.Memory `json:"memories"`
 	}
 	if len(bytes.TrimSpace(data)) > 0 {
@@ -354,7 +456,38 @@ func (s *Server) memoryAPI(ctx context.Context, method string, data []byte) (any
 		if err != nil {
 			return nil, storeError(err)
 		}
+		if n > 0 { // an import is not checked for look-alikes as it is written: the pass is
+			if _, err := st.FindDuplicates(ctx, now); err != nil {
+				s.Log.Warn("could not look for duplicates after an import; the daily pass will", "err", err)
+			}
+		}
 		return map[string]int{"added": n}, nil
+	case "memory.restore":
+		r, err := st.Restore(ctx, memory.Caller{}, p.ID, now)
+		if err != nil {
+			return nil, storeError(err)
+		}
+		return map[string]string{"id": r.Memory.ID}, nil
+	case "memory.hygiene":
+		h, err := st.Hygiene(ctx, p.Project, now)
+		if err != nil {
+			return nil, storeError(err)
+		}
+		return h, nil
+	case "memory.signals": // the hygiene signals with their memories' texts, for a person
+		sigs, err := st.Signals(ctx, p.Project, max(p.Limit, 1), now)
+		if err != nil {
+			return nil, storeError(err)
+		}
+		if sigs == nil {
+			sigs = []memory.Signal{}
+		}
+		return sigs, nil
+	case "memory.dismiss":
+		if err := st.Dismiss(ctx, memory.Caller{}, p.ID, p.Other, now); err != nil {
+			return nil, storeError(err)
+		}
+		return map[string]string{"id": p.ID, "distinctFrom": p.Other}, nil
 	}
 	return nil, &runtime.HostError{Name: "NotFoundError", Message: "thatch has no API method " + method}
 }
@@ -366,13 +499,20 @@ func (s *Server) memoryAPI(ctx context.Context, method string, data []byte) (any
 type Injecting struct {
 	runtime.Caller
 	Memories *Memories
+	Log      *slog.Logger
 }
 
-// Do performs c, with the memories section appended to a reminder prompt.
+// Do performs c, with the hygiene line and the memories section appended to a reminder
+// prompt.
 func (i Injecting) Do(ctx context.Context, api string, c runtime.Call) runtime.Result {
 	if c.Op == runtime.OpPrompt && c.Project != "" && i.Memories != nil {
+		if line := HygieneLine(ctx, i.Memories, c.Project, i.Log); line != "" {
+			c.Text += "\n" + line
+		}
 		section, err := i.Memories.Store.Section(ctx, c.Project, i.Memories.InjectChars, i.Memories.now())
-		if err == nil && section != "" {
+		if err != nil {
+			i.Log.Warn("could not read the memories section; the reminder goes without it", "project", c.Project, "err", err)
+		} else if section != "" {
 			c.Text += "\n\n" + section
 		}
 	}

@@ -221,7 +221,7 @@ type apiParams struct {
 func (s *Server) api(ctx context.Context, m *nats.Msg) (any, *runtime.HostError) {
 	method := strings.TrimPrefix(m.Subject, s.Prefix+".api.")
 	switch method {
-	case "memories", "memory.get", "memory.forget", "memory.export", "memory.import":
+	case "memories", "memory.get", "memory.forget", "memory.export", "memory.import", "memory.hygiene", "memory.signals", "memory.dismiss", "memory.restore":
 		return s.memoryAPI(ctx, method, m.Data)
 	}
 	var p apiParams
@@ -254,7 +254,7 @@ func (s *Server) api(ctx context.Context, m *nats.Msg) (any, *runtime.HostError)
 		return s.Sweep(ctx, p.HostID, p.DryRun)
 	default:
 		return nil, &runtime.HostError{Name: "NotFoundError", Message: "thatch has no API method " + method +
-			": use status, sessions, entries, sweep, session.context, memories, memory.get, memory.forget, memory.context, memory.export or memory.import"}
+			": use status, sessions, entries, sweep, session.context, memories, memory.get, memory.forget, memory.context, memory.hygiene, memory.signals, memory.dismiss, memory.restore, memory.export or memory.import"}
 	}
 	res, err := s.Loop.Query(ctx, fn)
 	if err != nil {

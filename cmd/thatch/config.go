@@ -37,6 +37,7 @@ type Config struct {
 	StrandSweepMS        int    `envconfig:"STRAND_SWEEP_MS" default:"600000" desc:"interval of the strand and journal sweeps"`
 	RuntimeStateTTLMS    int64  `envconfig:"RUNTIME_STATE_TTL_MS" default:"604800000" desc:"the journal sweep drops sessions untouched this long"`
 	MemoryInjectChars    int    `envconfig:"MEMORY_INJECT_CHARS" default:"2000" desc:"characters of memories a new session's first request and a compaction carry"`
+	MemoryStaleDays      int    `envconfig:"MEMORY_STALE_DAYS" default:"90" desc:"a memory neither used nor updated this long is stale: it leaves injection, stays searchable"`
 	InstallCommands      Switch `envconfig:"INSTALL_COMMANDS" default:"on" desc:"install the slash commands when thatch serve starts"`
 	LogLevel             string `envconfig:"LOG_LEVEL" default:"info" desc:"debug, info, warn or error"`
 	LogFormat            string `envconfig:"LOG_FORMAT" default:"auto" desc:"auto (text on a terminal, JSON otherwise), text or json"`
@@ -86,7 +87,7 @@ func loadConfig() (Config, error) {
 	positive := map[string]int{
 		"THATCH_HOST_TIMEOUT_MS": c.HostTimeoutMS, "THATCH_STALE_ACCEPTED_MS": c.StaleAcceptedMS,
 		"THATCH_INTERACTION_OUTPUT_MAX": c.InteractionOutputMax, "THATCH_BATCH_MAX": c.BatchMax,
-		"THATCH_STRAND_SWEEP_MS": c.StrandSweepMS, "THATCH_MEMORY_INJECT_CHARS": c.MemoryInjectChars,
+		"THATCH_STRAND_SWEEP_MS": c.StrandSweepMS, "THATCH_MEMORY_INJECT_CHARS": c.MemoryInjectChars, "THATCH_MEMORY_STALE_DAYS": c.MemoryStaleDays,
 	}
 	for name, v := range positive {
 		if v <= 0 {

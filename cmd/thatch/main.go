@@ -44,6 +44,14 @@ func run(args []string) error {
 		return fmt.Errorf("no command given")
 	}
 	cmd, args := args[0], args[1:]
+	if (cmd == "serve" || cmd == "bridge" || cmd == "install") && len(args) > 0 {
+		// These take no flags: a --help must not start a daemon or write files.
+		if args[0] == "-h" || args[0] == "--help" || args[0] == "-help" {
+			fmt.Print(usage)
+			return nil
+		}
+		return fmt.Errorf("thatch %s takes no arguments (configuration is by THATCH_* variables: see the README), got %q", cmd, args)
+	}
 	switch cmd {
 	case "version", "--version", "-v":
 		fmt.Println(version())

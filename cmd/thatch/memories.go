@@ -24,9 +24,13 @@ const memoriesUsage = `usage:
   thatch memories show ID [--json]    one memory and its history
   thatch memories forget ID [--reason R]
                                       forget a memory (it leaves search and injection; its history stays)
+  thatch memories restore ID          bring a forgotten memory back
   thatch memories export [--project P] > FILE.jsonl
                                       every live memory as JSON Lines
-  thatch memories import FILE.jsonl   add the memories of an export (- reads standard input); importing twice changes nothing`
+  thatch memories import FILE.jsonl   add the memories of an export (- reads standard input); importing twice changes nothing
+  thatch memories hygiene [--project P] [--json]
+                                      duplicate pairs, stale memories and memories of deleted branches, with their texts
+  thatch memories dismiss ID OTHER    two memories flagged as duplicates say different things: stop pairing them`
 
 // exportPage is how many memories one export request carries.
 const exportPage = 500
@@ -56,7 +60,7 @@ func memoriesCmd(ctx context.Context, c Config, args []string, out io.Writer) er
 	if err != nil {
 		return fmt.Errorf("%v\n%s", err, memoriesUsage)
 	}
-	want := map[string]int{"list": 0, "show": 1, "forget": 1, "export": 0, "import": 1}
+	want := map[string]int{"list": 0, "show": 1, "forget": 1, "restore": 1, "export": 0, "import": 1, "hygiene": 0, "dismiss": 2}
 	n, ok := want[sub]
 	if !ok {
 		return fmt.Errorf("unknown subcommand %q\n%s", sub, memoriesUsage)
@@ -144,6 +148,12 @@ func memoriesCmd(ctx context.Context, c Config, args []string, out io.Writer) er
 		}
 		fmt.Fprintf(out, "forgot %s (thatch memories show %s keeps its history)\n", pos[0], pos[0])
 		return nil
+	case "restore":
+		if _, err := call(ctx, nc, c, "memory.restore", map[string]any{"id": pos[0]}); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "restored %s\n", pos[0])
+		return nil
 	case "export":
 		w := bufio.NewWriter(out)
 		after, total := "", 0
@@ -177,6 +187,37 @@ func memoriesCmd(ctx context.Context, c Config, args []string, out io.Writer) er
 		return nil
 	case "import":
 		return importMemories(ctx, nc, c, pos[0], out)
+	case "dismiss":
+		if _, err := call(ctx, nc, c, "memory.dismiss", map[string]any{"id": pos[0], "distinctFrom": pos[1]}); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "%s and %s are no longer paired (until one of them changes)\n", pos[0], pos[1])
+		return nil
+	case "hygiene":
+		raw, err := call(ctx, nc, c, "memory.signals", map[string]any{"project": *project, "limit": *limit})
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			_, err := fmt.Fprintln(out, string(raw))
+			return err
+		}
+		var sigs []memory.Signal
+		if err := json.Unmarshal(raw, &sigs); err != nil {
+			return err
+		}
+		if len(sigs) == 0 {
+			fmt.Fprintln(out, "nothing to tidy: no duplicate pairs, stale memories or memories of deleted branches")
+			return nil
+		}
+		for _, s := range sigs {
+			fmt.Fprintln(out, s.Kind+":")
+			for _, m := range s.Memories {
+				fmt.Fprintf(out, "  %s (%s) %s\n", m.ID, m.Kind, oneLine(m.Content, 100))
+			}
+		}
+		fmt.Fprintln(out, "\nthe next extraction of each project resolves them; by hand: thatch memories forget ID, thatch memories dismiss ID OTHER")
+		return nil
 	}
 	return nil
 }
@@ -228,7 +269,7 @@ func importMemories(ctx context.Context, nc *nats.Conn, c Config, path string, o
 		added += r.Added
 		start = end
 	}
-	fmt.Fprintf(out, "imported %d of %d memories (%d already present)\n", added, len(ms), len(ms)-added)
+	fmt.Fprintf(out, "imported %d of %d memories (%d already here, live or forgotten: thatch memories restore ID brings a forgotten one back)\n", added, len(ms), len(ms)-added)
 	return nil
 }
 

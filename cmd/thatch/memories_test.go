@@ -296,7 +296,7 @@ func TestMemoriesExportImport(t *testing.T) {
 	}
 	out.Reset()
 	must(t, memoriesCmd(ctx, fresh.cfg, []string{"import", file}, &out))
-	if !strings.Contains(out.String(), "imported 0 of 1200 memories (1200 already present)") {
+	if !strings.Contains(out.String(), "imported 0 of 1200 memories (1200 already here") {
 		t.Errorf("second import: %s", out.String())
 	}
 	got := fresh.memoriesAll()
@@ -330,6 +330,11 @@ func TestMemoriesExportImport(t *testing.T) {
 	if !strings.Contains(out.String(), "forget: obsolete") {
 		t.Errorf("thatch memories show after forget: %s", out.String())
 	}
+	out.Reset()
+	must(t, memoriesCmd(ctx, fresh.cfg, []string{"restore", got[0].ID}, &out))
+	if n := len(fresh.memoriesAll()); n != 1200 {
+		t.Errorf("%d memories after a restore, want 1200", n)
+	}
 	if err := memoriesCmd(ctx, fresh.cfg, []string{"show"}, &out); err == nil {
 		t.Error("thatch memories show without an id succeeded")
 	}
@@ -349,4 +354,18 @@ func (r *rig) memoriesAll() []memory.Memory {
 		}
 		after = page[len(page)-1].ID
 	}
+}
+
+// TestSecondServeRefused: one data folder serves one thatch serve at a time (rule 12).
+func TestSecondServeRefused(t *testing.T) {
+	r := newRig(t, "v1")
+	r.start()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	err := serve(ctx, r.cfg, testLogger())
+	if err == nil || !strings.Contains(err.Error(), r.dataDir) || !strings.Contains(err.Error(), "another thatch serve") {
+		t.Fatalf("a second serve on %s: %v", r.dataDir, err)
+	}
+	r.stop()
+	r.start() // the lock went with the first one
 }

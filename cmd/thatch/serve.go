@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -37,6 +38,11 @@ func serveWith(ctx context.Context, c Config, log *slog.Logger, tune func(*runti
 	if err := os.Chmod(c.DataDir, 0o700); err != nil {
 		return fmt.Errorf("make data folder private: %w", err)
 	}
+	unlock, err := lockDataDir(c.DataDir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	if c.InstallCommands {
 		if _, err := install(c, log); err != nil {
 			log.Warn("could not install the slash commands; run thatch install to retry", "err", err)
@@ -48,7 +54,8 @@ func serveWith(ctx context.Context, c Config, log *slog.Logger, tune func(*runti
 	}
 	defer store.Close()
 	memories := &natsbus.Memories{InjectChars: c.MemoryInjectChars}
-	memStore, err := memory.Open(filepath.Join(c.DataDir, "memories.db"), memory.Options{Redact: memories.Redact})
+	memStore, err := memory.Open(filepath.Join(c.DataDir, "memories.db"), memory.Options{Redact: memories.Redact,
+		StaleAfter: time.Duration(c.MemoryStaleDays) * 24 * time.Hour})
 	if err != nil {
 		return err
 	}
@@ -79,7 +86,7 @@ func serveWith(ctx context.Context, c Config, log *slog.Logger, tune func(*runti
 	}
 
 	caller := &host.Client{NC: nc, Prefix: c.SubjectPrefix, Timeout: c.hostTimeout(), Log: log.With("component", "host")}
-	loop := runtime.NewLoop(store, natsbus.Injecting{Caller: caller, Memories: memories}, log.With("component", "runtime"))
+	loop := runtime.NewLoop(store, natsbus.Injecting{Caller: caller, Memories: memories, Log: log.With("component", "memory")}, log.With("component", "runtime"))
 	loop.Rules, loop.Prefix, loop.MaxBatch, loop.WaitApplied = c.rules(), c.SubjectPrefix, c.BatchMax, c.hostTimeout()
 	if tune != nil {
 		tune(loop)
@@ -88,9 +95,7 @@ func serveWith(ctx context.Context, c Config, log *slog.Logger, tune func(*runti
 		loop.Deliveries(), log.With("component", "consumer"))
 	sweeper := &runtime.Sweeper{Loop: loop, Caller: caller, Every: time.Duration(c.StrandSweepMS) * time.Millisecond,
 		Strand: bool(c.StrandSweep), Log: log.With("component", "sweep"),
-		Also: func(ctx context.Context) error { // the tool-call memo and frozen texts live as long as session rows
-			return memStore.Prune(ctx, time.Now().Add(-time.Duration(c.RuntimeStateTTLMS)*time.Millisecond))
-		}}
+		Also: memorySweep(memStore, c, log.With("component", "memory"))}
 	srv := &natsbus.Server{NC: nc, JS: js, Stream: c.Stream, Prefix: c.APIPrefix, Loop: loop, Consumer: consumer,
 		Log: log.With("component", "api"), Sweep: sweepAPI(sweeper), Memories: memories}
 
@@ -160,6 +165,55 @@ func serveWith(ctx context.Context, c Config, log *slog.Logger, tune func(*runti
 		shutdown()
 		return err
 	}
+}
+
+// memorySweep is the memory store's part of each journal sweep: the tool-call memo and the
+// frozen texts live as long as session rows; branches are checked every time; the
+// all-pairs duplicate pass runs at the first sweep and then at most once a day.
+func memorySweep(st *memory.Store, c Config, log *slog.Logger) func(context.Context) error {
+	var lastPass time.Time
+	return func(ctx context.Context) error {
+		now := time.Now()
+		errPrune := st.Prune(ctx, now.Add(-time.Duration(c.RuntimeStateTTLMS)*time.Millisecond))
+		orphaned, merged, errBranches := st.CheckBranches(ctx, dirExists, now)
+		if orphaned+merged > 0 {
+			log.Info("memories of deleted branches", "orphaned", orphaned, "merged", merged)
+		}
+		var errPairs error
+		if now.Sub(lastPass) >= 24*time.Hour {
+			var found int
+			found, errPairs = st.FindDuplicates(ctx, now)
+			if errPairs == nil {
+				lastPass = now
+				log.Info("duplicate pass over the memories", "new_pairs", found, "took", time.Since(now).Round(time.Millisecond).String())
+			}
+		}
+		return errors.Join(errPrune, errBranches, errPairs)
+	}
+}
+
+func dirExists(dir string) bool {
+	fi, err := os.Stat(dir)
+	return err == nil && fi.IsDir()
+}
+
+// lockDataDir takes the data folder for this process alone (rule 12): two daemons on one
+// folder would share one journal, one broker store and one plugin shim. The kernel releases
+// the lock when the process dies, however it dies.
+func lockDataDir(dir string) (func(), error) {
+	path := filepath.Join(dir, "thatch.lock")
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("lock the data folder: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("another thatch serve is running on the data folder %s: stop it, or give this one its own THATCH_DATA_DIR", dir)
+		}
+		return nil, fmt.Errorf("lock the data folder %s: %w", dir, err)
+	}
+	return func() { f.Close() }, nil
 }
 
 // sweepAPI answers the sweep method with one strand sweep.

@@ -153,19 +153,28 @@ export const Thatch = async (input) => {
           content: tool.schema.string().min(1).max(2000).describe("the memory, 1-2000 characters"),
           kind: kind().optional().describe("fact, decision, preference, command, pitfall or todo (default fact)"),
           tags: tags().optional(),
-          branch: tool.schema.string().min(1).optional().describe("the git branch, only when this holds on that branch alone"),
+          branch: tool.schema
+            .string()
+            .min(1)
+            .optional()
+            .describe('only when this holds on one git branch alone: "current" for the branch this session is on, or a branch name'),
         },
         execute: forward("memory_remember"),
       }),
       memory_update: tool({
         description:
           "Change an existing memory, by its mem_… id, when it is incomplete or out of date, or says nearly what you were about to add: " +
-          "prefer this to memory_remember for a near-duplicate. Give only what changes; tags replace the old ones.",
+          "prefer this to memory_remember for a near-duplicate. Give only what changes; tags replace the old ones. " +
+          "For two memories flagged as duplicates that say different things, give only id and distinctFrom.",
         args: {
           id: tool.schema.string().min(1).describe("the memory's id, mem_…"),
           content: tool.schema.string().min(1).max(2000).optional().describe("the new text, 1-2000 characters"),
           kind: kind().optional().describe("fact, decision, preference, command, pitfall or todo"),
           tags: tags().optional(),
+          distinctFrom: tool.schema
+            .string()
+            .optional()
+            .describe("the id of a memory flagged as this one's duplicate that says something different: they stop being paired"),
         },
         execute: forward("memory_update"),
       }),

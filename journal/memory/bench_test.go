@@ -3,6 +3,7 @@ package memory
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"flag"
 	"fmt"
 	"math/rand/v2"
@@ -175,10 +176,22 @@ func TestLatency(t *testing.T) {
 			d[i] = time.Since(start)
 		}
 		slices.Sort(d)
-		t.Logf("%-9s p50 %8v  p99 %8v  max %8v", name, d[n/2], d[n*99/100], d[n-1])
+		t.Logf("%-25s p50 %8v  p99 %8v  max %8v", name, d[n/2], d[n*99/100], d[n-1])
 	}
 	measure("remember", 2000, func() error {
 		_, err := s.Remember(ctx, Caller{Project: project(g.rng.IntN(100)), SessionID: "ses_l"}, RememberArgs{Content: g.text()}, t0)
+		return err
+	})
+	// Remembering a near-duplicate of a memory (one word changed) records its pairs too.
+	dups := nearDuplicates(t, s, g, 2000)
+	i := 0
+	measure("remember (near-duplicate)", len(dups), func() error {
+		d := dups[i]
+		i++
+		r, err := s.Remember(ctx, Caller{Project: d.Project, SessionID: "ses_l"}, RememberArgs{Content: d.Content}, t0)
+		if err == nil && r.Created && len(r.Similar) == 0 {
+			err = fmt.Errorf("no look-alike of %q", d.Content)
+		}
 		return err
 	})
 	measure("search", 2000, func() error {
@@ -194,4 +207,99 @@ func TestLatency(t *testing.T) {
 		_, err := s.Related(ctx, project(g.rng.IntN(100)), payload, 10)
 		return err
 	})
+}
+
+// nearDuplicates is n live memories of s drawn at random, each with one word (not the first)
+// replaced by another of g's vocabulary.
+func nearDuplicates(tb testing.TB, s *Store, g *synthetic, n int) []Memory {
+	tb.Helper()
+	var top int64
+	if err := s.r.QueryRow(`SELECT max(seq) FROM memories`).Scan(&top); err != nil {
+		tb.Fatal(err)
+	}
+	var out []Memory
+	for len(out) < n {
+		var m Memory
+		err := s.r.QueryRow(`SELECT project, content FROM memories WHERE seq = ? AND forgotten_at = 0`, 1+g.rng.Int64N(top)).Scan(&m.Project, &m.Content)
+		if errors.Is(err, sql.ErrNoRows) {
+			continue
+		}
+		if err != nil {
+			tb.Fatal(err)
+		}
+		words := strings.Fields(m.Content)
+		words[1+g.rng.IntN(len(words)-1)] = g.word()
+		m.Content = strings.Join(words, " ")
+		out = append(out, m)
+	}
+	return out
+}
+
+// TestFindDuplicatesLatency measures FindDuplicates at -memory.scale memories over 100
+// projects, 1% of them planted near-duplicates written without the write-time check (as an
+// import writes them), and the share of the planted pairs it finds. It is a measurement, not
+// a unit test: go test ./journal/memory -run FindDuplicatesLatency -memory.scale 100000 -v
+func TestFindDuplicatesLatency(t *testing.T) {
+	if *scale == 0 {
+		t.Skip("set -memory.scale to run")
+	}
+	s := setup(t)
+	g := seedSynthetic(t, s, 100, *scale/100)
+	ctx := context.Background()
+	planted := nearDuplicates(t, s, g, *scale/100)
+	alike := 0
+	err := s.withTx(ctx, func(tx *sql.Tx) error {
+		for i, m := range planted {
+			at := t0.Add(time.Duration(i) * time.Millisecond)
+			m.ID, m.Kind, m.Tags, m.CreatedAt, m.UpdatedAt = newID(at), "fact", []string{}, at, at
+			if _, err := liveByNorm(ctx, tx, m.Project, normalize(m.Content)); err == nil {
+				continue // the replacement drew the same word
+			}
+			if err := insert(ctx, tx, m); err != nil {
+				return err
+			}
+			// One word of n changed: 1 − 1/n, at or above the threshold from 5 words on.
+			if len(contentWords(m.Content)) >= 5 {
+				alike++
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, _ := s.Count(ctx)
+	for pass := 1; pass <= 2; pass++ {
+		start := time.Now()
+		found, err := s.FindDuplicates(ctx, t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("pass %d over %d memories: %v, %d pairs recorded", pass, n, time.Since(start).Round(time.Millisecond), found)
+	}
+	start := time.Now()
+	h, err := s.Hygiene(ctx, "", t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("hygiene of every project: %v (%d pairs, %d stale)", time.Since(start).Round(time.Millisecond), len(h.DuplicatePairs), len(h.Stale))
+	start = time.Now()
+	if _, err := s.Signals(ctx, project(0), 10, t0); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("signals of one project: %v", time.Since(start).Round(time.Microsecond))
+	t.Logf("open pairs %d, planted near-duplicates about %d", len(h.DuplicatePairs), alike)
+	if len(h.DuplicatePairs) < alike*99/100 {
+		t.Errorf("found %d pairs of about %d planted", len(h.DuplicatePairs), alike)
+	}
+}
+
+func BenchmarkFindDuplicates(b *testing.B) {
+	s, _ := benchStore(b)
+	ctx := context.Background()
+	for b.Loop() {
+		if _, err := s.FindDuplicates(ctx, t0); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

@@ -11,6 +11,12 @@
 // write commits, and the connection of the checkpointer, the one goroutine Open starts and
 // Close stops, which copies the WAL back beside the writer instead of in a write's path.
 //
+// It also keeps the hygiene signals of protocol §6 and never acts on them by itself: duplicate
+// pairs (recorded by the writes and by the periodic FindDuplicates, closed by a change of
+// either side or a Dismiss), stale memories (left out of injection, still searchable) and
+// the verdicts of the branch check (CheckBranches, the one place it runs git). Hygiene and
+// Signals read them.
+//
 // It imports no NATS and nothing of the runtime: callers pass who acts (Caller) and the time,
 // and get plain values back. Every method is safe for concurrent use.
 //

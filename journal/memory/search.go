@@ -161,8 +161,10 @@ func (s *Store) Related(ctx context.Context, project, text string, limit int) ([
 }
 
 // similar is the live memories of project whose Similarity to content reaches SimilarFloor,
-// best first, at most 6 (the caller drops the memory itself). It scores the best bm25
-// matches of content's rarest words: a look-alike shares most words, so it shares rare ones.
+// best first, at most similarScan: Remember answers with the best five other than the memory
+// itself, and every one at or above DuplicateThreshold makes a duplicate pair. It scores the
+// best bm25 matches of content's rarest words: a look-alike shares most words, so it shares
+// rare ones.
 func (s *Store) similar(ctx context.Context, project, content string) ([]Similar, error) {
 	words := contentWords(content)
 	rare, err := s.rarest(ctx, distinct(words), similarWords)
@@ -180,7 +182,7 @@ func (s *Store) similar(ctx context.Context, project, content string) ([]Similar
 		}
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Score > out[j].Score })
-	return out[:min(len(out), 6)], nil
+	return out, nil
 }
 
 // rarest is at most n of words that live memories hold, fewest documents first, as many as

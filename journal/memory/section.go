@@ -41,13 +41,17 @@ var oneLine = strings.NewReplacer("\n", " ", "\r", " ")
 // used or updated: a memory touched today counts twice its kind, an untouched one fades to
 // its kind's weight within a few months, so an old decision still outranks a fresh fact.
 // Ties go to the newest.
+//
+// Stale memories (neither used nor updated for Options.StaleAfter) are left out: showing one
+// would count as a use and make it fresh again without anybody having needed it. A search
+// still finds them, and that use brings them back.
 func (s *Store) Section(ctx context.Context, project string, budget int, now time.Time) (string, error) {
 	// Everything the choice needs (id, kind, time, length) is in the memories_recent index;
 	// only the contents of the memories chosen are read from the table.
 	rows, err := s.r.QueryContext(ctx, `
 		SELECT id, kind, max(used_at, updated_at), length(content) FROM memories
-		WHERE project = ? AND forgotten_at = 0
-		ORDER BY max(used_at, updated_at) DESC LIMIT ?`, project, sectionCandidates)
+		WHERE project = ? AND forgotten_at = 0 AND max(used_at, updated_at) > ?
+		ORDER BY max(used_at, updated_at) DESC LIMIT ?`, project, s.staleBefore(now), sectionCandidates)
 	if err != nil {
 		return "", fmt.Errorf("memory section: %w", err)
 	}

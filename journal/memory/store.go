@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -53,6 +54,8 @@ const (
 	toolUpdate   = "memory_update"
 	toolForget   = "memory_forget"
 	toolSearch   = "memory_search"
+	toolDismiss  = "memory_dismiss"
+	toolRestore  = "memory_restore"
 )
 
 // Source is the call that wrote a memory.
@@ -66,6 +69,8 @@ type Memory struct {
 	ID          string     `json:"id"`
 	Project     string     `json:"project"`
 	Branch      string     `json:"branch,omitempty"`
+	Directory   string     `json:"directory,omitempty"` // where it was written from (RememberArgs.Directory)
+	BranchTip   string     `json:"branchTip,omitempty"` // Branch's tip commit then, if known
 	Kind        string     `json:"kind"`
 	Content     string     `json:"content"`
 	Tags        []string   `json:"tags"` // never nil, so JSON shows []
@@ -89,10 +94,14 @@ type Similar struct {
 	Score float64 `json:"score"`
 }
 
-// RememberArgs are memory_remember's arguments.
+// RememberArgs are memory_remember's arguments. Directory is the directory the memory is
+// written from (the caller's root session's, absolute) and BranchTip the commit Branch
+// pointed at then, as GitBranch reads them; both may be "". CheckBranches needs them to tell
+// an orphaned branch memory from a merged one.
 type RememberArgs struct {
 	Content, Kind, Branch string
 	Tags                  []string
+	Directory, BranchTip  string
 }
 
 // Remembered is memory_remember's answer. Repeat is true when it repeats the answer of an
@@ -119,7 +128,7 @@ type Changed struct {
 // Audit is one change of a memory. Before is the content before an update or a forget.
 type Audit struct {
 	At        time.Time `json:"at"`
-	Op        string    `json:"op"` // create, update, forget or import
+	Op        string    `json:"op"` // create, update, forget, import, restore or dismiss
 	SessionID string    `json:"sessionID,omitempty"`
 	CallID    string    `json:"callID,omitempty"`
 	Reason    string    `json:"reason,omitempty"`
@@ -139,17 +148,24 @@ type Options struct {
 	// Redact, when set, rewrites content and tags before they are validated and stored, so
 	// secrets never reach the file.
 	Redact func(string) string
+	// StaleAfter is how long a live memory may go neither used nor updated before it is
+	// stale: it leaves injection (Section) but stays searchable. 0 is DefaultStaleAfter.
+	StaleAfter time.Duration
 }
+
+// DefaultStaleAfter is Options.StaleAfter when zero (THATCH_MEMORY_STALE_DAYS' default).
+const DefaultStaleAfter = 90 * 24 * time.Hour
 
 // checkpointEvery is how many write transactions go by between two WAL checkpoints.
 const checkpointEvery = 32
 
 // Store is the memory store. It is safe for concurrent use.
 type Store struct {
-	w, r   *sql.DB // w: the one writer connection; r: read-only connections
-	ck     *sql.DB // the checkpointer's connection
-	path   string
-	redact func(string) string
+	w, r       *sql.DB // w: the one writer connection; r: read-only connections
+	ck         *sql.DB // the checkpointer's connection
+	path       string
+	redact     func(string) string
+	staleAfter time.Duration
 
 	writes       atomic.Int64  // committed write transactions
 	checkpointed atomic.Int64  // checkpoints run
@@ -161,6 +177,9 @@ type Store struct {
 
 // Open opens (creating when absent) the memory store at path.
 func Open(path string, opts Options) (*Store, error) {
+	if opts.StaleAfter < 0 {
+		return nil, fmt.Errorf("open memories %s: StaleAfter %v is negative; give a positive duration, or 0 for %v", path, opts.StaleAfter, DefaultStaleAfter)
+	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("create memories folder: %w", err)
 	}
@@ -187,7 +206,7 @@ func Open(path string, opts Options) (*Store, error) {
 	ck, _ := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)")
 	ck.SetMaxOpenConns(1)
 	s := &Store{
-		w: w, r: r, ck: ck, path: path, redact: opts.Redact,
+		w: w, r: r, ck: ck, path: path, redact: opts.Redact, staleAfter: cmp.Or(opts.StaleAfter, DefaultStaleAfter),
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	if s.redact == nil {
@@ -330,8 +349,17 @@ func (s *Store) Remember(ctx context.Context, c Caller, a RememberArgs, now time
 	if err != nil {
 		return Remembered{}, err
 	}
+	directory, err := cleanDirectory(a.Directory)
+	if err != nil {
+		return Remembered{}, err
+	}
+	tip, err := cleanTip(a.BranchTip)
+	if err != nil {
+		return Remembered{}, err
+	}
 	// The look-alikes are read before the write transaction, so the single writer is not
-	// held while they are scored; a memory committed meanwhile is merely not listed.
+	// held while they are scored; a memory committed meanwhile is merely not listed (nor
+	// paired: FindDuplicates catches what writes miss).
 	similar, err := s.similar(ctx, c.Project, content)
 	if err != nil {
 		return Remembered{}, fmt.Errorf("find similar memories: %w", err)
@@ -349,13 +377,17 @@ func (s *Store) Remember(ctx context.Context, c Caller, a RememberArgs, now time
 		case errors.Is(err, ErrNotFound):
 			at := toTime(toMS(now))
 			m = Memory{
-				ID: newID(now), Project: c.Project, Branch: branch, Kind: kind, Content: content, Tags: tags,
+				ID: newID(now), Project: c.Project, Branch: branch, Directory: directory, BranchTip: tip,
+				Kind: kind, Content: content, Tags: tags,
 				CreatedAt: at, UpdatedAt: at, Source: Source{SessionID: c.SessionID, CallID: c.CallID},
 			}
 			if err := insert(ctx, tx, m); err != nil {
 				return err
 			}
 			if err := audit(ctx, tx, m.ID, now, "create", c, "", ""); err != nil {
+				return err
+			}
+			if err := pairUp(ctx, tx, m, similar, now); err != nil {
 				return err
 			}
 			out = Remembered{Memory: m, Created: true}
@@ -389,10 +421,10 @@ func insert(ctx context.Context, tx *sql.Tx, m Memory) error {
 		used = toMS(*m.UsedAt)
 	}
 	_, err := tx.ExecContext(ctx, `
-		INSERT INTO memories (id, project, scope, branch, kind, content, norm, tags,
+		INSERT INTO memories (id, project, scope, branch, directory, branch_tip, kind, content, norm, tags,
 			created_at, updated_at, used_at, source_session, source_call)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		m.ID, m.Project, scope(m.Project), m.Branch, m.Kind, m.Content, normalize(m.Content), string(tags),
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		m.ID, m.Project, scope(m.Project), m.Branch, m.Directory, m.BranchTip, m.Kind, m.Content, normalize(m.Content), string(tags),
 		toMS(m.CreatedAt), toMS(m.UpdatedAt), used, m.Source.SessionID, m.Source.CallID)
 	if err != nil {
 		return err
@@ -426,6 +458,20 @@ func (s *Store) Update(ctx context.Context, c Caller, id string, a UpdateArgs, n
 			return Changed{}, err
 		}
 	}
+	// The look-alikes of the text the memory will have are read before the write
+	// transaction, as Remember does: an update closes the memory's pairs and records those
+	// of its new text (a tags or kind update keeps the text it has).
+	var text string
+	var similar []Similar
+	if cur, err := live(ctx, s.r, id, c.Project); err == nil { // else the transaction reports it
+		text = cur.Content
+		if a.Content != nil {
+			text = content
+		}
+		if similar, err = s.similar(ctx, cur.Project, text); err != nil {
+			return Changed{}, fmt.Errorf("update %s: find similar memories: %w", id, err)
+		}
+	}
 	var out Changed
 	err = s.withTx(ctx, func(tx *sql.Tx) error {
 		if ok, err := repeated(ctx, tx, c, toolUpdate, &out); ok || err != nil {
@@ -455,10 +501,21 @@ func (s *Store) Update(ctx context.Context, c Caller, id string, a UpdateArgs, n
 		}
 		m.UpdatedAt = toTime(toMS(now))
 		tagsJSON, _ := json.Marshal(m.Tags)
-		_, err = tx.ExecContext(ctx, `UPDATE memories SET content = ?, norm = ?, kind = ?, tags = ?, updated_at = ? WHERE id = ?`,
+		// The branch verdict goes too: the next branch check judges the memory as it is now.
+		_, err = tx.ExecContext(ctx, `UPDATE memories SET content = ?, norm = ?, kind = ?, tags = ?, updated_at = ?, branch_verdict = '' WHERE id = ?`,
 			m.Content, normalize(m.Content), m.Kind, string(tagsJSON), toMS(now), m.ID)
 		if err != nil {
 			return err
+		}
+		if err := closePairs(ctx, tx, m.ID); err != nil {
+			return err
+		}
+		// The look-alikes were found for text; a concurrent update of this memory may have
+		// changed it since, and then FindDuplicates pairs the text it has.
+		if normalize(m.Content) == normalize(text) {
+			if err := pairUp(ctx, tx, m, similar, now); err != nil {
+				return err
+			}
 		}
 		if err := countWords(ctx, tx, before, -1); err != nil {
 			return err
@@ -492,6 +549,9 @@ func (s *Store) Forget(ctx context.Context, c Caller, id, reason string, now tim
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE memories SET forgotten_at = ? WHERE id = ?`, toMS(now), m.ID); err != nil {
+			return err
+		}
+		if err := closePairs(ctx, tx, m.ID); err != nil {
 			return err
 		}
 		if err := countWords(ctx, tx, m.Content, -1); err != nil {
@@ -626,6 +686,11 @@ func (s *Store) Export(ctx context.Context, project, after string, limit int) ([
 // idempotent: a memory whose id exists, or whose normalized content is already live in its
 // project, is skipped; so is a forgotten one. Every memory is validated (and redacted) like
 // Remember's arguments before anything is written; one bad memory fails the whole import.
+//
+// Import records no duplicate pairs: the look-alikes are read outside the write transaction,
+// so the memories of one import would never see each other, and scoring thousands of them
+// one by one would hold the single writer for seconds. FindDuplicates pairs them (and the
+// memories older than pairs): run it after an import.
 func (s *Store) Import(ctx context.Context, ms []Memory, now time.Time) (added int, err error) {
 	clean := make([]Memory, 0, len(ms))
 	for i, m := range ms {
@@ -683,6 +748,14 @@ func (s *Store) cleanImported(m *Memory, now time.Time) error {
 		return err
 	}
 	if m.Branch, err = cleanBranch(m.Branch); err != nil {
+		return err
+	}
+	// A directory of another system (C:\src on Linux) cannot be judged here: it is dropped
+	// rather than failing the import.
+	if m.Directory, err = cleanDirectory(m.Directory); err != nil {
+		m.Directory = ""
+	}
+	if m.BranchTip, err = cleanTip(m.BranchTip); err != nil {
 		return err
 	}
 	if m.CreatedAt.IsZero() {
@@ -815,7 +888,7 @@ func liveByNorm(ctx context.Context, q queryer, project, norm string) (Memory, e
 }
 
 // memoryCols are the columns scanMemory reads, of the memories table aliased m.
-const memoryCols = `m.id, m.project, m.branch, m.kind, m.content, m.tags, m.created_at, m.updated_at, m.used_at, m.forgotten_at, m.source_session, m.source_call`
+const memoryCols = `m.id, m.project, m.branch, m.directory, m.branch_tip, m.kind, m.content, m.tags, m.created_at, m.updated_at, m.used_at, m.forgotten_at, m.source_session, m.source_call`
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -823,7 +896,7 @@ func scanMemory(row scanner, extra ...any) (Memory, error) {
 	var m Memory
 	var tags string
 	var created, updated, used, forgotten int64
-	dest := append([]any{&m.ID, &m.Project, &m.Branch, &m.Kind, &m.Content, &tags, &created, &updated, &used, &forgotten, &m.Source.SessionID, &m.Source.CallID}, extra...)
+	dest := append([]any{&m.ID, &m.Project, &m.Branch, &m.Directory, &m.BranchTip, &m.Kind, &m.Content, &tags, &created, &updated, &used, &forgotten, &m.Source.SessionID, &m.Source.CallID}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return Memory{}, err
 	}
@@ -925,6 +998,37 @@ func cleanBranch(v string) (string, error) {
 	v = strings.TrimSpace(v)
 	if n := utf8.RuneCountInString(v); n > maxBranch {
 		return "", fmt.Errorf("%w: branch is %d characters, over the limit of %d; give the branch name only", ErrBadRequest, n, maxBranch)
+	}
+	return v, nil
+}
+
+// maxDirectory is the longest directory a memory records, in characters.
+const maxDirectory = 4096
+
+// cleanDirectory checks the directory a memory is written from: "" or an absolute path, since
+// the branch check looks for its repository on this filesystem.
+func cleanDirectory(v string) (string, error) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return "", nil
+	}
+	if n := utf8.RuneCountInString(v); n > maxDirectory {
+		return "", fmt.Errorf("%w: directory is %d characters, over the limit of %d; give the session's directory", ErrBadRequest, n, maxDirectory)
+	}
+	if !filepath.IsAbs(v) || strings.ContainsRune(v, 0) {
+		return "", fmt.Errorf("%w: directory %q is not an absolute path; give the session's full directory, or none", ErrBadRequest, v)
+	}
+	return filepath.Clean(v), nil
+}
+
+var tipPattern = regexp.MustCompile(`^[0-9a-f]{7,64}$`)
+
+// cleanTip checks a branch tip: "" or a commit id in hex (SHA-1 or SHA-256, abbreviated or
+// not), lower-cased. It goes to git as an argument, so nothing else may pass.
+func cleanTip(v string) (string, error) {
+	v = strings.ToLower(strings.TrimSpace(v))
+	if v != "" && !tipPattern.MatchString(v) {
+		return "", fmt.Errorf("%w: branchTip %q is not a commit id; give the branch's commit in hex, or none", ErrBadRequest, v)
 	}
 	return v, nil
 }

@@ -819,7 +819,9 @@ func TestSection(t *testing.T) {
 }
 
 func TestSectionOrderAndUse(t *testing.T) {
-	s := setup(t)
+	// A year-old decision is stale by default (90 days) and left out of the section; this
+	// test is about ranking, so staleness waits two years.
+	s := setup(t, Options{StaleAfter: 2 * 365 * 24 * time.Hour})
 	ctx := context.Background()
 	fact := remember(t, s, alice, "a plain fact").Memory
 	decision := remember(t, s, alice, "a decision we took", RememberArgs{Kind: "decision"}).Memory

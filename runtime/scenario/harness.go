@@ -159,7 +159,7 @@ func (h *Harness) reply(r *runtime.Reply) string {
 	if r.Err != nil {
 		return "reply error " + r.Err.Name + ": " + r.Err.Message
 	}
-	if c := r.Caller; c != nil {
+	if c := r.Caller; c != nil && r.Payload == nil {
 		s := fmt.Sprintf("reply caller session=%s kind=%s root=%s project=%s", c.SessionID, c.Kind, c.Root, c.Project)
 		if c.Reminder != "" {
 			s += "\n" + indent(c.Reminder)
@@ -404,7 +404,7 @@ func dumpSession(x *runtime.Session) []string {
 	if x.Metrics.Total() > 0 {
 		line += fmt.Sprintf(" metrics=%d/%d/%d", x.Metrics.New, x.Metrics.Updated, x.Metrics.Deleted)
 	}
-	if x.Wrote.Total() > 0 {
+	if x.WroteThrough {
 		line += fmt.Sprintf(" wrote=%d/%d/%d", x.Wrote.New, x.Wrote.Updated, x.Wrote.Deleted)
 	}
 	if len(x.Snapshot) > 0 {

@@ -1,0 +1,152 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/thatch-dev/thatch/journal/memory"
+	"github.com/thatch-dev/thatch/runtime"
+)
+
+func (r *rig) hygiene(project string) memory.Hygiene {
+	r.t.Helper()
+	var h memory.Hygiene
+	must(r.t, r.tryAPI("memory.hygiene", map[string]any{"project": project}, &h))
+	return h
+}
+
+// TestDuplicatePairClosedByExtraction: a near-duplicate pair written through the tools is
+// named in the next session's reminder, handed to the extraction child with both texts,
+// and closed by the child's update and forget; a dismissed pair stays closed.
+func TestDuplicatePairClosedByExtraction(t *testing.T) {
+	r := newRig(t, "v1")
+	r.host.Model = true
+	var payload string
+	r.host.Write = func(ctx context.Context, child string, a runtime.Answer, call func(string, any) (runtime.Answer, *runtime.HostError)) runtime.Metrics {
+		payload = a.Output
+		var ids []string
+		for _, line := range strings.Split(a.Output, "\n") {
+			if i := strings.Index(line, "- [mem_"); i >= 0 && strings.Contains(a.Output[:strings.Index(a.Output, line)], "Memory hygiene to resolve") {
+				ids = append(ids, line[i+3:i+3+24])
+			}
+		}
+		if len(ids) != 2 {
+			t.Errorf("the payload's hygiene section names %v, want the pair:\n%s", ids, a.Output)
+			return runtime.Metrics{}
+		}
+		if _, herr := call(runtime.ToolUpdate, map[string]any{"id": ids[0], "content": "The staging database listens on port 5432; reach it through the office VPN."}); herr != nil {
+			t.Errorf("merge, update: %v", herr)
+		}
+		if _, herr := call(runtime.ToolForget, map[string]any{"id": ids[1], "reason": "merged into " + ids[0]}); herr != nil {
+			t.Errorf("merge, forget: %v", herr)
+		}
+		return runtime.Metrics{Updated: 1, Deleted: 1}
+	}
+	r.start()
+	ctx := r.ctx()
+	proj := r.host.Dir
+	must(t, r.host.Hello(ctx, "b1"))
+	must(t, r.host.Created(ctx, "ses_a", "", "t", proj))
+	for _, text := range []string{
+		"The staging database listens on port 5432 and needs the office VPN for access.",
+		"The staging database listens on port 5432 and needs the office VPN to access.",
+	} {
+		if _, herr, err := r.host.Tool(ctx, "thatch", runtime.ToolRemember, "ses_a", map[string]any{"content": text}); err != nil || herr != nil {
+			t.Fatal(err, herr)
+		}
+	}
+	if h := r.hygiene(proj); len(h.DuplicatePairs) != 1 {
+		t.Fatalf("hygiene after two near-duplicates: %+v", h)
+	}
+	must(t, r.host.Created(ctx, "ses_b", "", "t", proj))
+	if text := r.reminderTo("ses_b"); !strings.Contains(text, "Memory hygiene: 1 duplicate pair") {
+		t.Errorf("the reminder names no duplicate pair:\n%s", text)
+	}
+	var out bytes.Buffer
+	must(t, memoriesCmd(ctx, r.cfg, []string{"hygiene"}, &out))
+	if !strings.Contains(out.String(), "duplicate:") || !strings.Contains(out.String(), "needs the office VPN to access") {
+		t.Errorf("thatch memories hygiene:\n%s", out.String())
+	}
+
+	must(t, r.host.ToolExecuted(ctx, "ses_a", "c1", "bash", "psql -p 5432"))
+	must(t, r.host.Status(ctx, "ses_a", "idle"))
+	waitFor(t, "the extraction toast", func() bool { return len(r.host.CallsTo("tui.showToast")) > 0 })
+	if got := r.host.CallsTo("tui.showToast")[0].Params["message"]; got != "Memories: 0 new, 1 updated, 1 deleted" {
+		t.Errorf("toast %q", got)
+	}
+	if !strings.Contains(payload, "needs the office VPN for access") || !strings.Contains(payload, "needs the office VPN to access") {
+		t.Errorf("the payload lacks the pair's texts:\n%s", payload)
+	}
+	if !strings.Contains(payload, "## Existing memories of this project that look related") {
+		t.Errorf("the payload lists no related memory though its entry names port 5432:\n%s", payload)
+	}
+	if h := r.hygiene(proj); len(h.DuplicatePairs) != 0 {
+		t.Errorf("the merge left the pair open: %+v", h)
+	}
+
+	// Two memories alike in words but distinct in meaning: a person dismisses the pair.
+	var ids []string
+	for _, text := range []string{"Run make test before every push to the main branch.", "Run make e2e before every push to the main branch."} {
+		a, herr, err := r.host.Tool(ctx, "thatch", runtime.ToolRemember, "ses_a", map[string]any{"content": text})
+		if err != nil || herr != nil {
+			t.Fatal(err, herr)
+		}
+		ids = append(ids, a.Metadata.(map[string]any)["id"].(string))
+	}
+	if h := r.hygiene(proj); len(h.DuplicatePairs) != 1 {
+		t.Fatalf("hygiene: %+v", h)
+	}
+	out.Reset()
+	must(t, memoriesCmd(ctx, r.cfg, []string{"dismiss", ids[0], ids[1]}, &out))
+	if h := r.hygiene(proj); len(h.DuplicatePairs) != 0 {
+		t.Errorf("the dismissed pair is still open: %+v", h)
+	}
+}
+
+// TestOrphanedBranchMemory: a memory scoped to the branch a session's checkout is on (read
+// from .git/HEAD) becomes an orphan once the branch is deleted unmerged, found by the
+// periodic sweep; a real git repository in a temporary folder.
+func TestOrphanedBranchMemory(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("needs the git binary to make the repository: " + err.Error())
+	}
+	r := newRig(t, "v1")
+	r.cfg.StrandSweepMS = 200 // the journal sweep's timer runs the branch check
+	repo := r.host.Dir
+	gitRun := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command("git", append([]string{"-C", repo, "-c", "user.email=t@t", "-c", "user.name=t"}, args...)...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	gitRun("init", "-q", "-b", "main")
+	gitRun("commit", "-q", "--allow-empty", "-m", "root")
+	gitRun("checkout", "-q", "-b", "spike")
+	gitRun("commit", "-q", "--allow-empty", "-m", "spike work")
+	r.start()
+	ctx := r.ctx()
+	must(t, r.host.Hello(ctx, "b1"))
+	must(t, r.host.Created(ctx, "ses_a", "", "t", repo))
+	a, herr, err := r.host.Tool(ctx, "thatch", runtime.ToolRemember, "ses_a", map[string]any{"content": "On the spike branch the cache is disabled.", "branch": "current"})
+	if err != nil || herr != nil {
+		t.Fatal(err, herr)
+	}
+	id := a.Metadata.(map[string]any)["id"].(string)
+	var got struct {
+		Memory memory.Memory `json:"memory"`
+	}
+	must(t, r.tryAPI("memory.get", map[string]any{"id": id}, &got))
+	if got.Memory.Branch != "spike" {
+		t.Fatalf("the memory's branch is %q, want spike (read from .git/HEAD)", got.Memory.Branch)
+	}
+	gitRun("checkout", "-q", "main")
+	gitRun("branch", "-q", "-D", "spike")
+	waitFor(t, "the sweep to find the orphan", func() bool { return len(r.hygiene(repo).Orphaned) == 1 })
+	if h := r.hygiene(repo); h.Orphaned[0] != id {
+		t.Errorf("hygiene: %+v", h)
+	}
+}

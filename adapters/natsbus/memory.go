@@ -24,6 +24,8 @@ type Memories struct {
 	Now         func() time.Time
 	// Redacted counts the redactions the store's Redact made since thatch started.
 	Redacted atomic.Int64
+	// PassDue asks the next sweep for the all-pairs duplicate pass (an import happened).
+	PassDue atomic.Bool
 }
 
 // Redact is the memory store's redactor (rule 13), counting what it redacts.
@@ -456,10 +458,8 @@ func (s *Server) memoryAPI(ctx context.Context, method string, data []byte) (any
 		if err != nil {
 			return nil, storeError(err)
 		}
-		if n > 0 { // an import is not checked for look-alikes as it is written: the pass is
-			if _, err := st.FindDuplicates(ctx, now); err != nil {
-				s.Log.Warn("could not look for duplicates after an import; the daily pass will", "err", err)
-			}
+		if n > 0 { // an import is not checked for look-alikes as it is written: the next sweep's pass is
+			s.Memories.PassDue.Store(true)
 		}
 		return map[string]int{"added": n}, nil
 	case "memory.restore":

@@ -15,6 +15,7 @@ import (
 	"github.com/thatch-dev/thatch/adapters/fakehost"
 	"github.com/thatch-dev/thatch/journal/memory"
 	"github.com/thatch-dev/thatch/runtime"
+	"github.com/thatch-dev/thatch/runtime/redact"
 )
 
 // benchWords is the vocabulary of the synthetic memories: words of a codebase's notes.
@@ -109,8 +110,19 @@ func (b *benchRun) memoryBench(ctx context.Context) error {
 			return err
 		}
 	}
-	store.Close()
 	b.say("memory store of %d memories over %d projects built in %s", b.size.Memories, len(projects), time.Since(t0).Round(time.Millisecond))
+	t1 := time.Now()
+	pairs, err := store.FindDuplicates(ctx, time.Now())
+	if err != nil {
+		store.Close()
+		return err
+	}
+	pass := time.Since(t1)
+	store.Close()
+	b.say("duplicate pass: %s, %d pairs", pass.Round(time.Millisecond), pairs)
+	b.add(Figure{Name: "duplicate pass", Value: pass.Seconds(), Unit: "s", Target: "≤ 3 s",
+		Definition: fmt.Sprintf("the periodic all-pairs duplicate pass (MinHash, LSH banding per project) over %d memories of %d projects, in process", b.size.Memories, len(projects))})
+	b.redactorCost()
 	if size := dirSize(dir); size > 0 {
 		b.add(Figure{Name: "memory store size", Value: float64(size) / float64(b.size.Memories) * 1000 / (1 << 20), Unit: "MiB per 1,000 memories",
 			Definition: fmt.Sprintf("memories.db with its full-text index, %d synthetic memories of 10 to 60 words", b.size.Memories)})
@@ -219,6 +231,29 @@ func (b *benchRun) memoryOverNATS(ctx context.Context, name string, projects []s
 		b.add(Figure{Name: ph.name + " p99", Value: ms(p99), Unit: "ms", Target: ph.target, Definition: "as above, 99th percentile"})
 	}
 	return nil
+}
+
+// redactorCost measures the redactor on realistic tool output: a build log with paths,
+// hashes and a few secrets.
+func (b *benchRun) redactorCost() {
+	var sb strings.Builder
+	for i := 0; sb.Len() < 8<<10; i++ {
+		fmt.Fprintf(&sb, "ok  \tgithub.com/acme/api/internal/pkg%d\t0.%03ds\tcoverage: %d.%d%% of statements\n", i, i*7%1000, i%100, i%10)
+		fmt.Fprintf(&sb, "src/pkg%d/handler.go:%d:%d: commit 9f2c%08x token := lexer.Next() // sha256:%064x\n", i, i*3, i%80, i*2654435761, i)
+		if i%20 == 0 {
+			sb.WriteString("export GITHUB_TOKEN=ghp_R8x2Kq9LmZ4vT7wN1pB6yC3dF5gH0jS2aE4u DB_PASSWORD=hunter2\n")
+		}
+	}
+	text := sb.String()
+	const rounds = 400
+	t := time.Now()
+	for range rounds {
+		redact.Text(text)
+	}
+	perKB := float64(time.Since(t).Microseconds()) / 1000 / rounds / (float64(len(text)) / 1024)
+	b.say("redactor: %.4f ms per KB of tool output", perKB)
+	b.add(Figure{Name: "redactor cost", Value: perKB, Unit: "ms/KB", Target: "≤ 0.5 ms/KB",
+		Definition: fmt.Sprintf("redact.Text over %d KB of build output with paths, hashes and a few secrets, %d rounds", len(text)/1024, rounds)})
 }
 
 func firstErr(err error, herr *runtime.HostError) error {

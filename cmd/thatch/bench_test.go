@@ -34,7 +34,7 @@ func TestBenchQuick(t *testing.T) {
 	if r.Lost != 0 || r.Events == 0 {
 		t.Fatalf("report: %d events, %d entries lost", r.Events, r.Lost)
 	}
-	for _, name := range []string{"end-to-end throughput", "publish → commit p99", "tool call p99", "rehydrate time", "strand-sweep planning", "journal file", "memory_search p99", "memory_remember p99", "memory section p99"} {
+	for _, name := range []string{"end-to-end throughput", "publish → commit p99", "tool call p99", "rehydrate time", "strand-sweep planning", "journal file", "memory_search p99", "memory_remember p99", "memory section p99", "duplicate pass", "redactor cost"} {
 		found := false
 		for _, f := range r.Figures {
 			if f.Name == name {

@@ -180,8 +180,13 @@ func dial(c Config) (*nats.Conn, error) {
 
 // call calls one thatch API method over nc and returns its result.
 func call(ctx context.Context, nc *nats.Conn, c Config, method string, params any) (json.RawMessage, error) {
+	return callWithin(ctx, nc, c, method, params, c.hostTimeout()+2*time.Second)
+}
+
+// callWithin is call with its own timeout, for methods that do much work in one request.
+func callWithin(ctx context.Context, nc *nats.Conn, c Config, method string, params any, timeout time.Duration) (json.RawMessage, error) {
 	data, _ := json.Marshal(params)
-	rctx, cancel := context.WithTimeout(ctx, c.hostTimeout()+2*time.Second)
+	rctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	subject := c.APIPrefix + ".api." + method
 	msg, err := nc.RequestWithContext(rctx, subject, data)

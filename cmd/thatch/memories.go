@@ -35,8 +35,9 @@ const memoriesUsage = `usage:
 // exportPage is how many memories one export request carries.
 const exportPage = 500
 
-// importBatchBytes bounds one import request, well under the broker's 1 MiB payload limit.
-const importBatchBytes = 512 << 10
+// importBatchBytes bounds one import request, well under the broker's 1 MiB payload limit
+// and short enough to answer quickly.
+const importBatchBytes = 128 << 10
 
 // memoriesCmd runs thatch memories and its subcommands against the running daemon.
 func memoriesCmd(ctx context.Context, c Config, args []string, out io.Writer) error {
@@ -258,7 +259,7 @@ func importMemories(ctx context.Context, nc *nats.Conn, c Config, path string, o
 			size += len(ms[end])
 			end++
 		}
-		raw, err := call(ctx, nc, c, "memory.import", map[string]any{"memories": ms[start:end]})
+		raw, err := callWithin(ctx, nc, c, "memory.import", map[string]any{"memories": ms[start:end]}, time.Minute)
 		if err != nil {
 			return fmt.Errorf("import (after %d of %d memories): %w", start, len(ms), err)
 		}

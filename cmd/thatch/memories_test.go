@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/thatch-dev/thatch/journal/memory"
 	"github.com/thatch-dev/thatch/runtime"
@@ -273,12 +274,28 @@ func TestMemoriesExportImport(t *testing.T) {
 	ctx := r.ctx()
 	must(t, r.host.Hello(ctx, "b1"))
 	must(t, r.host.Created(ctx, "ses_a", "", "t", r.host.Dir))
-	for i := 0; i < 1200; i++ { // more than two export pages
-		if _, herr, err := r.host.Tool(ctx, "thatch", runtime.ToolRemember, "ses_a", map[string]any{
-			"content": fmt.Sprintf("Memory %d: the service s%d listens on port %d.", i, i, 8000+i), "kind": memory.Kinds[i%len(memory.Kinds)],
-			"tags": []string{fmt.Sprintf("s%d", i)}}); err != nil || herr != nil {
-			t.Fatal(err, herr)
+	// More than two export pages: a few through the tool, the rest through the import
+	// method (1,200 tool calls take too long under the race detector).
+	var seed []memory.Memory
+	for i := 0; i < 1200; i++ {
+		content := fmt.Sprintf("Memory %d: the service s%d listens on port %d.", i, i, 8000+i)
+		if i < 20 {
+			if _, herr, err := r.host.Tool(ctx, "thatch", runtime.ToolRemember, "ses_a", map[string]any{
+				"content": content, "kind": memory.Kinds[i%len(memory.Kinds)], "tags": []string{fmt.Sprintf("s%d", i)}}); err != nil || herr != nil {
+				t.Fatal(err, herr)
+			}
+			continue
 		}
+		at := time.Now().Add(time.Duration(i) * time.Millisecond).UTC().Truncate(time.Millisecond)
+		seed = append(seed, memory.Memory{ID: fmt.Sprintf("mem_%012x%08x", at.UnixMilli(), i), Project: r.host.Dir, Kind: memory.Kinds[i%len(memory.Kinds)],
+			Content: content, Tags: []string{fmt.Sprintf("s%d", i)}, CreatedAt: at, UpdatedAt: at, Source: memory.Source{SessionID: "ses_a"}})
+	}
+	var added struct {
+		Added int `json:"added"`
+	}
+	must(t, r.tryAPI("memory.import", map[string]any{"memories": seed}, &added))
+	if added.Added != len(seed) {
+		t.Fatalf("seeded %d of %d", added.Added, len(seed))
 	}
 	var export bytes.Buffer
 	must(t, memoriesCmd(ctx, r.cfg, []string{"export"}, &export))

@@ -95,7 +95,7 @@ func serveWith(ctx context.Context, c Config, log *slog.Logger, tune func(*runti
 		loop.Deliveries(), log.With("component", "consumer"))
 	sweeper := &runtime.Sweeper{Loop: loop, Caller: caller, Every: time.Duration(c.StrandSweepMS) * time.Millisecond,
 		Strand: bool(c.StrandSweep), Log: log.With("component", "sweep"),
-		Also: memorySweep(memStore, c, log.With("component", "memory"))}
+		Also: memorySweep(memories, c, log.With("component", "memory"))}
 	srv := &natsbus.Server{NC: nc, JS: js, Stream: c.Stream, Prefix: c.APIPrefix, Loop: loop, Consumer: consumer,
 		Log: log.With("component", "api"), Sweep: sweepAPI(sweeper), Memories: memories}
 
@@ -169,9 +169,10 @@ func serveWith(ctx context.Context, c Config, log *slog.Logger, tune func(*runti
 
 // memorySweep is the memory store's part of each journal sweep: the tool-call memo and the
 // frozen texts live as long as session rows; branches are checked every time; the
-// all-pairs duplicate pass runs at the first sweep and then at most once a day.
-func memorySweep(st *memory.Store, c Config, log *slog.Logger) func(context.Context) error {
+// all-pairs duplicate pass runs at the first sweep, then once a day and after an import.
+func memorySweep(m *natsbus.Memories, c Config, log *slog.Logger) func(context.Context) error {
 	var lastPass time.Time
+	st := m.Store
 	return func(ctx context.Context) error {
 		now := time.Now()
 		errPrune := st.Prune(ctx, now.Add(-time.Duration(c.RuntimeStateTTLMS)*time.Millisecond))
@@ -180,7 +181,7 @@ func memorySweep(st *memory.Store, c Config, log *slog.Logger) func(context.Cont
 			log.Info("memories of deleted branches", "orphaned", orphaned, "merged", merged)
 		}
 		var errPairs error
-		if now.Sub(lastPass) >= 24*time.Hour {
+		if now.Sub(lastPass) >= 24*time.Hour || m.PassDue.Swap(false) {
 			var found int
 			found, errPairs = st.FindDuplicates(ctx, now)
 			if errPairs == nil {

@@ -26,7 +26,9 @@ func TestEventsPublishedWhileStoppedAreApplied(t *testing.T) {
 	if got := len(r.entries("ses_a")); got != 3 {
 		t.Fatalf("ses_a has %d entries, want 3", got)
 	}
-	// The reminder for the session created while thatch was down was sent on return.
+	// The reminder for the session created while thatch was down was sent on return (the
+	// call goes out after the commit).
+	r.reminderTo("ses_a")
 	if got := len(r.host.CallsTo("session.prompt")); got != 1 {
 		t.Fatalf("sent %d reminders, want 1", got)
 	}

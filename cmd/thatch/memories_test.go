@@ -290,12 +290,15 @@ func TestMemoriesExportImport(t *testing.T) {
 		seed = append(seed, memory.Memory{ID: fmt.Sprintf("mem_%012x%08x", at.UnixMilli(), i), Project: r.host.Dir, Kind: memory.Kinds[i%len(memory.Kinds)],
 			Content: content, Tags: []string{fmt.Sprintf("s%d", i)}, CreatedAt: at, UpdatedAt: at, Source: memory.Source{SessionID: "ses_a"}})
 	}
-	var added struct {
-		Added int `json:"added"`
-	}
-	must(t, r.tryAPI("memory.import", map[string]any{"memories": seed}, &added))
-	if added.Added != len(seed) {
-		t.Fatalf("seeded %d of %d", added.Added, len(seed))
+	for start := 0; start < len(seed); start += 200 {
+		var added struct {
+			Added int `json:"added"`
+		}
+		batch := seed[start:min(start+200, len(seed))]
+		must(t, r.tryAPI("memory.import", map[string]any{"memories": batch}, &added))
+		if added.Added != len(batch) {
+			t.Fatalf("seeded %d of %d", added.Added, len(batch))
+		}
 	}
 	var export bytes.Buffer
 	must(t, memoriesCmd(ctx, r.cfg, []string{"export"}, &export))

@@ -13,14 +13,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
-	"strconv"
 	"strings"
 	"time"
 
+	"github.com/thatch-dev/thatch/journal/migrate"
 	"github.com/thatch-dev/thatch/runtime"
 	_ "modernc.org/sqlite"
 )
@@ -100,39 +98,7 @@ func (s *Store) Close() error { return s.db.Close() }
 func (s *Store) DB() *sql.DB { return s.db }
 
 func (s *Store) migrate() error {
-	if _, err := s.db.Exec(`CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY)`); err != nil {
-		return fmt.Errorf("migrate journal: %w", err)
-	}
-	var current int
-	if err := s.db.QueryRow(`SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&current); err != nil {
-		return fmt.Errorf("migrate journal: %w", err)
-	}
-	names, err := fs.Glob(migrations, "migrations/*.sql")
-	if err != nil {
-		return err
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		v, err := strconv.Atoi(strings.SplitN(filepath.Base(name), "_", 2)[0])
-		if err != nil {
-			return fmt.Errorf("migration %s is not numbered", name)
-		}
-		if v <= current {
-			continue
-		}
-		script, _ := migrations.ReadFile(name)
-		err = s.withTx(func(tx *sql.Tx) error {
-			if _, err := tx.Exec(string(script)); err != nil {
-				return err
-			}
-			_, err := tx.Exec(`INSERT INTO schema_migrations (version) VALUES (?)`, v)
-			return err
-		})
-		if err != nil {
-			return fmt.Errorf("apply migration %s: %w", name, err)
-		}
-	}
-	return nil
+	return migrate.Apply(s.db, migrations, "migrations/*.sql", "journal")
 }
 
 // withTx runs fn in a transaction, rolling back unless fn and the commit succeed.

@@ -11,13 +11,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
-	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -26,6 +23,8 @@ import (
 
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/thatch-dev/thatch/journal/migrate"
 )
 
 //go:embed migrations/*.sql
@@ -264,39 +263,7 @@ func (s *Store) Close() error {
 }
 
 func (s *Store) migrate() error {
-	if _, err := s.w.Exec(`CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY)`); err != nil {
-		return fmt.Errorf("migrate memories: %w", err)
-	}
-	var current int
-	if err := s.w.QueryRow(`SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&current); err != nil {
-		return fmt.Errorf("migrate memories: %w", err)
-	}
-	names, err := fs.Glob(migrations, "migrations/*.sql")
-	if err != nil {
-		return err
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		v, err := strconv.Atoi(strings.SplitN(filepath.Base(name), "_", 2)[0])
-		if err != nil {
-			return fmt.Errorf("migration %s is not numbered", name)
-		}
-		if v <= current {
-			continue
-		}
-		script, _ := migrations.ReadFile(name)
-		err = s.withTx(context.Background(), func(tx *sql.Tx) error {
-			if _, err := tx.Exec(string(script)); err != nil {
-				return err
-			}
-			_, err := tx.Exec(`INSERT INTO schema_migrations (version) VALUES (?)`, v)
-			return err
-		})
-		if err != nil {
-			return fmt.Errorf("apply migration %s: %w", name, err)
-		}
-	}
-	return nil
+	return migrate.Apply(s.w, migrations, "migrations/*.sql", "memories")
 }
 
 // withTx runs fn in a writer transaction, rolling back unless fn and the commit succeed.

@@ -1,0 +1,63 @@
+// Package migrate applies numbered SQL migrations (NNN_name.sql, forward only) to a SQLite
+// database, each in its own transaction with its version recorded in schema_migrations. The
+// journal and the memory store share it; it imports nothing of thatch.
+package migrate
+
+import (
+	"database/sql"
+	"fmt"
+	"io/fs"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Apply runs the migrations of fsys matching pattern (e.g. "migrations/*.sql") that db has
+// not had yet, in order. what names the database in errors.
+func Apply(db *sql.DB, fsys fs.FS, pattern, what string) error {
+	if _, err := db.Exec(`CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY)`); err != nil {
+		return fmt.Errorf("migrate %s: %w", what, err)
+	}
+	var current int
+	if err := db.QueryRow(`SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&current); err != nil {
+		return fmt.Errorf("migrate %s: %w", what, err)
+	}
+	names, err := fs.Glob(fsys, pattern)
+	if err != nil {
+		return err
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		v, err := strconv.Atoi(strings.SplitN(path.Base(name), "_", 2)[0])
+		if err != nil {
+			return fmt.Errorf("migration %s is not numbered", name)
+		}
+		if v <= current {
+			continue
+		}
+		script, err := fs.ReadFile(fsys, name)
+		if err == nil {
+			err = apply(db, string(script), v)
+		}
+		if err != nil {
+			return fmt.Errorf("apply migration %s of %s: %w", name, what, err)
+		}
+	}
+	return nil
+}
+
+func apply(db *sql.DB, script string, version int) error {
+	tx, err := db.Begin()
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if _, err := tx.Exec(script); err != nil {
+		return err
+	}
+	if _, err := tx.Exec(`INSERT INTO schema_migrations (version) VALUES (?)`, version); err != nil {
+		return err
+	}
+	return tx.Commit()
+}

@@ -175,11 +175,13 @@ func (s *Server) memoryTool(ctx context.Context, name, callID string, args json.
 			// DistinctFrom (an extension) dismisses a duplicate pair: the two memories say
 			// different things and stay apart.
 			DistinctFrom string `json:"distinctFrom"`
+			// ProjectWide (an extension) drops the memory's branch scope.
+			ProjectWide bool `json:"projectWide"`
 		}
 		if herr := decodeArgs(name, args, &a); herr != nil {
 			return nil, herr
 		}
-		if a.DistinctFrom != "" && a.Content == nil && a.Kind == nil && a.Tags == nil {
+		if a.DistinctFrom != "" && a.Content == nil && a.Kind == nil && a.Tags == nil && !a.ProjectWide {
 			if err := st.Dismiss(ctx, c, a.ID, a.DistinctFrom, now); err != nil {
 				return nil, storeError(err)
 			}
@@ -189,7 +191,7 @@ func (s *Server) memoryTool(ctx context.Context, name, callID string, args json.
 		if a.DistinctFrom != "" {
 			return nil, badRequest(name + ": distinctFrom goes alone (with id): it dismisses a duplicate pair and changes neither memory")
 		}
-		r, err := st.Update(ctx, c, a.ID, memory.UpdateArgs{Content: a.Content, Kind: a.Kind, Tags: a.Tags}, now)
+		r, err := st.Update(ctx, c, a.ID, memory.UpdateArgs{Content: a.Content, Kind: a.Kind, Tags: a.Tags, ProjectWide: a.ProjectWide}, now)
 		if err != nil {
 			return nil, storeError(err)
 		}
@@ -263,14 +265,14 @@ func FormatSignals(signals []memory.Signal) string {
 	b.WriteString("\n## Memory hygiene to resolve while you are here\n")
 	for i, sig := range signals {
 		switch sig.Kind {
-		case "duplicate":
+		case memory.SignalDuplicate:
 			fmt.Fprintf(&b, "%d. These look like duplicates. If they say the same, merge them: %s the better one with what both say, then %s the other. If they say different things, call %s with {id, distinctFrom} naming both.\n",
 				i+1, runtime.ToolUpdate, runtime.ToolForget, runtime.ToolUpdate)
-		case "orphaned":
-			fmt.Fprintf(&b, "%d. Written on a branch that no longer exists and was not merged: %s it if it no longer holds, or %s it (tags, content) if it still does.\n", i+1, runtime.ToolForget, runtime.ToolUpdate)
-		case "merged":
-			fmt.Fprintf(&b, "%d. Written on a branch that was merged and deleted: if it holds for the whole project now, %s it so it stays; else %s it.\n", i+1, runtime.ToolUpdate, runtime.ToolForget)
-		case "stale":
+		case memory.SignalOrphaned:
+			fmt.Fprintf(&b, "%d. Written on a branch that was deleted without being merged: %s it unless it holds for the whole project, then call %s with {id, projectWide: true}.\n", i+1, runtime.ToolForget, runtime.ToolUpdate)
+		case memory.SignalMerged:
+			fmt.Fprintf(&b, "%d. Written on a branch that was merged and deleted: if it holds for the whole project now, call %s with {id, projectWide: true}; else %s it.\n", i+1, runtime.ToolUpdate, runtime.ToolForget)
+		case memory.SignalStale:
 			fmt.Fprintf(&b, "%d. Neither used nor updated for a long time: %s it if it is obsolete; %s it if it still holds.\n", i+1, runtime.ToolForget, runtime.ToolUpdate)
 		}
 		for _, m := range sig.Memories {
@@ -280,13 +282,8 @@ func FormatSignals(signals []memory.Signal) string {
 	return b.String()
 }
 
-// hygieneLine is the reminder's line naming a project's non-zero memory hygiene counts
+// HygieneLine is the reminder's line naming a project's non-zero memory hygiene counts
 // (protocol §6), "" when all are zero.
-func (s *Server) hygieneLine(ctx context.Context, project string) string {
-	return HygieneLine(ctx, s.Memories, project, s.Log)
-}
-
-// HygieneLine is hygieneLine for any driver of the store.
 func HygieneLine(ctx context.Context, m *Memories, project string, log *slog.Logger) string {
 	h, err := m.Store.Hygiene(ctx, project, m.now())
 	if err != nil {
@@ -365,7 +362,7 @@ func (s *Server) contextText(ctx context.Context, method string, p apiParams) (a
 		return map[string]string{"text": section}, nil
 	}
 	text := who.Reminder
-	if line := s.hygieneLine(ctx, who.Project); line != "" {
+	if line := HygieneLine(ctx, s.Memories, who.Project, s.Log); line != "" {
 		text += "\n" + line
 	}
 	if section != "" {

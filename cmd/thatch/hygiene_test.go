@@ -149,4 +149,13 @@ func TestOrphanedBranchMemory(t *testing.T) {
 	if h := r.hygiene(repo); h.Orphaned[0] != id {
 		t.Errorf("hygiene: %+v", h)
 	}
+	// It still holds for the whole project: the branch scope goes, and so does the signal.
+	if _, herr, err := r.host.Tool(ctx, "thatch", runtime.ToolUpdate, "ses_a", map[string]any{"id": id, "projectWide": true}); err != nil || herr != nil {
+		t.Fatal(err, herr)
+	}
+	got.Memory = memory.Memory{}
+	must(t, r.tryAPI("memory.get", map[string]any{"id": id}, &got))
+	if got.Memory.Branch != "" || len(r.hygiene(repo).Orphaned) != 0 {
+		t.Errorf("after projectWide: branch %q, hygiene %+v", got.Memory.Branch, r.hygiene(repo))
+	}
 }

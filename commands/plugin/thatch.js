@@ -175,6 +175,10 @@ export const Thatch = async (input) => {
             .string()
             .optional()
             .describe("the id of a memory flagged as this one's duplicate that says something different: they stop being paired"),
+          projectWide: tool.schema
+            .boolean()
+            .optional()
+            .describe("true: the memory holds for the whole project, not only on the branch it was written on"),
         },
         execute: forward("memory_update"),
       }),

@@ -116,6 +116,9 @@ type Remembered struct {
 type UpdateArgs struct {
 	Content, Kind *string
 	Tags          *[]string
+	// ProjectWide drops the memory's branch: it holds for the whole project now (a
+	// merged branch's memory promoted, an orphan kept).
+	ProjectWide bool
 }
 
 // Changed is the answer of Update and Forget: the memory after the change.
@@ -401,7 +404,7 @@ func insert(ctx context.Context, tx *sql.Tx, m Memory) error {
 
 // Update changes a live memory of c.Project.
 func (s *Store) Update(ctx context.Context, c Caller, id string, a UpdateArgs, now time.Time) (Changed, error) {
-	if a.Content == nil && a.Kind == nil && a.Tags == nil {
+	if a.Content == nil && a.Kind == nil && a.Tags == nil && !a.ProjectWide {
 		return Changed{}, fmt.Errorf("%w: nothing to update; give content, kind or tags", ErrBadRequest)
 	}
 	var content, kind string
@@ -466,11 +469,14 @@ func (s *Store) Update(ctx context.Context, c Caller, id string, a UpdateArgs, n
 		if a.Tags != nil {
 			m.Tags = tags
 		}
+		if a.ProjectWide {
+			m.Branch, m.BranchTip = "", ""
+		}
 		m.UpdatedAt = toTime(toMS(now))
 		tagsJSON, _ := json.Marshal(m.Tags)
 		// The branch verdict goes too: the next branch check judges the memory as it is now.
-		_, err = tx.ExecContext(ctx, `UPDATE memories SET content = ?, norm = ?, kind = ?, tags = ?, updated_at = ?, branch_verdict = '' WHERE id = ?`,
-			m.Content, normalize(m.Content), m.Kind, string(tagsJSON), toMS(now), m.ID)
+		_, err = tx.ExecContext(ctx, `UPDATE memories SET content = ?, norm = ?, kind = ?, tags = ?, updated_at = ?, branch = ?, branch_tip = ?, branch_verdict = '' WHERE id = ?`,
+			m.Content, normalize(m.Content), m.Kind, string(tagsJSON), toMS(now), m.Branch, m.BranchTip, m.ID)
 		if err != nil {
 			return err
 		}

@@ -74,9 +74,20 @@ func client(ctx context.Context, c Config, cmd string, args []string, out io.Wri
 		if ferr != nil || json.Unmarshal(data, &f) != nil {
 			return err
 		}
+		stale = fmt.Errorf("thatch is unreachable: the status above is from %s", f.At.Format(time.RFC3339))
+		if *asJSON { // one document, marked stale, with its age and why
+			doc := struct {
+				runtime.StatusView
+				Stale      bool    `json:"stale"`
+				AgeSeconds float64 `json:"ageSeconds"`
+				Error      string  `json:"error"`
+			}{f.Status, true, time.Since(f.At).Seconds(), err.Error()}
+			data, _ := json.Marshal(doc)
+			fmt.Fprintln(out, string(data))
+			return stale
+		}
 		fmt.Fprintf(out, "%v\nlast status thatch wrote, %s ago (%s):\n", err, time.Since(f.At).Round(time.Second), filepath.Join(c.DataDir, StatusFile))
 		raw, _ = json.Marshal(f.Status)
-		stale = fmt.Errorf("thatch is unreachable: the status above is from %s", f.At.Format(time.RFC3339))
 	} else if err != nil {
 		return err
 	}

@@ -389,3 +389,30 @@ func TestSecondServeRefused(t *testing.T) {
 	r.stop()
 	r.start() // the lock went with the first one
 }
+
+// TestStatusJSONWhenDown: with thatch down, status --json is still one JSON document on
+// stdout, marked stale with its age, and the command fails.
+func TestStatusJSONWhenDown(t *testing.T) {
+	r := newRig(t, "v1")
+	r.start()
+	waitFor(t, "the status file", func() bool { _, err := os.Stat(filepath.Join(r.dataDir, StatusFile)); return err == nil })
+	r.stop()
+	var out bytes.Buffer
+	err := client(context.Background(), r.cfg, "status", []string{"--json"}, &out)
+	if err == nil {
+		t.Fatal("status with thatch down succeeded")
+	}
+	var doc struct {
+		Stale      bool    `json:"stale"`
+		AgeSeconds float64 `json:"ageSeconds"`
+		Version    string  `json:"version"`
+		Error      string  `json:"error"`
+	}
+	dec := json.NewDecoder(&out)
+	if derr := dec.Decode(&doc); derr != nil || dec.More() {
+		t.Fatalf("not one JSON document: %v\n%s", derr, out.String())
+	}
+	if !doc.Stale || doc.Version == "" || doc.Error == "" || doc.AgeSeconds < 0 {
+		t.Errorf("stale status: %+v", doc)
+	}
+}

@@ -66,6 +66,9 @@ func Open(path string) (*Store, error) {
 	s := &Store{db: db, path: path}
 	if err := s.migrate(); err != nil {
 		db.Close()
+		if migrate.Damaged(err) {
+			return nil, fmt.Errorf("the journal %s is damaged or not thatch's (%v): move it aside (keep it: it holds the pending entries) and start thatch again with a fresh journal; memories are in memories.db and stay", path, err)
+		}
 		return nil, err
 	}
 	if err := getMeta(db, "instance", &s.instance); err != nil {

@@ -1,6 +1,7 @@
 package journal_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -228,5 +229,17 @@ func TestOutboxIDsAreNeverReused(t *testing.T) {
 	}
 	if s.Instance() == "" {
 		t.Fatal("the journal has no instance name")
+	}
+}
+
+// TestOpenDamagedJournal: a file that is not a journal is named, with what to do.
+func TestOpenDamagedJournal(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "thatch.db")
+	if err := os.WriteFile(path, bytes.Repeat([]byte("not a database, just text. "), 400), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := journal.Open(path)
+	if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "move it aside") {
+		t.Fatalf("opening a damaged journal: %v", err)
 	}
 }

@@ -21,9 +21,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"modernc.org/sqlite"
-	sqlite3 "modernc.org/sqlite/lib"
-
 	"github.com/thatch-dev/thatch/journal/migrate"
 )
 
@@ -217,7 +214,7 @@ func Open(path string, opts Options) (*Store, error) {
 	go s.checkpoints()
 	if err := s.migrate(); err != nil {
 		s.Close()
-		if damaged(err) {
+		if migrate.Damaged(err) {
 			return nil, fmt.Errorf("memories %s is damaged (%v): move it aside and start thatch again; the old file is kept", path, err)
 		}
 		return nil, fmt.Errorf("open memories %s: %w", path, err)
@@ -240,16 +237,6 @@ func (s *Store) checkpoints() {
 			s.checkpointed.Add(1)
 		}
 	}
-}
-
-// damaged tells whether err says the file is not a sound SQLite database.
-func damaged(err error) bool {
-	var e *sqlite.Error
-	if !errors.As(err, &e) {
-		return false
-	}
-	code := e.Code() & 0xff
-	return code == sqlite3.SQLITE_CORRUPT || code == sqlite3.SQLITE_NOTADB
 }
 
 // Path is the store's file.

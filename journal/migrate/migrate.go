@@ -5,13 +5,28 @@ package migrate
 
 import (
 	"database/sql"
+	"errors"
 	"fmt"
 	"io/fs"
 	"path"
 	"sort"
 	"strconv"
 	"strings"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
 )
+
+// Damaged tells whether err says the file is not a sound SQLite database: corrupt, or not
+// a database at all.
+func Damaged(err error) bool {
+	var e *sqlite.Error
+	if !errors.As(err, &e) {
+		return false
+	}
+	code := e.Code() & 0xff
+	return code == sqlite3.SQLITE_CORRUPT || code == sqlite3.SQLITE_NOTADB
+}
 
 // Apply runs the migrations of fsys matching pattern (e.g. "migrations/*.sql") that db has
 // not had yet, in order. what names the database in errors.

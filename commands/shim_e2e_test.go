@@ -146,6 +146,9 @@ r.together = await Promise.all([system("ses_b"), system("ses_b")])
 r.child = [await system("ses_child"), await system("ses_child")]
 r.failing = [await system("ses_fail"), await system("ses_fail"), await system("ses_fail")]
 r.noSession = await system(undefined)
+const titling = { system: ["You are a title generator. You output ONLY a thread title."] }
+await hooks["experimental.chat.system.transform"]({ sessionID: "ses_a", model: {} }, titling)
+r.title = titling.system
 const compacting = { context: [] }
 await hooks["experimental.session.compacting"]({ sessionID: "ses_a" }, compacting)
 r.compacting = compacting.context
@@ -155,8 +158,8 @@ console.log(JSON.stringify(r))
 `
 	out := runShim(t, bridge.URL, token, script)
 	var r struct {
-		First, Second, NoSession, Again, Compacting []string
-		Together, Child, Failing                    [][]string
+		First, Second, NoSession, Again, Compacting, Title []string
+		Together, Child, Failing                           [][]string
 	}
 	if err := json.Unmarshal([]byte(out[strings.LastIndex(strings.TrimSpace(out), "\n")+1:]), &r); err != nil {
 		t.Fatalf("node printed:\n%s\n%v", out, err)
@@ -173,6 +176,9 @@ console.log(JSON.stringify(r))
 		if !slices.Equal(got, base) {
 			t.Errorf("%s: system %q, want nothing added", name, got)
 		}
+	}
+	if len(r.Title) != 1 {
+		t.Errorf("the title request got thatch's text: %q", r.Title)
 	}
 	if !slices.Equal(r.Compacting, []string{memories}) {
 		t.Errorf("compacting: context %q, want the memories", r.Compacting)

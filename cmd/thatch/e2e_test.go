@@ -153,7 +153,9 @@ func TestOpencodeEndToEnd(t *testing.T) {
 		t.Fatalf("thatch memories lists %+v, want the extraction's one memory of project %s", mems, x.proj)
 	}
 	t.Logf("step 1b: thatch memories lists %s (%s) %q in project %s", mems[0].ID, mems[0].Kind, mems[0].Content, mems[0].Project)
-	s2 := x.session(x.proj, "e2e memories")
+	var untitled ocInfo // no title: opencode asks the model for one, a request without memories
+	x.post("/session?directory="+url.QueryEscape(x.proj), map[string]string{}, &untitled)
+	s2 := untitled.ID
 	var reply struct {
 		Parts []struct{ Type, Text string }
 	}
@@ -166,6 +168,16 @@ func TestOpencodeEndToEnd(t *testing.T) {
 		t.Fatalf("the model did not answer the user's first prompt in %s: %+v", s2, reply.Parts)
 	}
 	t.Logf("step 1b: %s's first model request carries the memory in its system prompt, and the model answered the user", s2)
+	titled := false
+	for _, r := range x.llm.Log() {
+		if strings.Contains(r.System, "title generator") {
+			titled = true
+			if strings.Contains(r.System, "[thatch]") || strings.Contains(r.System, "Memories of this project") {
+				t.Errorf("opencode's title request carries thatch's text:\n%s", r.System)
+			}
+		}
+	}
+	t.Logf("step 1b: opencode asked for a title (%v) without thatch's text in it", titled)
 
 	// 2. thatch is killed while an extraction waits on the model; a tool call completes
 	// while it is down. Back up, it loses neither: the next extraction takes both.
@@ -617,10 +629,11 @@ func (x *e2e) status() runtime.StatusView {
 	return s
 }
 
-// firstRequest is the first model request whose last user text is user.
+// firstRequest is the first model request of a turn whose last user text is user (not
+// opencode's title request, which carries the same text).
 func (x *e2e) firstRequest(user string) (fakellm.Request, bool) {
 	for _, r := range x.llm.Log() {
-		if r.LastUser == user {
+		if r.LastUser == user && !strings.Contains(r.System, "title generator") {
 			return r, true
 		}
 	}

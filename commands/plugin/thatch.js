@@ -210,6 +210,9 @@ export const Thatch = async (input) => {
     "experimental.chat.system.transform": async (input, output) => {
       try {
         if (!input?.sessionID) return
+        // opencode's title request (its own system prompt names a title generator) needs no
+        // memories: they would cost the small model tokens and steer the title.
+        if (Array.isArray(output?.system) && output.system.some((s) => /title generator/i.test(String(s)))) return
         const known = sessionText(input.sessionID)
         const text = typeof known === "string" ? known : await within(HOOK_MS, known, "")
         if (text && Array.isArray(output?.system)) output.system.push(text)

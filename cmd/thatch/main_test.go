@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -16,6 +17,15 @@ func TestMain(m *testing.M) {
 			os.Exit(1)
 		}
 		os.Exit(0)
+	}
+	// The tests start from thatch's defaults, whatever the developer's shell exports: a
+	// THATCH_NATS_URL or THATCH_LOG_LEVEL of theirs would change what the tests see. The
+	// tests' own switches (THATCH_E2E_*, THATCH_TEST_*) stay.
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		if (strings.HasPrefix(k, "THATCH_") && !strings.HasPrefix(k, "THATCH_E2E_") && !strings.HasPrefix(k, "THATCH_TEST_")) || k == "OPENCODE_SERVER_PASSWORD" {
+			os.Unsetenv(k)
+		}
 	}
 	// Every goroutine serve and the test brokers start must be gone when the tests end.
 	goleak.VerifyTestMain(m)

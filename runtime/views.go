@@ -25,7 +25,8 @@ type StatusView struct {
 	Memories    int    `json:"memories"`
 	MemoryError string `json:"memoryError,omitempty"`
 	// Redacted counts the secrets and private blocks kept out of the journal (since it was
-	// created) and out of the memory store (since thatch started), rule 13.
+	// created), and out of the memory store and the in-process bridge's events (since
+	// thatch started), rule 13.
 	Redacted int64 `json:"redacted"`
 }
 

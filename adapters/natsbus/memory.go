@@ -344,7 +344,7 @@ func (s *Server) contextText(ctx context.Context, method string, p apiParams) (a
 	case herr.Name == "UnknownSessionError" && method == runtime.CallSessionContext:
 		// The host asked before thatch saw the session (its first request can outrun the
 		// event): the host's own word for the project stands in.
-		who = runtime.CallerRef{SessionID: p.SessionID, Kind: runtime.KindTop, Project: runtime.ProjectKey(p.ProjectID, p.Directory), Reminder: runtime.Reminder(nil)}
+		who = runtime.CallerRef{SessionID: p.SessionID, Kind: runtime.KindTop, Project: runtime.ProjectKey(p.ProjectID, p.Directory), Directory: p.Directory, Reminder: runtime.Reminder(nil)}
 		if who.Project == "" {
 			return nil, herr
 		}
@@ -354,7 +354,11 @@ func (s *Server) contextText(ctx context.Context, method string, p apiParams) (a
 	if method == runtime.CallSessionContext && who.Kind != runtime.KindTop {
 		return map[string]string{"text": ""}, nil // a child gets no session-start text
 	}
-	section, err := st.Section(ctx, who.Project, s.Memories.InjectChars, now)
+	branch := ""
+	if who.Directory != "" {
+		branch, _, _ = memory.GitBranch(who.Directory) // not a checkout: project-wide memories only
+	}
+	section, err := st.SectionOn(ctx, who.Project, branch, s.Memories.InjectChars, now)
 	if err != nil {
 		return nil, storeError(err)
 	}

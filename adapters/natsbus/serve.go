@@ -7,6 +7,7 @@ import (
 	goruntime "runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -29,6 +30,9 @@ type Server struct {
 	Sweep func(ctx context.Context, hostID string, dryRun bool) (any, *runtime.HostError)
 	// Memories serves the memory tools and methods; nil answers NotImplementedError.
 	Memories *Memories
+	// Redactions are other parts' redaction counts (the in-process bridge's), which status
+	// adds to the journal's and the store's.
+	Redactions []*atomic.Int64
 
 	wg    sync.WaitGroup
 	subs  []*nats.Subscription
@@ -141,6 +145,9 @@ func (s *Server) Status(ctx context.Context) (runtime.StatusView, error) {
 		return runtime.StatusView{}, err
 	}
 	st := v.(runtime.StatusView)
+	for _, n := range s.Redactions {
+		st.Redacted += n.Load()
+	}
 	if s.Memories != nil {
 		st.Redacted += s.Memories.Redacted.Load()
 		if n, err := s.Memories.Store.Count(ctx); err == nil {

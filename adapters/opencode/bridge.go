@@ -21,6 +21,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -55,6 +56,9 @@ type Bridge struct {
 	// not show (the bridge was not running); later connections look back to the last
 	// event seen. Zero means DefaultCatchUp.
 	CatchUp time.Duration
+
+	// Redacted counts what the bridge redacted before publishing since it started.
+	Redacted atomic.Int64
 
 	lastSeen time.Time // when the stream last showed something; owned by Run
 
@@ -296,6 +300,7 @@ func (b *Bridge) publishLocked(ctx context.Context, ev Event) error {
 	// and outputs verbatim.
 	if props, n := redact.JSON(ev.Properties); n.Total() > 0 {
 		ev.Properties = props
+		b.Redacted.Add(int64(n.Total()))
 		b.Log.Debug("redacted before publishing", "event", ev.Type, "redactions", n.Total())
 	}
 	b.seq++

@@ -291,7 +291,10 @@ func TestOpencodeEndToEnd(t *testing.T) {
 	c7 := x.extractionChild(s2, held, from)
 	release()
 	x.extracted(c7, s2, []string{call7})
-	t.Logf("step 7: a bash call printing a GitHub token and an AWS key id was journaled and extracted")
+	if n := x.status().Redacted; n == 0 {
+		t.Errorf("status counts no redaction after the bridge redacted a call")
+	}
+	t.Logf("step 7: a bash call printing a GitHub token and an AWS key id was journaled and extracted; status counts %d redactions", x.status().Redacted)
 
 	// The system prompt of s1 stayed the same bytes across thatch's kill and opencode's
 	// restart, so the provider's prompt cache holds.

@@ -143,7 +143,21 @@ func TestOrphanedBranchMemory(t *testing.T) {
 	if got.Memory.Branch != "spike" {
 		t.Fatalf("the memory's branch is %q, want spike (read from .git/HEAD)", got.Memory.Branch)
 	}
+	// A branch memory reaches sessions on its branch only.
+	var ctxText struct {
+		Text string `json:"text"`
+	}
+	must(t, r.host.Created(ctx, "ses_on_spike", "", "t", repo))
+	must(t, r.tryAPI("session.context", map[string]any{"sessionID": "ses_on_spike"}, &ctxText))
+	if !strings.Contains(ctxText.Text, "the cache is disabled") {
+		t.Errorf("a session on the spike branch lacks its branch memory:\n%s", ctxText.Text)
+	}
 	gitRun("checkout", "-q", "main")
+	must(t, r.host.Created(ctx, "ses_on_main", "", "t", repo))
+	must(t, r.tryAPI("session.context", map[string]any{"sessionID": "ses_on_main"}, &ctxText))
+	if strings.Contains(ctxText.Text, "the cache is disabled") {
+		t.Errorf("a session on main got the spike branch's memory:\n%s", ctxText.Text)
+	}
 	gitRun("branch", "-q", "-D", "spike")
 	waitFor(t, "the sweep to find the orphan", func() bool { return len(r.hygiene(repo).Orphaned) == 1 })
 	if h := r.hygiene(repo); h.Orphaned[0] != id {

@@ -217,7 +217,7 @@ func memoriesCmd(ctx context.Context, c Config, args []string, out io.Writer) er
 				fmt.Fprintf(out, "  %s (%s) %s\n", m.ID, m.Kind, oneLine(m.Content, 100))
 			}
 		}
-		fmt.Fprintln(out, "\nthe next extraction of each project resolves them; by hand: thatch memories forget ID, thatch memories dismiss ID OTHER")
+		fmt.Fprintln(out, "\nthe next extraction of each project is asked to resolve them; by hand: thatch memories forget ID, thatch memories dismiss ID OTHER, thatch memories restore ID")
 		return nil
 	}
 	return nil

@@ -108,6 +108,14 @@ func TestNoSecretReachesTheDisk(t *testing.T) {
 	if _, herr, err := r.host.Tool(ctx, "thatch", runtime.ToolRemember, "ses_a", map[string]any{"content": "Use sk-proj-Ab12Cd34Ef56Gh78Ij90Kl12Mn34Op56Qr78St90 for the staging API."}); err != nil || herr != nil {
 		t.Fatal(err, herr)
 	}
+	// A forget's reason and a branch name are text a model (or a person) wrote too.
+	a, herr, err := r.host.Tool(ctx, "thatch", runtime.ToolRemember, "ses_a", map[string]any{"content": "The cache is off on this branch.", "branch": testSecrets[0]})
+	if err != nil || herr != nil {
+		t.Fatal(err, herr)
+	}
+	if _, herr, err := r.host.Tool(ctx, "thatch", runtime.ToolForget, "ses_a", map[string]any{"id": a.Metadata.(map[string]any)["id"], "reason": "leaked AKIAIOSFODNN7EXAMPLE and DB_PASSWORD=hunter2-correct-horse"}); err != nil || herr != nil {
+		t.Fatal(err, herr)
+	}
 	if s := r.status(); s.Redacted < 10 || s.Rejected != 1 {
 		t.Errorf("status counts %d redactions and %d rejected events", s.Redacted, s.Rejected)
 	}

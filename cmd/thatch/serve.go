@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 
 	"github.com/thatch-dev/thatch/adapters/host"
 	"github.com/thatch-dev/thatch/adapters/natsbus"
+	"github.com/thatch-dev/thatch/adapters/opencode"
 	"github.com/thatch-dev/thatch/journal"
 	"github.com/thatch-dev/thatch/journal/memory"
 	"github.com/thatch-dev/thatch/runtime"
@@ -96,7 +98,13 @@ func serveWith(ctx context.Context, c Config, log *slog.Logger, tune func(*runti
 	sweeper := &runtime.Sweeper{Loop: loop, Caller: caller, Every: time.Duration(c.StrandSweepMS) * time.Millisecond,
 		Strand: bool(c.StrandSweep), Log: log.With("component", "sweep"),
 		Also: memorySweep(memories, c, log.With("component", "memory"))}
-	srv := &natsbus.Server{NC: nc, JS: js, Stream: c.Stream, Prefix: c.APIPrefix, Loop: loop, Consumer: consumer,
+	var ocBridge *opencode.Bridge
+	var redactions []*atomic.Int64 // other parts' redactions, for status
+	if c.OpencodeURL != "" {
+		ocBridge = newBridge(c, nc, js, log)
+		redactions = append(redactions, &ocBridge.Redacted)
+	}
+	srv := &natsbus.Server{Redactions: redactions, NC: nc, JS: js, Stream: c.Stream, Prefix: c.APIPrefix, Loop: loop, Consumer: consumer,
 		Log: log.With("component", "api"), Sweep: sweepAPI(sweeper), Memories: memories}
 
 	// Each part runs until its own context ends; shutdown stops them in reverse order:
@@ -125,7 +133,7 @@ func serveWith(ctx context.Context, c Config, log *slog.Logger, tune func(*runti
 		case <-ctx.Done():
 			return nil
 		}
-		return newBridge(c, nc, js, log).Run(ctx)
+		return ocBridge.Run(ctx)
 	})
 	halt := func(p part) error { p.stop(); return <-p.done }
 	shutdown := func() error {

@@ -46,12 +46,19 @@ var oneLine = strings.NewReplacer("\n", " ", "\r", " ")
 // would count as a use and make it fresh again without anybody having needed it. A search
 // still finds them, and that use brings them back.
 func (s *Store) Section(ctx context.Context, project string, budget int, now time.Time) (string, error) {
+	return s.SectionOn(ctx, project, "", budget, now)
+}
+
+// SectionOn is Section for a session whose checkout is on branch ("" when unknown or
+// detached): a memory scoped to a branch is shown only on that branch, so neither another
+// branch's nor a deleted branch's memories reach it (the hygiene signals name those).
+func (s *Store) SectionOn(ctx context.Context, project, branch string, budget int, now time.Time) (string, error) {
 	// Everything the choice needs (id, kind, time, length) is in the memories_recent index;
 	// only the contents of the memories chosen are read from the table.
 	rows, err := s.r.QueryContext(ctx, `
 		SELECT id, kind, max(used_at, updated_at), length(content) FROM memories
-		WHERE project = ? AND forgotten_at = 0 AND max(used_at, updated_at) > ?
-		ORDER BY max(used_at, updated_at) DESC LIMIT ?`, project, s.staleBefore(now), sectionCandidates)
+		WHERE project = ? AND forgotten_at = 0 AND max(used_at, updated_at) > ? AND (branch = '' OR branch = ?)
+		ORDER BY max(used_at, updated_at) DESC LIMIT ?`, project, s.staleBefore(now), branch, sectionCandidates)
 	if err != nil {
 		return "", fmt.Errorf("memory section: %w", err)
 	}

@@ -302,7 +302,7 @@ func (s *Store) Remember(ctx context.Context, c Caller, a RememberArgs, now time
 	if err != nil {
 		return Remembered{}, err
 	}
-	branch, err := cleanBranch(a.Branch)
+	branch, err := s.cleanBranch(a.Branch)
 	if err != nil {
 		return Remembered{}, err
 	}
@@ -517,7 +517,7 @@ func (s *Store) Forget(ctx context.Context, c Caller, id, reason string, now tim
 		if err := countWords(ctx, tx, m.Content, -1); err != nil {
 			return err
 		}
-		if err := audit(ctx, tx, m.ID, now, "forget", c, reason, m.Content); err != nil {
+		if err := audit(ctx, tx, m.ID, now, "forget", c, s.redact(reason), m.Content); err != nil {
 			return err
 		}
 		at := toTime(toMS(now))
@@ -707,7 +707,7 @@ func (s *Store) cleanImported(m *Memory, now time.Time) error {
 	if m.Tags, err = s.cleanTags(m.Tags); err != nil {
 		return err
 	}
-	if m.Branch, err = cleanBranch(m.Branch); err != nil {
+	if m.Branch, err = s.cleanBranch(m.Branch); err != nil {
 		return err
 	}
 	// A directory of another system (C:\src on Linux) cannot be judged here: it is dropped
@@ -954,8 +954,8 @@ func (s *Store) cleanTags(tags []string) ([]string, error) {
 	return out, nil
 }
 
-func cleanBranch(v string) (string, error) {
-	v = strings.TrimSpace(v)
+func (s *Store) cleanBranch(v string) (string, error) {
+	v = strings.TrimSpace(s.redact(v)) // a branch name is text a model wrote: rule 13 holds
 	if n := utf8.RuneCountInString(v); n > maxBranch {
 		return "", fmt.Errorf("%w: branch is %d characters, over the limit of %d; give the branch name only", ErrBadRequest, n, maxBranch)
 	}

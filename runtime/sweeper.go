@@ -66,22 +66,21 @@ func (w *Sweeper) Run(ctx context.Context) error {
 	}
 }
 
-// runOnce is one timer round: the journal sweep, then the strand sweep of every online
-// host when it is on.
+// runOnce is one timer round: the journal sweep, the strand sweep of every online host
+// when it is on, then the memory store's part (last: it may take seconds).
 func (w *Sweeper) runOnce(ctx context.Context) {
 	if err := w.JournalSweep(ctx); err != nil && ctx.Err() == nil {
 		w.Log.Warn("journal sweep failed", "err", err)
+	}
+	if w.Strand {
+		if _, err := w.Sweep(ctx, "", false); err != nil && ctx.Err() == nil {
+			w.Log.Warn("strand sweep failed", "err", err)
+		}
 	}
 	if w.Also != nil {
 		if err := w.Also(ctx); err != nil && ctx.Err() == nil {
 			w.Log.Warn("memory store sweep failed", "err", err)
 		}
-	}
-	if !w.Strand {
-		return
-	}
-	if _, err := w.Sweep(ctx, "", false); err != nil && ctx.Err() == nil {
-		w.Log.Warn("strand sweep failed", "err", err)
 	}
 }
 

@@ -33,7 +33,8 @@ type SweepResult struct {
 	Actions []StrandAction `json:"actions"`
 }
 
-func dirExists(dir string) bool {
+// DirExists reports whether dir is a directory on thatch's filesystem.
+func DirExists(dir string) bool {
 	fi, err := os.Stat(dir)
 	return err == nil && fi.IsDir()
 }
@@ -42,7 +43,7 @@ func (w *Sweeper) exists(dir string) bool {
 	if w.Exists != nil {
 		return w.Exists(dir)
 	}
-	return dirExists(dir)
+	return DirExists(dir)
 }
 
 // Run sweeps until ctx ends.

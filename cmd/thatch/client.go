@@ -35,15 +35,9 @@ func client(ctx context.Context, c Config, cmd string, args []string, out io.Wri
 	asJSON := fs.Bool("json", false, "print JSON")
 	hostID := fs.String("host", "", "only this host")
 	dryRun := fs.Bool("dry-run", false, "sweep: only plan")
-	var pos []string // positional arguments; flags may come before or after them
-	for {
-		if err := fs.Parse(args); err != nil {
-			return err
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		pos, args = append(pos, fs.Arg(0)), fs.Args()[1:]
+	pos, err := parseInterspersed(fs, args) // flags may come before or after the arguments
+	if err != nil {
+		return err
 	}
 	if cmd != "entries" && len(pos) > 0 {
 		return fmt.Errorf("thatch %s takes no arguments, got %q", cmd, pos)

@@ -184,7 +184,7 @@ func memorySweep(m *natsbus.Memories, c Config, log *slog.Logger) func(context.C
 	return func(ctx context.Context) error {
 		now := time.Now()
 		errPrune := st.Prune(ctx, now.Add(-time.Duration(c.RuntimeStateTTLMS)*time.Millisecond))
-		orphaned, merged, errBranches := st.CheckBranches(ctx, dirExists, now)
+		orphaned, merged, errBranches := st.CheckBranches(ctx, runtime.DirExists, now)
 		if orphaned+merged > 0 {
 			log.Info("memories of deleted branches", "orphaned", orphaned, "merged", merged)
 		}
@@ -199,11 +199,6 @@ func memorySweep(m *natsbus.Memories, c Config, log *slog.Logger) func(context.C
 		}
 		return errors.Join(errPrune, errBranches, errPairs)
 	}
-}
-
-func dirExists(dir string) bool {
-	fi, err := os.Stat(dir)
-	return err == nil && fi.IsDir()
 }
 
 // lockDataDir takes the data folder for this process alone (rule 12): two daemons on one

@@ -1,5 +1,7 @@
 package redact
 
+import "strings"
+
 // Byte classes and scanning helpers. Everything here is ASCII: a span found with them
 // starts and ends on ASCII bytes, so cutting it out never splits a UTF-8 sequence.
 
@@ -73,6 +75,14 @@ func wordEnd(s string, i int) int {
 		case '\\':
 			if escapedStop(s, i) {
 				return i
+			}
+		case '[':
+			// A marker stands where a word was: it is part of the word, as the
+			// secret it replaced was, so that a second pass reads the same words.
+			if strings.HasPrefix(s[i:], markerPrefix) {
+				if k := strings.IndexByte(s[i:], ']'); k > 0 {
+					i += k
+				}
 			}
 		}
 		i++

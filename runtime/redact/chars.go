@@ -79,10 +79,8 @@ func wordEnd(s string, i int) int {
 		case '[':
 			// A marker stands where a word was: it is part of the word, as the
 			// secret it replaced was, so that a second pass reads the same words.
-			if strings.HasPrefix(s[i:], markerPrefix) {
-				if k := strings.IndexByte(s[i:], ']'); k > 0 {
-					i += k
-				}
+			if k := markerLen(s[i:]); k > 0 {
+				i += k - 1
 			}
 		}
 		i++
@@ -158,4 +156,18 @@ func hasBlank(s string) bool {
 		}
 	}
 	return false
+}
+
+// markerLen returns the length of the marker s starts with ("[REDACTED:rule-name]"), or 0
+// when it starts with none.
+func markerLen(s string) int {
+	if !strings.HasPrefix(s, markerPrefix) {
+		return 0
+	}
+	i := len(markerPrefix)
+	j := spanWhile(s, i, func(c byte) bool { return isLower(c) || isDigit(c) || c == '-' })
+	if j == i || j >= len(s) || s[j] != ']' {
+		return 0
+	}
+	return j + 1
 }

@@ -182,6 +182,13 @@ func (s *Store) Commit(b *runtime.Batch) error {
 		if err := writeEntries(tx, fx.Entries); err != nil {
 			return err
 		}
+		for _, r := range fx.Ledger {
+			if _, err := tx.Exec(`INSERT OR IGNORE INTO ledger (child_id, root_id, project, day, at, entries, tokens_in, tokens_out, cost, model, turns)
+				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, r.Child, r.Root, r.Project, r.Day, ms(r.At), r.Entries,
+				r.TokensIn, r.TokensOut, r.USD, r.Model, r.Turns); err != nil {
+				return fmt.Errorf("ledger row of %s: %w", r.Child, err)
+			}
+		}
 		for i := range fx.Calls {
 			c := &fx.Calls[i]
 			data, _ := json.Marshal(c)
@@ -228,6 +235,9 @@ func (s *Store) Commit(b *runtime.Batch) error {
 			if _, err := tx.Exec(`DELETE FROM applied WHERE applied_at < ?`, ms(b.PruneApplied)); err != nil {
 				return err
 			}
+			if _, err := tx.Exec(`DELETE FROM ledger WHERE at < ?`, ms(b.Now.Add(-LedgerRetention))); err != nil {
+				return err
+			}
 		}
 		if b.StreamSeq > 0 {
 			if err := putMeta(tx, "stream_seq", b.StreamSeq); err != nil {
@@ -252,11 +262,15 @@ func writeEntries(tx *sql.Tx, ops []runtime.EntryOp) error {
 		switch op.Kind {
 		case runtime.EntryInsert:
 			body, _ := json.Marshal(op.Body)
-			_, err = tx.Exec(`INSERT OR IGNORE INTO entries (root_id, entry_id, tool, created_at, body) VALUES (?, ?, ?, ?, ?)`,
-				op.Root, op.ID, op.Body.Tool, ms(op.At), body)
-		case runtime.EntryClaimPending:
-			_, err = tx.Exec(`UPDATE entries SET claimed_by = ?, claimed_at = ? WHERE root_id = ? AND claimed_by = ''`,
-				op.Claimant, ms(op.At), op.Root)
+			_, err = tx.Exec(`INSERT OR IGNORE INTO entries (root_id, entry_id, tool, created_at, body, size, trivial) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+				op.Root, op.ID, op.Body.Tool, ms(op.At), body, op.Size, op.Trivial)
+		case runtime.EntryClaim:
+			for _, id := range op.IDs {
+				if _, err = tx.Exec(`UPDATE entries SET claimed_by = ?, claimed_at = ? WHERE root_id = ? AND entry_id = ? AND claimed_by = ''`,
+					op.Claimant, ms(op.At), op.Root, id); err != nil {
+					break
+				}
+			}
 		case runtime.EntryDeleteClaimed:
 			_, err = tx.Exec(`DELETE FROM entries WHERE root_id = ? AND claimed_by = ?`, op.Root, op.Claimant)
 		case runtime.EntryReleaseClaimed:
@@ -273,8 +287,8 @@ func writeEntries(tx *sql.Tx, ops []runtime.EntryOp) error {
 			_, err = tx.Exec(`DELETE FROM entries WHERE root_id = ? AND entry_id = ?`, op.Root, op.ID)
 		case runtime.EntryMove:
 			// A new row keeps arrival order: the moved entry goes last, as it does in memory.
-			_, err = tx.Exec(`INSERT OR IGNORE INTO entries (root_id, entry_id, tool, claimed_by, claimed_at, created_at, body)
-				SELECT ?, entry_id, tool, claimed_by, claimed_at, created_at, body FROM entries WHERE root_id = ? AND entry_id = ?`,
+			_, err = tx.Exec(`INSERT OR IGNORE INTO entries (root_id, entry_id, tool, claimed_by, claimed_at, created_at, body, size, trivial)
+				SELECT ?, entry_id, tool, claimed_by, claimed_at, created_at, body, size, trivial FROM entries WHERE root_id = ? AND entry_id = ?`,
 				op.Root, op.From, op.ID)
 			if err == nil {
 				_, err = tx.Exec(`DELETE FROM entries WHERE root_id = ? AND entry_id = ?`, op.From, op.ID)
@@ -414,7 +428,7 @@ func loadEntries(db *sql.DB, st *runtime.State) error {
 	if err := counts.Close(); err != nil {
 		return err
 	}
-	rows, err := db.Query(`SELECT root_id, entry_id, tool, claimed_by, claimed_at FROM entries ORDER BY id`)
+	rows, err := db.Query(`SELECT root_id, entry_id, tool, claimed_by, claimed_at, size, trivial FROM entries ORDER BY id`)
 	if err != nil {
 		return err
 	}
@@ -430,9 +444,11 @@ func loadEntries(db *sql.DB, st *runtime.State) error {
 	}
 	var root, id, tool, claimant sql.RawBytes
 	var at int64
+	var size int32
+	var trivial bool
 	var last *runtime.Session
 	for rows.Next() {
-		if err := rows.Scan(&root, &id, &tool, &claimant, &at); err != nil {
+		if err := rows.Scan(&root, &id, &tool, &claimant, &at, &size, &trivial); err != nil {
 			return err
 		}
 		if last == nil || last.ID != string(root) {
@@ -440,7 +456,8 @@ func loadEntries(db *sql.DB, st *runtime.State) error {
 				continue // rows of a forgotten session: the journal sweep drops them
 			}
 		}
-		last.Entries = append(last.Entries, runtime.Entry{ID: string(id), Tool: internB(tool), Claimant: internB(claimant), ClaimedAt: at})
+		last.Entries = append(last.Entries, runtime.Entry{ID: string(id), Tool: internB(tool), Claimant: internB(claimant), ClaimedAt: at,
+			Size: size, Trivial: trivial})
 	}
 	return rows.Err()
 }
@@ -493,6 +510,35 @@ func (s *Store) Payload(root, claimant string) ([]runtime.PayloadEntry, error) {
 			return nil, fmt.Errorf("entry %s of %s: %w", e.ID, root, err)
 		}
 		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+// LedgerRetention is how long the ledger keeps an extraction's cost: the journal sweep
+// drops older rows.
+const LedgerRetention = 400 * 24 * time.Hour
+
+// Costs returns the ledger's extraction spending from the UTC day since (2006-01-02) on,
+// one row per day and project, newest day first. It is safe to call from any goroutine.
+func (s *Store) Costs(since string) ([]runtime.CostRow, error) {
+	rows, err := s.db.Query(`SELECT day, project, count(*), sum(entries), sum(tokens_in), sum(tokens_out), sum(cost),
+		group_concat(DISTINCT model) FROM ledger WHERE day >= ? GROUP BY day, project ORDER BY day DESC, project`, since)
+	if err != nil {
+		return nil, fmt.Errorf("read the ledger: %w", err)
+	}
+	defer rows.Close()
+	out := []runtime.CostRow{}
+	for rows.Next() {
+		var r runtime.CostRow
+		var models sql.NullString
+		if err := rows.Scan(&r.Day, &r.Project, &r.Extractions, &r.Entries, &r.TokensIn, &r.TokensOut, &r.USD, &models); err != nil {
+			return nil, fmt.Errorf("read the ledger: %w", err)
+		}
+		r.Tokens = r.TokensIn + r.TokensOut
+		if models.String != "" {
+			r.Models = strings.Split(models.String, ",")
+		}
+		out = append(out, r)
 	}
 	return out, rows.Err()
 }

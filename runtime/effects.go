@@ -3,6 +3,7 @@ package runtime
 import (
 	"encoding/json"
 	"log/slog"
+	"math"
 	"time"
 )
 
@@ -43,6 +44,7 @@ const (
 	PurposeWrapExec Purpose = "wrap-exec" // messages for a wrap-up seen only as command.executed
 	PurposeResync   Purpose = "resync"    // session.list after a Host-Seq gap
 	PurposeCompact  Purpose = "compact"   // a greenlit compaction: a failure clears the compacting flag
+	PurposeLedger   Purpose = "ledger"    // an ended extraction child's messages: its cost, then its deletion (rule 14)
 )
 
 // Call is one host call. It is journaled in the outbox with the state change that implies
@@ -67,6 +69,46 @@ type Call struct {
 	// memories section (protocol §6) when it performs the call: the store is not the
 	// runtime's.
 	Project string `json:"project,omitempty"`
+	// Model, on a prompt, is the "provider/model" that answers it (protocol 1.1 §2); empty
+	// leaves the choice to the host.
+	Model string `json:"model,omitempty"`
+	// Ledger, on the messages call of an ended extraction child, is what the result needs
+	// to journal its cost and finish it.
+	Ledger *LedgerRef `json:"ledger,omitempty"`
+}
+
+// LedgerRef says whose cost an ended extraction child's messages are.
+type LedgerRef struct {
+	Root    string `json:"root"`
+	Project string `json:"project"`
+	Model   string `json:"model,omitempty"` // the model thatch asked for
+	Entries int    `json:"entries"`         // entries it completed
+	// Toast is rule 4's toast message when the child wrote memories; the cost is added
+	// to it once the messages are read.
+	Toast string `json:"toast,omitempty"`
+}
+
+// Cost is what one extraction child's assistant turns cost, as the host reported it.
+type Cost struct {
+	TokensIn  int64   `json:"tokensIn"`  // input, including cache reads and writes
+	TokensOut int64   `json:"tokensOut"` // output, including reasoning
+	USD       float64 `json:"cost"`
+	Model     string  `json:"model,omitempty"` // "provider/model" of the last assistant turn
+	Turns     int     `json:"turns"`
+}
+
+// Tokens is In + Out: what the daily budget counts.
+func (c Cost) Tokens() int64 { return c.TokensIn + c.TokensOut }
+
+// LedgerRow is one extraction's cost, journaled once per child.
+type LedgerRow struct {
+	Child   string
+	Root    string
+	Project string
+	Day     string // UTC, 2006-01-02
+	At      time.Time
+	Entries int
+	Cost
 }
 
 // Result is the outcome of a Call, fed back to Step.
@@ -91,11 +133,54 @@ func (e *HostError) Error() string { return e.Name + ": " + e.Message }
 
 // Message is one session message in opencode's v1 shape.
 type Message struct {
-	Info struct {
-		ID   string `json:"id"`
-		Role string `json:"role"`
-	} `json:"info"`
+	Info MessageInfo `json:"info"`
 	Parts []Part `json:"parts"`
+}
+
+// MessageInfo is what thatch reads of a message's info: an assistant message also says
+// what its turn cost (protocol 1.1 §2).
+type MessageInfo struct {
+	ID         string   `json:"id"`
+	Role       string   `json:"role"`
+	ProviderID string   `json:"providerID,omitempty"`
+	ModelID    string   `json:"modelID,omitempty"`
+	Tokens     *Tokens  `json:"tokens,omitempty"`
+	Cost       *float64 `json:"cost,omitempty"`
+}
+
+// Tokens are a turn's token counts, as opencode reports them.
+type Tokens struct {
+	Input     int64 `json:"input"`
+	Output    int64 `json:"output"`
+	Reasoning int64 `json:"reasoning"`
+	Cache     struct {
+		Read  int64 `json:"read"`
+		Write int64 `json:"write"`
+	} `json:"cache"`
+}
+
+// CostOf sums what the assistant turns of msgs cost. Negative figures (a host's bug) count
+// as zero.
+func CostOf(msgs []Message) Cost {
+	var c Cost
+	pos := func(v int64) int64 { return max(v, 0) }
+	for _, m := range msgs {
+		if m.Info.Role != "assistant" {
+			continue
+		}
+		c.Turns++
+		if t := m.Info.Tokens; t != nil {
+			c.TokensIn += pos(t.Input) + pos(t.Cache.Read) + pos(t.Cache.Write)
+			c.TokensOut += pos(t.Output) + pos(t.Reasoning)
+		}
+		if m.Info.Cost != nil && *m.Info.Cost > 0 && !math.IsInf(*m.Info.Cost, 0) {
+			c.USD += *m.Info.Cost
+		}
+		if m.Info.ProviderID != "" && m.Info.ModelID != "" {
+			c.Model = m.Info.ProviderID + "/" + m.Info.ModelID
+		}
+	}
+	return c
 }
 
 // Part is one part of a message; only text parts matter to thatch.
@@ -141,6 +226,11 @@ type Reply struct {
 type PayloadRef struct {
 	Root     string
 	Claimant string
+	// Remaining is how many entries of Root stay pending; Again says the caller should
+	// call for them (a top-level session's flush) rather than leave them to a later
+	// extraction.
+	Remaining int
+	Again     bool
 }
 
 // EntryOpKind is a change to one journaled entry.
@@ -153,7 +243,7 @@ const (
 	EntryMove                       // one entry moved from root From to Root
 
 	// Set operations on a root's entries, one statement each.
-	EntryClaimPending   // every pending entry claimed by Claimant at At
+	EntryClaim          // the entries IDs claimed by Claimant at At
 	EntryDeleteClaimed  // every entry claimed by Claimant completed
 	EntryReleaseClaimed // every entry claimed by Claimant (any claimant when "") back to pending
 	EntryDeleteAll      // every entry dropped
@@ -168,6 +258,9 @@ type EntryOp struct {
 	At       time.Time
 	From     string
 	Body     *Body
+	IDs      []string // claim
+	Size     int      // insert: the entry's size in a payload
+	Trivial  bool     // insert: nothing to learn from it
 }
 
 // Body is the journaled content of an entry: never held in State.
@@ -198,6 +291,7 @@ type Effects struct {
 	Notes    []Note
 	Reply    *Reply   // the answer to a ToolCall
 	Hellos   []string // hosts that (re)started: the strand sweep visits them
+	Ledger   []LedgerRow
 }
 
 // NewEffects returns empty effects.
@@ -221,9 +315,10 @@ func (e *Effects) Merge(o *Effects) {
 	e.Calls = append(e.Calls, o.Calls...)
 	e.Notes = append(e.Notes, o.Notes...)
 	e.Hellos = append(e.Hellos, o.Hellos...)
+	e.Ledger = append(e.Ledger, o.Ledger...)
 }
 
 // Empty reports whether e changes nothing.
 func (e *Effects) Empty() bool {
-	return len(e.Sessions) == 0 && len(e.Gone) == 0 && len(e.Hosts) == 0 && !e.Counters && len(e.Entries) == 0 && len(e.Calls) == 0
+	return len(e.Sessions) == 0 && len(e.Gone) == 0 && len(e.Hosts) == 0 && !e.Counters && len(e.Entries) == 0 && len(e.Calls) == 0 && len(e.Ledger) == 0
 }

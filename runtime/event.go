@@ -75,6 +75,19 @@ type Hello struct {
 	ProjectID string       `json:"projectID"`
 	Caps      Capabilities `json:"capabilities"`
 	Resumed   []string     `json:"resumed"`
+	// SmallModel (an extension): the host's model for cheap background work,
+	// "provider/model" (opencode's small_model).
+	SmallModel string `json:"smallModel,omitempty"`
+}
+
+// ParseModel splits "provider/model" (the model part may hold more slashes, as
+// "openrouter/anthropic/claude-3.5-haiku" does). ok is false for anything else.
+func ParseModel(s string) (provider, model string, ok bool) {
+	provider, model, ok = strings.Cut(s, "/")
+	if !ok || provider == "" || model == "" || len(s) > 256 || strings.ContainsAny(s, " \t\r\n") {
+		return "", "", false
+	}
+	return provider, model, true
 }
 
 // ErrBadEvent is wrapped by every DecodeEvent error: the message is rejected, not retried.

@@ -43,8 +43,10 @@ type Answer struct {
 
 // Payload is a claimed set read from the journal.
 type Payload struct {
-	Root    string
-	Entries []PayloadEntry
+	Root      string
+	Entries   []PayloadEntry
+	Remaining int  // entries of Root left pending
+	Again     bool // the caller is to call for them
 }
 
 // ErrStopped is returned to requests made after the loop stopped.
@@ -264,8 +266,8 @@ func (l *Loop) render(reply *Reply) Answer {
 		if err != nil {
 			return Answer{Err: &HostError{Name: "UnavailableError", Message: "thatch could not read the claimed entries; call again: " + err.Error()}}
 		}
-		a.Payload = &Payload{Root: p.Root, Entries: entries}
-		a.Output = FormatPayload(p.Root, entries, nil)
+		a.Payload = &Payload{Root: p.Root, Entries: entries, Remaining: p.Remaining, Again: p.Again}
+		a.Output = FormatPayload(*a.Payload, nil)
 	}
 	return a
 }

@@ -120,18 +120,19 @@ func (t *step) memoryWrote(in MemoryWrote) {
 	t.dirty(sess)
 }
 
-// extractionToast is rule 4's toast: thatch's own count of the child's writes when it
-// wrote through the memory tools (even when they changed nothing: an exact duplicate), else
-// what it reported.
-func (t *step) extractionToast(child *Session) {
+// extractionToast is rule 4's toast message, "" when the child wrote nothing: thatch's own
+// count of the child's writes when it wrote through the memory tools (even when they
+// changed nothing: an exact duplicate), else what it reported. The toast itself goes out
+// once the child's cost is known (rule 14).
+func (t *step) extractionToast(child *Session) string {
 	m, counted := child.Wrote, "counted by thatch"
 	if !child.WroteThrough {
 		m, counted = child.Metrics, "reported by the child"
 	}
 	if m.Total() == 0 {
-		return
+		return ""
 	}
 	t.note(slog.LevelInfo, "extraction wrote memories", "session", child.ParentID, "child", child.ID,
 		"new", m.New, "updated", m.Updated, "deleted", m.Deleted, "counts", counted)
-	t.toast(child.HostID, "thatch", fmt.Sprintf("Memories: %d new, %d updated, %d deleted", m.New, m.Updated, m.Deleted), "success")
+	return fmt.Sprintf("Memories: %d new, %d updated, %d deleted", m.New, m.Updated, m.Deleted)
 }

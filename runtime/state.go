@@ -78,6 +78,15 @@ type Counters struct {
 	StaleRequeued int64 // accepted entries put back by the stale-claim rule
 	Healed        int64 // stranded sessions deleted or moved
 	Swept         int64 // sessions whose journal rows the journal sweep dropped
+
+	// Extraction spending of the UTC day Day (rule 14), mirrored from the journal's ledger
+	// in the same commits: the daily budget is decided from it. Warned is the last day the
+	// budget's toast was sent.
+	Day       string `json:",omitempty"`
+	DayTokens int64  `json:",omitempty"`
+	Warned    string `json:",omitempty"`
+	// Trivial counts the entries dropped because nothing could be learned from them.
+	Trivial int64 `json:",omitempty"`
 }
 
 // Host is one host that said hello.
@@ -93,6 +102,9 @@ type Host struct {
 	Resumed   []string // sessions the host resumed at start: their rows are always kept
 	Online    bool
 	Seq       int64 // last Host-Seq seen in this boot; 0 before the baseline
+	// SmallModel is the host's model for cheap background work, "provider/model" (an
+	// extension of host.hello): extraction children run on it.
+	SmallModel string `json:",omitempty"`
 }
 
 // Capabilities are what a host said it can do in its hello.
@@ -132,9 +144,12 @@ type Session struct {
 	Wrote   Metrics // extraction child: its effective writes through the memory tools, as thatch counted them
 	// WroteThrough: the extraction child called a memory tool that writes, so Wrote, not
 	// Metrics, is what it wrote.
-	WroteThrough bool     `json:",omitempty"`
-	Snapshot     []string // child: the parent's pending entry ids when it was created (recovery data only)
-	Entries      []Entry  `json:"-"` // top: journaled entries, oldest first (rows of their own)
+	WroteThrough bool `json:",omitempty"`
+	// Completed: the entries it completed with thatch_extraction_done (the ledger counts
+	// an extraction child's).
+	Completed int      `json:",omitempty"`
+	Snapshot  []string // child: the parent's pending entry ids when it was created (recovery data only)
+	Entries   []Entry  `json:"-"` // top: journaled entries, oldest first (rows of their own)
 
 	Seq     uint64    // highest stream sequence applied to this session
 	Touched time.Time // last event or tool call that concerned it
@@ -157,6 +172,8 @@ type Entry struct {
 	Tool      string
 	Claimant  string
 	ClaimedAt int64 // Unix milliseconds: a State may hold a million entries
+	Size      int32 // characters it takes in an extraction payload
+	Trivial   bool  // nothing to learn from it (TrivialEntry)
 }
 
 // Accepted reports whether a session claimed e.

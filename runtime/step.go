@@ -13,10 +13,20 @@ type Rules struct {
 	StaleAccepted time.Duration // an accepted entry older than this goes back at the root's idle
 	OutputMax     int           // journaled outputs and top-level string args are cut to this many characters
 	TTL           time.Duration // the journal sweep drops sessions untouched this long
+
+	// PayloadChars bounds one extraction's payload: a claim takes the oldest pending
+	// entries whose sizes fit, at least one.
+	PayloadChars int
+	// ExtractModel, "provider/model", is the extraction children's model; empty: the
+	// host's small model, else the host's choice.
+	ExtractModel string
+	// DailyTokens, when positive, stops new extractions for the rest of the UTC day once
+	// the day's extraction tokens reach it (rule 14).
+	DailyTokens int64
 }
 
 // DefaultRules are the protocol's defaults.
-var DefaultRules = Rules{StaleAccepted: 15 * time.Minute, OutputMax: 2000, TTL: 7 * 24 * time.Hour}
+var DefaultRules = Rules{StaleAccepted: 15 * time.Minute, OutputMax: 2000, TTL: 7 * 24 * time.Hour, PayloadChars: 24000}
 
 // Tool names thatch serves (protocol §3). Their own calls are never buffered.
 const (
@@ -182,6 +192,12 @@ func (t *step) hello(h *Host, ev Event) {
 	h.API, h.Version, h.BootID = hi.API, hi.Version, hi.BootID
 	h.Directory, h.Worktree, h.ProjectID = hi.Directory, hi.Worktree, hi.ProjectID
 	h.Caps, h.Resumed, h.Online = hi.Caps, hi.Resumed, true
+	h.SmallModel = ""
+	if _, _, ok := ParseModel(hi.SmallModel); ok {
+		h.SmallModel = hi.SmallModel
+	} else if hi.SmallModel != "" {
+		t.note(slog.LevelWarn, "host.hello names a small model that is not provider/model; extraction uses the host's default", "host", h.ID, "small_model", cut(hi.SmallModel, 80))
+	}
 	t.fx.Hosts[h.ID] = true
 	if !restarted {
 		return
@@ -376,13 +392,14 @@ func (t *step) buffer(ev Event) {
 	if root.entry(x.CallID) >= 0 {
 		return
 	}
-	root.Entries = append(root.Entries, Entry{ID: x.CallID, Tool: x.Tool})
 	t.touch(root.ID)
 	body, n := t.entryBody(x)
 	if n > 0 {
 		t.count(&t.s.Counters.Redacted, int64(n))
 	}
-	t.fx.Entries = append(t.fx.Entries, EntryOp{Kind: EntryInsert, Root: root.ID, ID: x.CallID, At: t.now, Body: body})
+	e := Entry{ID: x.CallID, Tool: x.Tool, Size: int32(EntrySize(x.CallID, body)), Trivial: TrivialEntry(body)}
+	root.Entries = append(root.Entries, e)
+	t.fx.Entries = append(t.fx.Entries, EntryOp{Kind: EntryInsert, Root: root.ID, ID: x.CallID, At: t.now, Body: body, Size: int(e.Size), Trivial: e.Trivial})
 }
 
 // entryBody is what the journal keeps of a tool call (rules 1 and 13): secrets and private
@@ -390,12 +407,16 @@ func (t *step) buffer(ev Event) {
 // the output and the args' and metadata's strings cut to OutputMax, and the metadata bounded
 // as a whole. It returns the body and the number of redactions.
 func (t *step) entryBody(x *ToolExec) (*Body, int) {
+	if what := SensitiveRead(x.Tool, x.Args); what != "" {
+		// The output is the file's content, and opencode copies it into the metadata.
+		x = &ToolExec{Tool: x.Tool, CallID: x.CallID, Args: x.Args, Title: x.Title, Output: LeftOut(what)}
+	}
 	args, c1 := redact.JSON(x.Args)
 	meta, c2 := redact.JSON(x.Metadata)
 	title, c3 := redact.Text(x.Title)
 	output, c4 := redact.Text(x.Output)
 	return &Body{Tool: x.Tool, Args: cutArgs(args, t.OutputMax), Title: cut(title, t.OutputMax),
-		Output: cut(output, t.OutputMax), Metadata: boundJSON(meta, t.OutputMax)}, c1.Total() + c2.Total() + c3.Total() + c4.Total()
+		Output: cutMiddle(output, t.OutputMax), Metadata: boundJSON(meta, t.OutputMax)}, c1.Total() + c2.Total() + c3.Total() + c4.Total()
 }
 
 // stale reports whether ev is older than the last status change applied to sess: a
@@ -464,7 +485,7 @@ func (t *step) topIdle(sess *Session) {
 		t.count(&t.s.Counters.StaleRequeued, requeued)
 		t.note(slog.LevelInfo, "stale claims requeued", "session", sess.ID, "entries", requeued)
 	}
-	if sess.Compacting || sess.Extracting || sess.Pending() == 0 {
+	if sess.Compacting || sess.Extracting || sess.Pending() == 0 || t.retireTrivial(sess) || t.overBudget(sess) {
 		return
 	}
 	sess.Extracting = true
@@ -473,23 +494,28 @@ func (t *step) topIdle(sess *Session) {
 
 // extractionIdle is rule 4 for an extraction child.
 func (t *step) extractionIdle(child *Session) {
+	n := child.Completed
 	if root := t.s.Sessions[t.s.Root(child.ID)]; root != nil {
-		t.complete(root, child.ID)
+		n += t.complete(root, child.ID)
 	}
-	t.extractionToast(child)
-	t.endExtraction(child, true)
+	t.endExtraction(child, true, n, t.extractionToast(child))
 }
 
-// endExtraction forgets an extraction child, unflags its parent and, unless the host
-// already deleted it, deletes it on the host.
-func (t *step) endExtraction(child *Session, del bool) {
+// endExtraction forgets an extraction child and unflags its parent. Unless the host
+// already deleted the child, thatch reads its messages for the ledger (rule 14) and then
+// deletes it; toast, when not empty, is sent with the cost added.
+func (t *step) endExtraction(child *Session, del bool, completed int, toast string) {
 	if parent := t.s.Sessions[child.ParentID]; parent != nil && (parent.Child == child.ID || parent.Child == "") {
 		parent.Extracting, parent.Child = false, ""
 		t.dirty(parent)
 	}
+	ref := &LedgerRef{Root: child.ParentID, Project: child.Directory, Model: t.extractModel(child.HostID), Entries: completed, Toast: toast}
+	if who := Identify(t.s, child.ID); who != nil {
+		ref.Root, ref.Project = who.Root, who.Project
+	}
 	t.forget(child)
 	if del {
-		t.call(Call{Host: child.HostID, Op: OpDelete, SessionID: child.ID})
+		t.call(Call{Host: child.HostID, Op: OpMessages, Purpose: PurposeLedger, SessionID: child.ID, Ledger: ref})
 	}
 }
 
@@ -575,7 +601,7 @@ func (t *step) end(sess *Session, deleteMachinery bool) {
 	switch sess.Kind {
 	case KindExtraction:
 		t.releaseClaims(sess)
-		t.endExtraction(sess, deleteMachinery)
+		t.endExtraction(sess, deleteMachinery, 0, "")
 	case KindTask:
 		t.releaseClaims(sess)
 		t.forget(sess)
@@ -697,7 +723,7 @@ func (t *step) result(res Result) {
 		if res.Err != nil {
 			t.note(slog.LevelWarn, "extraction prompt failed; the next idle retries", "host", c.Host, "session", c.SessionID, "error", res.Err.Error())
 			if child := t.s.Sessions[c.SessionID]; child != nil {
-				t.endExtraction(child, true)
+				t.endExtraction(child, true, 0, "")
 			}
 		}
 	case PurposeWrapIdle:
@@ -714,6 +740,8 @@ func (t *step) result(res Result) {
 		}
 	case PurposeResync:
 		t.resync(c.Host, res)
+	case PurposeLedger:
+		t.ledger(c, res)
 	case PurposeCompact:
 		if res.Err == nil {
 			return
@@ -763,7 +791,8 @@ func (t *step) created(c Call, res Result) {
 		return
 	}
 	if t.adoptExtraction(parent, child, true) {
-		t.call(Call{Host: c.Host, Op: OpPrompt, Purpose: PurposeInstruct, SessionID: child.ID, Text: ExtractionPrompt})
+		t.call(Call{Host: c.Host, Op: OpPrompt, Purpose: PurposeInstruct, SessionID: child.ID, Text: ExtractionPrompt,
+			Model: t.extractModel(c.Host)})
 	}
 }
 

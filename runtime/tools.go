@@ -39,25 +39,21 @@ func (t *step) tool(c ToolCall) *Reply {
 		if err := argsObject(c.Args); err != nil {
 			return toolError("BadRequestError", "%s takes an empty object: %v", ToolPayload, err)
 		}
-		claimed := 0
-		for i, e := range root.Entries {
-			if !e.Accepted() {
-				root.Entries[i].Claimant, root.Entries[i].ClaimedAt = caller.ID, t.now.UnixMilli()
-				claimed++
-			}
-		}
+		claimed := t.claim(root, caller.ID)
 		t.dirty(caller)
-		if claimed > 0 {
-			t.fx.Entries = append(t.fx.Entries, EntryOp{Kind: EntryClaimPending, Root: root.ID, Claimant: caller.ID, At: t.now})
+		if len(claimed) > 0 {
+			t.fx.Entries = append(t.fx.Entries, EntryOp{Kind: EntryClaim, Root: root.ID, Claimant: caller.ID, At: t.now, IDs: claimed})
 			t.dirty(root)
 		}
 		ids := root.Claimed(caller.ID)
 		if ids == nil {
 			ids = []string{}
 		}
+		remaining := root.Pending()
 		// Caller: the driver adds the project's related memories and hygiene signals.
-		return &Reply{Metadata: map[string]any{"parentID": root.ID, "entryIDs": ids},
-			Payload: &PayloadRef{Root: root.ID, Claimant: caller.ID}, Caller: Identify(t.s, caller.ID)}
+		return &Reply{Metadata: map[string]any{"parentID": root.ID, "entryIDs": ids, "remaining": remaining},
+			Payload: &PayloadRef{Root: root.ID, Claimant: caller.ID, Remaining: remaining, Again: caller.Kind == KindTop},
+			Caller:  Identify(t.s, caller.ID)}
 	case ToolDone:
 		m, err := doneArgs(c.Args)
 		if err != nil {
@@ -68,6 +64,7 @@ func (t *step) tool(c ToolCall) *Reply {
 		caller.Metrics.Deleted += m.Deleted
 		t.dirty(caller)
 		n := t.complete(root, caller.ID)
+		caller.Completed += n
 		return &Reply{Output: fmt.Sprintf("Extraction recorded: %d entries completed (%d new, %d updated, %d deleted memories).",
 			n, m.New, m.Updated, m.Deleted), Metadata: map[string]any{"completed": n}}
 	}
@@ -117,6 +114,31 @@ func doneArgs(raw json.RawMessage) (Metrics, error) {
 	return m, nil
 }
 
+// claim gives claimant the oldest pending entries of root that fit the payload budget
+// with what it holds already, at least one, and returns their ids. It stops at the first
+// entry that does not fit, so entries are extracted in the order they happened.
+func (t *step) claim(root *Session, claimant string) []string {
+	used := 0
+	for _, e := range root.Entries {
+		if e.Claimant == claimant {
+			used += int(e.Size)
+		}
+	}
+	var ids []string
+	for i, e := range root.Entries {
+		if e.Accepted() {
+			continue
+		}
+		if t.PayloadChars > 0 && (used > 0 || len(ids) > 0) && used+int(e.Size) > t.PayloadChars {
+			break
+		}
+		root.Entries[i].Claimant, root.Entries[i].ClaimedAt = claimant, t.now.UnixMilli()
+		used += int(e.Size)
+		ids = append(ids, e.ID)
+	}
+	return ids
+}
+
 // PayloadEntry is one claimed entry as the extractor reads it.
 type PayloadEntry struct {
 	ID   string
@@ -124,25 +146,22 @@ type PayloadEntry struct {
 }
 
 // FormatPayload renders a claimed set for the extractor's model, each output cut to
-// PayloadOutputMax characters and its args to PayloadArgsMax, followed by the project's
-// memories that look related (lines "- [mem_…] (kind) content"), so the extractor
-// updates rather than repeats.
-func FormatPayload(root string, entries []PayloadEntry, related []string) string {
-	if len(entries) == 0 {
-		return "No entries to extract: nothing is pending for session " + root + ". Call " + ToolDone +
+// PayloadOutputMax characters (its head and its tail) and its args to PayloadArgsMax,
+// followed by the project's memories that look related (lines "- [mem_…] (kind)
+// content"), so the extractor updates rather than repeats, and by what is left pending.
+func FormatPayload(p Payload, related []string) string {
+	if len(p.Entries) == 0 {
+		return "No entries to extract: nothing is pending for session " + p.Root + ". Call " + ToolDone +
 			" with {\"new\":0,\"updated\":0,\"deleted\":0}."
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d tool interactions of session %s to extract memories from.\n", len(entries), root)
-	for i, e := range entries {
-		fmt.Fprintf(&b, "\n## %d. %s (%s)\n", i+1, e.Body.Tool, e.ID)
-		if e.Body.Title != "" {
-			fmt.Fprintf(&b, "title: %s\n", cut(e.Body.Title, PayloadArgsMax))
-		}
-		if args := bytes.TrimSpace(e.Body.Args); len(args) > 0 && string(args) != "{}" && string(args) != "null" {
-			fmt.Fprintf(&b, "args: %s\n", cut(string(args), PayloadArgsMax))
-		}
-		fmt.Fprintf(&b, "output:\n%s\n", cut(e.Body.Output, PayloadOutputMax))
+	if len(p.Entries) == 1 {
+		fmt.Fprintf(&b, "1 tool interaction of session %s to extract memories from.\n", p.Root)
+	} else {
+		fmt.Fprintf(&b, "%d tool interactions of session %s to extract memories from.\n", len(p.Entries), p.Root)
+	}
+	for i, e := range p.Entries {
+		writeEntry(&b, i+1, e)
 	}
 	if len(related) > 0 {
 		fmt.Fprintf(&b, "\n## Existing memories of this project that look related\nUpdate (%s) or forget (%s) these by id rather than adding what they already say.\n", ToolUpdate, ToolForget)
@@ -151,7 +170,62 @@ func FormatPayload(root string, entries []PayloadEntry, related []string) string
 		}
 	}
 	fmt.Fprintf(&b, "\nWhen the memories are written, call %s with the counts of memories you created, updated and deleted.\n", ToolDone)
+	more := fmt.Sprintf("%d more entries", p.Remaining)
+	if p.Remaining == 1 {
+		more = "1 more entry"
+	}
+	switch {
+	case p.Remaining > 0 && p.Again:
+		fmt.Fprintf(&b, "%s pending: after %s, call %s again, until it says nothing is pending.\n", more, ToolDone, ToolPayload)
+	case p.Remaining > 0:
+		fmt.Fprintf(&b, "%s pending for a later extraction: do not wait for them.\n", more)
+	}
 	return b.String()
+}
+
+// writeEntry renders the entry numbered n of a payload.
+func writeEntry(b *strings.Builder, n int, e PayloadEntry) {
+	fmt.Fprintf(b, "\n## %d. %s (%s)\n", n, e.Body.Tool, e.ID)
+	if e.Body.Title != "" {
+		fmt.Fprintf(b, "title: %s\n", cut(e.Body.Title, PayloadArgsMax))
+	}
+	if args := bytes.TrimSpace(e.Body.Args); len(args) > 0 && string(args) != "{}" && string(args) != "null" {
+		fmt.Fprintf(b, "args: %s\n", cut(string(args), PayloadArgsMax))
+	}
+	fmt.Fprintf(b, "output:\n%s\n", cutMiddle(e.Body.Output, PayloadOutputMax))
+}
+
+// EntrySize is the number of characters an entry takes in a payload: what the payload
+// budget counts.
+func EntrySize(id string, body *Body) int {
+	var b strings.Builder
+	writeEntry(&b, 1, PayloadEntry{ID: id, Body: *body})
+	return utf8.RuneCountInString(b.String())
+}
+
+// cutMiddle returns s cut to about n characters by keeping its head and its tail, with a
+// line saying how much was left out between them: a long tool output often ends with
+// what matters (a test's failure, a command's result), and opencode puts its own
+// truncation notice at the start of a big one.
+func cutMiddle(s string, n int) string {
+	total := utf8.RuneCountInString(s)
+	if n <= 0 || total <= n {
+		return s
+	}
+	head := n * 2 / 5
+	tail := n - head
+	hi, ti, i := 0, len(s), 0
+	for j := range s {
+		if i == head {
+			hi = j
+		}
+		if i == total-tail {
+			ti = j
+			break
+		}
+		i++
+	}
+	return s[:hi] + fmt.Sprintf("\n[… %d characters left out …]\n", total-head-tail) + s[ti:]
 }
 
 // cut returns s cut to at most n characters (runes), marking the cut.

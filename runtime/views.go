@@ -28,6 +28,52 @@ type StatusView struct {
 	// created), and out of the memory store and the in-process bridge's events (since
 	// thatch started), rule 13.
 	Redacted int64 `json:"redacted"`
+	// Extraction is what extraction cost today and in the last 7 days, and the daily
+	// budget (rule 14).
+	Extraction *ExtractionView `json:"extraction,omitempty"`
+}
+
+// ExtractionView is the status's account of extraction's cost.
+type ExtractionView struct {
+	Today Spend `json:"today"` // the current UTC day
+	Week  Spend `json:"week"`  // the last 7 UTC days, today included
+	// DailyTokens is THATCH_EXTRACT_DAILY_TOKENS (0: no limit); BudgetReached says no
+	// extraction starts until the next UTC day.
+	DailyTokens   int64  `json:"dailyTokens"`
+	BudgetReached bool   `json:"budgetReached"`
+	Model         string `json:"model,omitempty"` // THATCH_EXTRACT_MODEL, when set
+	Error         string `json:"error,omitempty"` // the ledger could not be read
+}
+
+// Spend sums extractions' costs.
+type Spend struct {
+	Extractions int     `json:"extractions"`
+	Tokens      int64   `json:"tokens"`
+	TokensIn    int64   `json:"tokensIn"`
+	TokensOut   int64   `json:"tokensOut"`
+	USD         float64 `json:"cost"`
+}
+
+// CostRow is one UTC day's extraction spending for one project: a row of thatch costs.
+type CostRow struct {
+	Day         string   `json:"day"`
+	Project     string   `json:"project"`
+	Extractions int      `json:"extractions"`
+	Entries     int      `json:"entries"`
+	Tokens      int64    `json:"tokens"`
+	TokensIn    int64    `json:"tokensIn"`
+	TokensOut   int64    `json:"tokensOut"`
+	USD         float64  `json:"cost"`
+	Models      []string `json:"models,omitempty"`
+}
+
+// Add adds r to s.
+func (s *Spend) Add(r CostRow) {
+	s.Extractions += r.Extractions
+	s.Tokens += r.Tokens
+	s.TokensIn += r.TokensIn
+	s.TokensOut += r.TokensOut
+	s.USD += r.USD
 }
 
 // Summary summarises s; pos is the consumer position.

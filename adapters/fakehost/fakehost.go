@@ -63,6 +63,10 @@ type Host struct {
 	// reports to thatch_extraction_done. Unset, the model reports writes it never made.
 	Write     func(ctx context.Context, child string, payload runtime.Answer, call func(name string, args any) (runtime.Answer, *runtime.HostError)) runtime.Metrics
 	FailEvery int // the model errors on every nth extraction (0: never)
+	// Tokens and Cost are what each extraction turn the model plays costs, reported on
+	// the child's assistant message (protocol 1.1 §2) with the model it was asked for.
+	Tokens runtime.Tokens
+	Cost   float64
 	// ToolTimeout bounds each of the model's tool calls before it retries (30 s when 0):
 	// a call in flight when thatch dies is never answered.
 	ToolTimeout time.Duration
@@ -78,6 +82,7 @@ type Host struct {
 	calls     []Call
 	sessions  map[string]runtime.SessionInfo
 	messages  map[string]string // session → last assistant text
+	played    map[string]string // extraction child → the model its prompt asked for
 	extracted map[string]int    // entry id → times the model completed it
 	answered  map[string][]byte // idempotency key → the reply it got
 	repeats   map[string]int    // method → calls answered from memory
@@ -116,7 +121,7 @@ func New(nc *nats.Conn, id, api string, methods ...string) (*Host, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	h := &Host{ID: id, API: api, Prefix: "opencode", NC: nc, JS: js, Dir: os.TempDir(), ctx: ctx, cancel: cancel,
-		sessions: map[string]runtime.SessionInfo{}, messages: map[string]string{}, extracted: map[string]int{},
+		sessions: map[string]runtime.SessionInfo{}, messages: map[string]string{}, played: map[string]string{}, extracted: map[string]int{},
 		answered: map[string][]byte{}, repeats: map[string]int{}}
 	if len(methods) == 0 {
 		methods = Methods(api)
@@ -233,6 +238,11 @@ func (h *Host) builtin(method string, p map[string]any) (any, *runtime.HostError
 	case "session.prompt":
 		if noReply, _ := p["noReply"].(bool); h.Model && !noReply {
 			if s, ok := h.sessions[sid]; ok && s.Title == runtime.ExtractionTitle {
+				model := "fake/session-model" // no model asked: the session's, as opencode's bridge does
+				if m, _ := p["model"].(map[string]any); m != nil {
+					model = fmt.Sprint(m["providerID"], "/", m["modelID"])
+				}
+				h.played[sid] = model
 				h.goRun(func(ctx context.Context) { h.extract(ctx, sid) })
 			}
 		}
@@ -248,13 +258,25 @@ func (h *Host) builtin(method string, p map[string]any) (any, *runtime.HostError
 	case "project.list":
 		return []runtime.Project{{ID: "p1", Worktree: h.Dir}}, nil
 	case "session.messages":
-		return []map[string]any{{"info": map[string]any{"id": "msg_1", "role": "assistant"},
-			"parts": []map[string]any{{"type": "text", "text": h.messages[sid]}}}}, nil
+		info := h.turnInfo(sid)
+		return []map[string]any{{"info": info, "parts": []map[string]any{{"type": "text", "text": h.messages[sid]}}}}, nil
 	case "session.context":
-		return map[string]any{"messages": []map[string]any{{"id": "msg_1", "role": "assistant",
-			"content": []map[string]any{{"type": "text", "text": h.messages[sid]}}}}}, nil
+		m := h.turnInfo(sid)
+		m["content"] = []map[string]any{{"type": "text", "text": h.messages[sid]}}
+		return map[string]any{"messages": []map[string]any{m}}, nil
 	}
 	return map[string]any{}, nil
+}
+
+// turnInfo is the info of sid's assistant message: for an extraction turn the model
+// played, with its model, tokens and cost. The caller holds h.mu.
+func (h *Host) turnInfo(sid string) map[string]any {
+	info := map[string]any{"id": "msg_1", "role": "assistant"}
+	if model, ok := h.played[sid]; ok {
+		provider, id, _ := strings.Cut(model, "/")
+		info["providerID"], info["modelID"], info["tokens"], info["cost"] = provider, id, h.Tokens, h.Cost
+	}
+	return info
 }
 
 // announce publishes the event a real host emits for a change it made, as opencode does,

@@ -117,11 +117,11 @@ func TestExtractionWritesMemory(t *testing.T) {
 		return `{"role":"assistant","content":null,"tool_calls":[{"function":{"name":"` + name + `"}}]},{"role":"tool","content":` + string(c) + `}`
 	}
 	// The payload as thatch writes it: a read, then two bash calls, one with a quote.
-	payload := runtime.FormatPayload("ses_a", []runtime.PayloadEntry{
+	payload := runtime.FormatPayload(runtime.Payload{Root: "ses_a", Entries: []runtime.PayloadEntry{
 		{ID: "call_1", Body: runtime.Body{Tool: "read", Args: json.RawMessage(`{"filePath":"/w/go.mod","command":"not bash"}`), Output: "module x"}},
 		{ID: "call_2", Body: runtime.Body{Tool: "bash", Title: "scripted", Args: json.RawMessage(`{"command":"echo \"thatch-e2e-one\"","description":"scripted"}`), Output: "thatch-e2e-one\n"}},
 		{ID: "call_3", Body: runtime.Body{Tool: "bash", Args: json.RawMessage(`{"command":"make test"}`), Output: "ok"}},
-	}, []string{"- [mem_1] (fact) The module is x"})
+	}}, []string{"- [mem_1] (fact) The module is x"})
 	history := prompt + "," + toolResult("thatch_get_extraction_payload", payload)
 	if _, tools, _ := stream(t, srv.URL, `{"stream":true,`+offer+`,"messages":[`+history+`]}`); len(tools) != 1 ||
 		tools[0] != `memory_remember {"content":"The project ran: echo \"thatch-e2e-one\"","kind":"command"}` {
@@ -136,7 +136,7 @@ func TestExtractionWritesMemory(t *testing.T) {
 		t.Fatalf("after done: %q %v", c, tools)
 	}
 	// Nothing to extract: nothing written, and the report says so.
-	empty := prompt + "," + toolResult("thatch_get_extraction_payload", runtime.FormatPayload("ses_a", nil, nil))
+	empty := prompt + "," + toolResult("thatch_get_extraction_payload", runtime.FormatPayload(runtime.Payload{Root: "ses_a"}, nil))
 	if _, tools, _ := stream(t, srv.URL, `{"stream":true,`+offer+`,"messages":[`+empty+`]}`); len(tools) != 1 || tools[0] != `thatch_extraction_done {"deleted":0,"new":0,"updated":0}` {
 		t.Fatalf("after an empty payload: %v", tools)
 	}

@@ -57,6 +57,9 @@ func Encode(api string, c runtime.Call) (Request, error) {
 		if c.NoReply {
 			p["noReply"] = true
 		}
+		if provider, model, ok := runtime.ParseModel(c.Model); ok {
+			p["model"] = map[string]string{"providerID": provider, "modelID": model}
+		}
 		return Request{"session.prompt", p}, nil
 	case runtime.OpDelete:
 		return Request{"session.delete", map[string]any{"sessionID": c.SessionID}}, nil
@@ -117,10 +120,11 @@ func Decode(api string, c runtime.Call, result json.RawMessage, res *runtime.Res
 			}
 			return nil
 		}
+		// A v2 message is {id, role, content}; what its turn cost, when the host has it,
+		// sits beside them with v1's names (protocol 1.1 §2).
 		var ctx struct {
 			Messages []struct {
-				ID      string         `json:"id"`
-				Role    string         `json:"role"`
+				runtime.MessageInfo
 				Content []runtime.Part `json:"content"`
 			} `json:"messages"`
 		}
@@ -128,9 +132,7 @@ func Decode(api string, c runtime.Call, result json.RawMessage, res *runtime.Res
 			return fmt.Errorf("session.context result is not {messages: [...]}: %v", err)
 		}
 		for _, m := range ctx.Messages {
-			var msg runtime.Message
-			msg.Info.ID, msg.Info.Role, msg.Parts = m.ID, m.Role, m.Content
-			res.Messages = append(res.Messages, msg)
+			res.Messages = append(res.Messages, runtime.Message{Info: m.MessageInfo, Parts: m.Content})
 		}
 	}
 	return nil

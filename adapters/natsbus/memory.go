@@ -238,7 +238,7 @@ func (s *Server) withRelated(ctx context.Context, a runtime.Answer, who *runtime
 	for i, m := range related {
 		lines[i] = memory.Line(m)
 	}
-	a.Output = runtime.FormatPayload(a.Payload.Root, a.Payload.Entries, lines)
+	a.Output = runtime.FormatPayload(*a.Payload, lines)
 	signals, err := s.Memories.Store.Signals(ctx, who.Project, SignalsMax, s.Memories.now())
 	if err != nil {
 		s.Log.Warn("could not read the memory hygiene signals for a payload; sending it without them", "session", who.SessionID, "err", err)

@@ -3,6 +3,7 @@ package natsbus
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	goruntime "runtime"
 	"strings"
@@ -33,6 +34,11 @@ type Server struct {
 	// Redactions are other parts' redaction counts (the in-process bridge's), which status
 	// adds to the journal's and the store's.
 	Redactions []*atomic.Int64
+	// Costs reads the ledger from a UTC day on (rule 14); nil leaves costs out of status
+	// and answers the costs method with NotImplementedError. Extract is the runtime's
+	// budget and model, which status shows.
+	Costs   func(since string) ([]runtime.CostRow, error)
+	Extract runtime.Rules
 
 	wg    sync.WaitGroup
 	subs  []*nats.Subscription
@@ -134,7 +140,35 @@ func (s *Server) summary(v runtime.View) runtime.StatusView {
 	st.Consuming = s.Consumer != nil && s.Consumer.Running.Load() && s.NC.IsConnected()
 	st.OutstandingCalls, st.JournalError = v.Outstanding, v.JournalError
 	st.Goroutines = goruntime.NumGoroutine()
+	if s.Costs != nil {
+		st.Extraction = &runtime.ExtractionView{DailyTokens: s.Extract.DailyTokens, Model: s.Extract.ExtractModel,
+			BudgetReached: v.State.BudgetReached(s.Extract.DailyTokens, time.Now())}
+	}
 	return st
+}
+
+// MaxCostDays bounds the costs method's window.
+const MaxCostDays = 400
+
+// costs reads the ledger's rows of the last days UTC days, today included.
+func (s *Server) costs(days int) ([]runtime.CostRow, error) {
+	return s.Costs(runtime.Day(time.Now().AddDate(0, 0, 1-days)))
+}
+
+// spend fills status's today and week totals from the ledger.
+func (s *Server) spend(x *runtime.ExtractionView) {
+	rows, err := s.costs(7)
+	if err != nil {
+		x.Error = err.Error()
+		return
+	}
+	today := runtime.Day(time.Now())
+	for _, r := range rows {
+		x.Week.Add(r)
+		if r.Day == today {
+			x.Today.Add(r)
+		}
+	}
 }
 
 // Status returns the status method's result, also for the status file. The memory count
@@ -145,6 +179,9 @@ func (s *Server) Status(ctx context.Context) (runtime.StatusView, error) {
 		return runtime.StatusView{}, err
 	}
 	st := v.(runtime.StatusView)
+	if st.Extraction != nil {
+		s.spend(st.Extraction)
+	}
 	for _, n := range s.Redactions {
 		st.Redacted += n.Load()
 	}
@@ -223,6 +260,7 @@ type apiParams struct {
 	DryRun    bool   `json:"dryRun"`
 	ProjectID string `json:"projectID"` // session.context: the host's word for the project
 	Directory string `json:"directory"` // session.context: likewise
+	Days      *int   `json:"days"`      // costs
 }
 
 func (s *Server) api(ctx context.Context, m *nats.Msg) (any, *runtime.HostError) {
@@ -254,6 +292,22 @@ func (s *Server) api(ctx context.Context, m *nats.Msg) (any, *runtime.HostError)
 			return nil, badRequest("entries needs {sessionID}")
 		}
 		fn = func(v runtime.View) any { return runtime.EntryList(v.State, p.SessionID) }
+	case "costs":
+		if s.Costs == nil {
+			return nil, &runtime.HostError{Name: "NotImplementedError", Message: "this thatch keeps no ledger"}
+		}
+		days := 30
+		if p.Days != nil {
+			days = *p.Days
+		}
+		if days < 1 || days > MaxCostDays {
+			return nil, badRequest(fmt.Sprintf("costs takes {days?}: 1 to %d (default 30)", MaxCostDays))
+		}
+		rows, err := s.costs(days)
+		if err != nil {
+			return nil, &runtime.HostError{Name: "UnavailableError", Message: err.Error()}
+		}
+		return rows, nil
 	case "sweep":
 		if s.Sweep == nil {
 			return nil, &runtime.HostError{Name: "NotImplementedError", Message: "this thatch does not sweep yet"}
@@ -261,7 +315,7 @@ func (s *Server) api(ctx context.Context, m *nats.Msg) (any, *runtime.HostError)
 		return s.Sweep(ctx, p.HostID, p.DryRun)
 	default:
 		return nil, &runtime.HostError{Name: "NotFoundError", Message: "thatch has no API method " + method +
-			": use status, sessions, entries, sweep, session.context, memories, memory.get, memory.forget, memory.context, memory.hygiene, memory.signals, memory.dismiss, memory.restore, memory.export or memory.import"}
+			": use status, sessions, entries, costs, sweep, session.context, memories, memory.get, memory.forget, memory.context, memory.hygiene, memory.signals, memory.dismiss, memory.restore, memory.export or memory.import"}
 	}
 	res, err := s.Loop.Query(ctx, fn)
 	if err != nil {

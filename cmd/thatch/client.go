@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -35,6 +36,7 @@ func client(ctx context.Context, c Config, cmd string, args []string, out io.Wri
 	asJSON := fs.Bool("json", false, "print JSON")
 	hostID := fs.String("host", "", "only this host")
 	dryRun := fs.Bool("dry-run", false, "sweep: only plan")
+	days := fs.Int("days", 30, "costs: the last N UTC days, today included")
 	pos, err := parseInterspersed(fs, args) // flags may come before or after the arguments
 	if err != nil {
 		return err
@@ -58,6 +60,8 @@ func client(ctx context.Context, c Config, cmd string, args []string, out io.Wri
 			return fmt.Errorf("usage: thatch entries SESSION [--json]")
 		}
 		params["sessionID"] = pos[0]
+	case "costs":
+		params["days"] = *days
 	}
 	raw, err := request(ctx, c, cmd, params)
 	var stale error // set when status falls back to the status file
@@ -107,6 +111,47 @@ func client(ctx context.Context, c Config, cmd string, args []string, out io.Wri
 			}
 			fmt.Fprintf(tw, "%s\t%s\n", row[0], row[1])
 		}
+		if x := s.Extraction; x != nil {
+			spend := func(p runtime.Spend) string {
+				return fmt.Sprintf("%d extractions, %s tokens (%s in, %s out), %s", p.Extractions, runtime.FormatTokens(p.Tokens),
+					runtime.FormatTokens(p.TokensIn), runtime.FormatTokens(p.TokensOut), runtime.FormatUSD(p.USD))
+			}
+			if x.Error != "" {
+				fmt.Fprintf(tw, "LEDGER ERROR\t%s\n", x.Error)
+			}
+			fmt.Fprintf(tw, "extraction today (UTC)\t%s\n", spend(x.Today))
+			fmt.Fprintf(tw, "extraction last 7 days\t%s\n", spend(x.Week))
+			budget := "no limit (THATCH_EXTRACT_DAILY_TOKENS unset)"
+			if x.DailyTokens > 0 {
+				budget = fmt.Sprintf("%s tokens a day, %s used today", runtime.FormatTokens(x.DailyTokens), runtime.FormatTokens(x.Today.Tokens))
+				if x.BudgetReached {
+					budget += ": REACHED, extraction waits for the next UTC day"
+				}
+			}
+			fmt.Fprintf(tw, "extraction budget\t%s\n", budget)
+			if x.Model != "" {
+				fmt.Fprintf(tw, "extraction model\t%s (THATCH_EXTRACT_MODEL)\n", x.Model)
+			}
+		}
+	case "costs":
+		var rows []runtime.CostRow
+		if err := json.Unmarshal(raw, &rows); err != nil {
+			return err
+		}
+		if len(rows) == 0 {
+			fmt.Fprintf(tw, "no extraction in the last %d days\n", *days)
+			return nil
+		}
+		fmt.Fprintln(tw, "DAY (UTC)\tPROJECT\tEXTRACTIONS\tENTRIES\tTOKENS IN\tTOKENS OUT\tCOST\tMODELS")
+		var total runtime.CostRow
+		for _, r := range rows {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", r.Day, r.Project, r.Extractions, r.Entries,
+				runtime.FormatTokens(r.TokensIn), runtime.FormatTokens(r.TokensOut), runtime.FormatUSD(r.USD), strings.Join(r.Models, ","))
+			total.Extractions, total.Entries = total.Extractions+r.Extractions, total.Entries+r.Entries
+			total.TokensIn, total.TokensOut, total.USD = total.TokensIn+r.TokensIn, total.TokensOut+r.TokensOut, total.USD+r.USD
+		}
+		fmt.Fprintf(tw, "total, %d days\t\t%d\t%d\t%s\t%s\t%s\t\n", *days, total.Extractions, total.Entries,
+			runtime.FormatTokens(total.TokensIn), runtime.FormatTokens(total.TokensOut), runtime.FormatUSD(total.USD))
 	case "sessions":
 		var rows []runtime.SessionView
 		if err := json.Unmarshal(raw, &rows); err != nil {

@@ -38,6 +38,9 @@ type Config struct {
 	RuntimeStateTTLMS    int64  `envconfig:"RUNTIME_STATE_TTL_MS" default:"604800000" desc:"the journal sweep drops sessions untouched this long"`
 	MemoryInjectChars    int    `envconfig:"MEMORY_INJECT_CHARS" default:"2000" desc:"characters of memories a new session's first request and a compaction carry"`
 	MemoryStaleDays      int    `envconfig:"MEMORY_STALE_DAYS" default:"90" desc:"a memory neither used nor updated this long is stale: it leaves injection, stays searchable"`
+	ExtractModel         string `envconfig:"EXTRACT_MODEL" desc:"provider/model the extraction runs on (default: the host's small model, else the session's model)"`
+	ExtractPayloadChars  int    `envconfig:"EXTRACT_PAYLOAD_CHARS" default:"24000" desc:"characters of tool calls one extraction reads at most; the rest waits for the next"`
+	ExtractDailyTokens   int64  `envconfig:"EXTRACT_DAILY_TOKENS" desc:"extraction tokens per UTC day; past it no extraction starts until the next day (unset: no limit)"`
 	InstallCommands      Switch `envconfig:"INSTALL_COMMANDS" default:"on" desc:"install the slash commands when thatch serve starts"`
 	LogLevel             string `envconfig:"LOG_LEVEL" default:"info" desc:"debug, info, warn or error"`
 	LogFormat            string `envconfig:"LOG_FORMAT" default:"auto" desc:"auto (text on a terminal, JSON otherwise), text or json"`
@@ -88,6 +91,7 @@ func loadConfig() (Config, error) {
 		"THATCH_HOST_TIMEOUT_MS": c.HostTimeoutMS, "THATCH_STALE_ACCEPTED_MS": c.StaleAcceptedMS,
 		"THATCH_INTERACTION_OUTPUT_MAX": c.InteractionOutputMax, "THATCH_BATCH_MAX": c.BatchMax,
 		"THATCH_STRAND_SWEEP_MS": c.StrandSweepMS, "THATCH_MEMORY_INJECT_CHARS": c.MemoryInjectChars, "THATCH_MEMORY_STALE_DAYS": c.MemoryStaleDays,
+		"THATCH_EXTRACT_PAYLOAD_CHARS": c.ExtractPayloadChars,
 	}
 	for name, v := range positive {
 		if v <= 0 {
@@ -98,6 +102,17 @@ func loadConfig() (Config, error) {
 		"THATCH_STREAM": c.Stream, "THATCH_CONSUMER": c.Consumer} {
 		if !tokenPattern.MatchString(v) {
 			return c, fmt.Errorf("%s=%q: must be one subject token of letters, digits, _ or -", name, v)
+		}
+	}
+	if c.ExtractPayloadChars < 1000 {
+		return c, fmt.Errorf("THATCH_EXTRACT_PAYLOAD_CHARS=%d: must be at least 1000 (the default is 24000)", c.ExtractPayloadChars)
+	}
+	if c.ExtractDailyTokens < 0 {
+		return c, fmt.Errorf("THATCH_EXTRACT_DAILY_TOKENS=%d: must be a positive number of tokens, or unset for no limit", c.ExtractDailyTokens)
+	}
+	if c.ExtractModel != "" {
+		if _, _, ok := runtime.ParseModel(c.ExtractModel); !ok {
+			return c, fmt.Errorf("THATCH_EXTRACT_MODEL=%q: must be provider/model, as opencode names models (e.g. anthropic/claude-haiku-4-5)", c.ExtractModel)
 		}
 	}
 	if c.RuntimeStateTTLMS <= 0 {
@@ -152,6 +167,9 @@ func (c Config) rules() runtime.Rules {
 		StaleAccepted: time.Duration(c.StaleAcceptedMS) * time.Millisecond,
 		OutputMax:     c.InteractionOutputMax,
 		TTL:           time.Duration(c.RuntimeStateTTLMS) * time.Millisecond,
+		PayloadChars:  c.ExtractPayloadChars,
+		ExtractModel:  c.ExtractModel,
+		DailyTokens:   c.ExtractDailyTokens,
 	}
 }
 

@@ -22,6 +22,7 @@ Usage:
   thatch entries SESSION [--json]    the journaled entries of a top-level session
   thatch sweep [--dry-run] [--host ID]
                                      one strand sweep now, printing its plan
+  thatch costs [--days N] [--json]   what extraction cost, by UTC day and project (default: 30 days)
   thatch memories [--project P] [--search Q] [--kind K] [--json]
                                      the memories thatch keeps (show ID, forget ID, export, import FILE: see thatch memories --help)
   thatch install                     install the /thatch/compact and /thatch/exit commands for opencode
@@ -102,7 +103,7 @@ func run(args []string) error {
 			fmt.Println("restart opencode to load new commands")
 		}
 		return nil
-	case "status", "sessions", "entries", "sweep":
+	case "status", "sessions", "entries", "sweep", "costs":
 		return client(ctx, c, cmd, args, os.Stdout)
 	case "memories":
 		return memoriesCmd(ctx, c, args, os.Stdout)

@@ -105,7 +105,7 @@ func serveWith(ctx context.Context, c Config, log *slog.Logger, tune func(*runti
 		redactions = append(redactions, &ocBridge.Redacted)
 	}
 	srv := &natsbus.Server{Redactions: redactions, NC: nc, JS: js, Stream: c.Stream, Prefix: c.APIPrefix, Loop: loop, Consumer: consumer,
-		Log: log.With("component", "api"), Sweep: sweepAPI(sweeper), Memories: memories}
+		Log: log.With("component", "api"), Sweep: sweepAPI(sweeper), Memories: memories, Costs: store.Costs, Extract: c.rules()}
 
 	// Each part runs until its own context ends; shutdown stops them in reverse order:
 	// sweeper, responders, consumer (unapplied messages go back), loop (the batch in

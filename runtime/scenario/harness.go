@@ -71,6 +71,15 @@ func (h *Harness) Exec(c Cmd) string {
 		if v, ok := c.Args["ttl"]; ok {
 			h.Rules.TTL, _ = time.ParseDuration(v)
 		}
+		if v, ok := c.Args["payload-chars"]; ok {
+			h.Rules.PayloadChars, _ = strconv.Atoi(v)
+		}
+		if v, ok := c.Args["daily-tokens"]; ok {
+			h.Rules.DailyTokens, _ = strconv.ParseInt(v, 10, 64)
+		}
+		if v, ok := c.Args["extract-model"]; ok {
+			h.Rules.ExtractModel = v
+		}
 		return ""
 	case "show":
 		n, err := strconv.Atoi(c.Keys[0])
@@ -145,6 +154,10 @@ func (h *Harness) step(in runtime.Input) string {
 		h.calls = append(h.calls, c)
 		out = append(out, fmt.Sprintf("call #%d %s", len(h.calls), FormatCall(c)))
 	}
+	for _, r := range fx.Ledger {
+		out = append(out, fmt.Sprintf("ledger %s root=%s project=%s day=%s entries=%d in=%d out=%d cost=%g model=%s turns=%d",
+			r.Child, r.Root, r.Project, r.Day, r.Entries, r.TokensIn, r.TokensOut, r.USD, r.Model, r.Turns))
+	}
 	for _, n := range fx.Notes {
 		line := fmt.Sprintf("note %s: %s", strings.ToLower(n.Level.String()), n.Msg)
 		for i := 0; i+1 < len(n.Attrs); i += 2 {
@@ -174,7 +187,7 @@ func (h *Harness) reply(r *runtime.Reply) string {
 		for _, id := range root.Claimed(p.Claimant) {
 			entries = append(entries, runtime.PayloadEntry{ID: id, Body: h.bodies[p.Root+"/"+id]})
 		}
-		s += "\n" + indent(runtime.FormatPayload(p.Root, entries, nil))
+		s += "\n" + indent(runtime.FormatPayload(runtime.Payload{Root: p.Root, Entries: entries, Remaining: p.Remaining, Again: p.Again}, nil))
 	} else if r.Output != "" {
 		s += "\n" + indent(r.Output)
 	}
@@ -218,6 +231,7 @@ func FormatCall(c runtime.Call) string {
 	}
 	add("purpose", string(c.Purpose))
 	add("project", c.Project)
+	add("model", c.Model)
 	return strings.Join(parts, " ")
 }
 
@@ -264,6 +278,9 @@ func (h *Harness) event(c Cmd) (runtime.Event, error) {
 		props = map[string]any{"hostID": get("host", "h1"), "api": get("api", "v1"), "version": "1.0",
 			"bootID": get("boot", "b1"), "directory": get("dir", "/w"), "worktree": get("worktree", "/w"),
 			"projectID": "p1", "capabilities": caps, "resumed": splitList(get("resumed", ""))}
+		if m := get("small", ""); m != "" {
+			props["smallModel"] = m
+		}
 	case "host.goodbye":
 		props = map[string]any{"hostID": get("host", "h1"), "bootID": get("boot", "b1")}
 	case "session.created", "session.updated", "session.deleted":
@@ -329,6 +346,24 @@ func (h *Harness) result(c runtime.Call, cmd Cmd) runtime.Result {
 		m.Info.ID, m.Info.Role = "msg_1", "assistant"
 		r.Messages = []runtime.Message{m}
 	}
+	// tokens=IN/OUT[,IN/OUT…] cost=USD model=p/m: the assistant turns of an extraction
+	// child, each with those tokens and the cost split evenly.
+	if t, ok := a["tokens"]; ok {
+		turns := strings.Split(t, ",")
+		cost, _ := strconv.ParseFloat(a["cost"], 64)
+		provider, model, _ := strings.Cut(a["model"], "/")
+		for i, turn := range turns {
+			in, out, _ := strings.Cut(turn, "/")
+			m := runtime.Message{}
+			m.Info.ID, m.Info.Role, m.Info.ProviderID, m.Info.ModelID = fmt.Sprintf("msg_%d", i+1), "assistant", provider, model
+			m.Info.Tokens = &runtime.Tokens{}
+			m.Info.Tokens.Input, _ = strconv.ParseInt(in, 10, 64)
+			m.Info.Tokens.Output, _ = strconv.ParseInt(out, 10, 64)
+			c := cost / float64(len(turns))
+			m.Info.Cost = &c
+			r.Messages = append(r.Messages, m)
+		}
+	}
 	if s, ok := a["sessions"]; ok {
 		for _, row := range strings.Split(s, ";") {
 			f := strings.Split(row, "|")
@@ -349,6 +384,15 @@ func Dump(s *runtime.State, now time.Time) string {
 		c.Applied, c.Rejected, c.Gaps, c.StaleRequeued, c.Healed, c.Swept)
 	if c.Redacted > 0 {
 		counters += fmt.Sprintf(" redacted=%d", c.Redacted)
+	}
+	if c.Day != "" {
+		counters += fmt.Sprintf(" day=%s tokens=%d", c.Day, c.DayTokens)
+	}
+	if c.Warned != "" {
+		counters += " warned=" + c.Warned
+	}
+	if c.Trivial > 0 {
+		counters += fmt.Sprintf(" trivial=%d", c.Trivial)
 	}
 	out = append(out, counters)
 	hosts := make([]string, 0, len(s.Hosts))
@@ -415,6 +459,9 @@ func dumpSession(x *runtime.Session) []string {
 		l := fmt.Sprintf("  entry %s %s pending", e.ID, e.Tool)
 		if e.Accepted() {
 			l = fmt.Sprintf("  entry %s %s accepted by=%s at=+%s", e.ID, e.Tool, e.Claimant, time.UnixMilli(e.ClaimedAt).Sub(Epoch))
+		}
+		if e.Trivial {
+			l += " trivial"
 		}
 		lines = append(lines, l)
 	}

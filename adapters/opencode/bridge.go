@@ -274,13 +274,17 @@ func (b *Bridge) hello(ctx context.Context) error {
 	}
 	_ = b.Client.do(ctx, "GET", "/global/health", nil, &health)
 	_ = b.Client.do(ctx, "GET", "/path", nil, &path)
+	small, err := b.Client.SmallModel(ctx) // extraction runs on it (protocol extension)
+	if err != nil {
+		b.Log.Warn("could not read opencode's config; extraction runs on the session's model", "err", err)
+	}
 	var raw [6]byte
 	_, _ = rand.Read(raw[:])
 	boot := hex.EncodeToString(raw[:])
 	props, _ := json.Marshal(runtime.Hello{HostID: b.HostID, API: "v1", Version: health.Version, BootID: boot,
 		Directory: path.Directory, Worktree: path.Worktree, Caps: runtime.Capabilities{TUI: true, Compact: true, Move: true, List: true, Context: true},
-		Resumed: []string{}})
-	b.Log.Info("opencode connected", "version", health.Version, "boot_id", boot)
+		Resumed: []string{}, SmallModel: small})
+	b.Log.Info("opencode connected", "version", health.Version, "boot_id", boot, "small_model", small)
 	b.pubMu.Lock() // held from the reset to the hello: no shim event slips in between
 	defer b.pubMu.Unlock()
 	b.seq = 0

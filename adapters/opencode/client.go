@@ -123,6 +123,15 @@ func (c *Client) Call(ctx context.Context, method string, p map[string]json.RawM
 		if n, ok := p["noReply"]; ok {
 			body["noReply"] = n
 		}
+		if m, ok := p["model"]; ok && string(m) != "null" {
+			body["model"] = m // protocol 1.1: the model that answers this turn
+		} else if string(p["noReply"]) != "true" {
+			// No model named: a child answers on its parent's model, as its parent's
+			// turns do (opencode's own default would be the configured model).
+			if m, err := c.parentModel(ctx, str("sessionID")); err == nil && m != nil {
+				body["model"], _ = json.Marshal(m)
+			}
+		}
 		if err := c.do(ctx, "POST", "/session/"+sid+"/prompt_async", body, nil); err != nil {
 			return nil, err
 		}
@@ -183,27 +192,67 @@ func (c *Client) sessions(ctx context.Context, sinceMS int64, out any) error {
 	return err
 }
 
+// Model names a model as opencode's routes take it.
+type Model struct {
+	ProviderID string `json:"providerID"`
+	ModelID    string `json:"modelID"`
+}
+
+// sessionModel returns the model of sessionID's latest user message, nil when it has none.
+func (c *Client) sessionModel(ctx context.Context, sessionID string) (*Model, error) {
+	var msgs []struct {
+		Info struct {
+			Role  string `json:"role"`
+			Model Model  `json:"model"`
+		} `json:"info"`
+	}
+	if err := c.do(ctx, "GET", "/session/"+url.PathEscape(sessionID)+"/message", nil, &msgs); err != nil {
+		return nil, err
+	}
+	var m *Model
+	for _, msg := range msgs {
+		if msg.Info.Role == "user" && msg.Info.Model.ProviderID != "" {
+			m = &msg.Info.Model
+		}
+	}
+	return m, nil
+}
+
+// parentModel returns the model of the parent of sessionID, nil when it has no parent or
+// the parent no model yet.
+func (c *Client) parentModel(ctx context.Context, sessionID string) (*Model, error) {
+	var s struct {
+		ParentID string `json:"parentID"`
+	}
+	if err := c.do(ctx, "GET", "/session/"+url.PathEscape(sessionID), nil, &s); err != nil || s.ParentID == "" {
+		return nil, err
+	}
+	return c.sessionModel(ctx, s.ParentID)
+}
+
+// SmallModel returns opencode's configured small_model ("provider/model"), "" when none
+// is configured.
+func (c *Client) SmallModel(ctx context.Context) (string, error) {
+	var cfg struct {
+		SmallModel string `json:"small_model"`
+	}
+	if err := c.do(ctx, "GET", "/config", nil, &cfg); err != nil {
+		return "", err
+	}
+	return cfg.SmallModel, nil
+}
+
 // summarize compacts a session with the model of its latest user message, or the
 // server's configured model when the session has none yet.
 func (c *Client) summarize(ctx context.Context, sessionID string) (any, error) {
 	sid := url.PathEscape(sessionID)
-	var msgs []struct {
-		Info struct {
-			Role  string `json:"role"`
-			Model struct {
-				ProviderID string `json:"providerID"`
-				ModelID    string `json:"modelID"`
-			} `json:"model"`
-		} `json:"info"`
-	}
-	if err := c.do(ctx, "GET", "/session/"+sid+"/message", nil, &msgs); err != nil {
+	var provider, model string
+	m, err := c.sessionModel(ctx, sessionID)
+	if err != nil {
 		return nil, err
 	}
-	var provider, model string
-	for _, m := range msgs {
-		if m.Info.Role == "user" && m.Info.Model.ProviderID != "" {
-			provider, model = m.Info.Model.ProviderID, m.Info.Model.ModelID
-		}
+	if m != nil {
+		provider, model = m.ProviderID, m.ModelID
 	}
 	if provider == "" {
 		var cfg struct {

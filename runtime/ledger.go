@@ -118,7 +118,7 @@ func (t *step) ledger(c Call, res Result) {
 	}
 	if ref.Toast != "" {
 		msg := ref.Toast
-		if known && cost.Turns > 0 {
+		if known && (cost.Tokens() > 0 || cost.USD > 0) { // a host that reports no figures gets no "0 tokens"
 			msg += " · " + FormatCost(cost)
 		}
 		t.toast(c.Host, "thatch", msg, "success")

@@ -98,8 +98,8 @@ func TestNoSecretReachesTheDisk(t *testing.T) {
 	must(t, r.host.Hello(ctx, "b1"))
 	must(t, r.host.Created(ctx, "ses_a", "", "fix AKIAIOSFODNN7EXAMPLE leak", r.host.Dir))
 	_, err := r.host.Publish(ctx, "tool.execute.after", map[string]any{"sessionID": "ses_a", "callID": "c1", "tool": "bash",
-		"args":  map[string]any{"command": "export GITHUB_TOKEN=ghp_R8x2Kq9LmZ4vT7wN1pB6yC3dF5gH0jS2aE4u && cat .env", "description": "DB_PASSWORD=hunter2-correct-horse"},
-		"title": "cat .env", "output": secretOutput, "metadata": map[string]any{"output": secretOutput, "exit": 0}})
+		"args":  map[string]any{"command": "export GITHUB_TOKEN=ghp_R8x2Kq9LmZ4vT7wN1pB6yC3dF5gH0jS2aE4u && ./deploy.sh --verbose", "description": "DB_PASSWORD=hunter2-correct-horse"},
+		"title": "./deploy.sh --verbose", "output": secretOutput, "metadata": map[string]any{"output": secretOutput, "exit": 0}})
 	must(t, err)
 	// A body thatch rejects is kept for a person to read: redacted too.
 	must(t, r.host.PublishRaw(ctx, "tool.execute.after", []byte(`{"id":"evt_bad","type":"tool.execute.after","properties":{"sessionID":7,"output":"`+testSecrets[0]+`"}}`), "evt_bad", 0))

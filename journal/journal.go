@@ -522,7 +522,7 @@ const LedgerRetention = 400 * 24 * time.Hour
 // one row per day and project, newest day first. It is safe to call from any goroutine.
 func (s *Store) Costs(since string) ([]runtime.CostRow, error) {
 	rows, err := s.db.Query(`SELECT day, project, count(*), sum(entries), sum(tokens_in), sum(tokens_out), sum(cost),
-		group_concat(DISTINCT model) FROM ledger WHERE day >= ? GROUP BY day, project ORDER BY day DESC, project`, since)
+		group_concat(DISTINCT NULLIF(model, '')) FROM ledger WHERE day >= ? GROUP BY day, project ORDER BY day DESC, project`, since)
 	if err != nil {
 		return nil, fmt.Errorf("read the ledger: %w", err)
 	}

@@ -84,7 +84,7 @@ type Hello struct {
 // "openrouter/anthropic/claude-3.5-haiku" does). ok is false for anything else.
 func ParseModel(s string) (provider, model string, ok bool) {
 	provider, model, ok = strings.Cut(s, "/")
-	if !ok || provider == "" || model == "" || len(s) > 256 || strings.ContainsAny(s, " \t\r\n") {
+	if !ok || provider == "" || model == "" || len(s) > 256 || strings.ContainsAny(s, " ,\t\r\n") {
 		return "", "", false
 	}
 	return provider, model, true

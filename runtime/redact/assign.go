@@ -56,8 +56,24 @@ func findAssignments(sc *scanner) {
 		for ne < len(sc.s) && isNameChar(sc.s[ne]) {
 			ne++
 		}
+		if sc.covered(ns, ne) {
+			// The "name" is a secret another rule found (ghp_…key=): it is no key, and
+			// what follows it is read on its own, as it is once the secret is a marker.
+			next = ne
+			continue
+		}
 		next = max(ne, sc.assignment(ns, ne))
 	}
+}
+
+// covered reports whether s[start:end] overlaps a secret found already.
+func (sc *scanner) covered(start, end int) bool {
+	for _, sp := range sc.spans {
+		if sp.start < end && start < sp.end {
+			return true
+		}
+	}
+	return false
 }
 
 // assignment looks at the name s[ns:ne] and what follows it, and returns the end of the

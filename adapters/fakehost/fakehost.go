@@ -63,6 +63,8 @@ type Host struct {
 	// reports to thatch_extraction_done. Unset, the model reports writes it never made.
 	Write     func(ctx context.Context, child string, payload runtime.Answer, call func(name string, args any) (runtime.Answer, *runtime.HostError)) runtime.Metrics
 	FailEvery int // the model errors on every nth extraction (0: never)
+	// SmallModel, "provider/model", is announced in the hello (an extension).
+	SmallModel string
 	// Tokens and Cost are what each extraction turn the model plays costs, reported on
 	// the child's assistant message (protocol 1.1 §2) with the model it was asked for.
 	Tokens runtime.Tokens
@@ -495,9 +497,13 @@ func (h *Host) PublishHello(ctx context.Context, boot string, caps runtime.Capab
 	if resumed == nil {
 		resumed = []string{}
 	}
-	_, err := h.Publish(ctx, "host.hello", map[string]any{"hostID": h.ID, "api": h.API, "version": "fake",
+	hello := map[string]any{"hostID": h.ID, "api": h.API, "version": "fake",
 		"bootID": boot, "directory": h.Dir, "worktree": h.Dir, "projectID": "p1",
-		"capabilities": caps, "resumed": resumed})
+		"capabilities": caps, "resumed": resumed}
+	if h.SmallModel != "" {
+		hello["smallModel"] = h.SmallModel
+	}
+	_, err := h.Publish(ctx, "host.hello", hello)
 	return err
 }
 

@@ -15,15 +15,10 @@ import (
 	"github.com/thatch-dev/thatch/runtime"
 )
 
-// helloSmallModel announces the host as fakehost's Hello does, with a smallModel in the
-// hello (protocol extension): fakehost's own Hello sends none. The host must be fresh (no
-// event published yet): its Host-Seq then starts at 1 as a boot's must.
+// helloSmallModel announces the host with a smallModel in its hello.
 func helloSmallModel(ctx context.Context, h *fakehost.Host, boot, small string) error {
-	_, err := h.Publish(ctx, "host.hello", map[string]any{"hostID": h.ID, "api": h.API, "version": "fake",
-		"bootID": boot, "directory": h.Dir, "worktree": h.Dir, "projectID": "p1",
-		"capabilities": runtime.Capabilities{TUI: true, Compact: true, Move: true, List: true}, "resumed": []string{},
-		"smallModel": small})
-	return err
+	h.SmallModel = small
+	return h.Hello(ctx, boot)
 }
 
 // hostToast is one toast a host was asked to show.

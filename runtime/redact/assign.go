@@ -56,24 +56,32 @@ func findAssignments(sc *scanner) {
 		for ne < len(sc.s) && isNameChar(sc.s[ne]) {
 			ne++
 		}
-		if sc.covered(ns, ne) {
-			// The "name" is a secret another rule found (ghp_…key=): it is no key, and
-			// what follows it is read on its own, as it is once the secret is a marker.
-			next = ne
+		ns, ne, skip := sc.trimName(h, ns, ne)
+		if skip > 0 {
+			next = skip
 			continue
 		}
 		next = max(ne, sc.assignment(ns, ne))
 	}
 }
 
-// covered reports whether s[start:end] overlaps a secret found already.
-func (sc *scanner) covered(start, end int) bool {
+// trimName shrinks the name s[ns:ne] around the anchor found at h to what no secret found
+// by another rule covers: a secret is no part of a key's name (ghp_…key=, ghp_….secret=),
+// just as a marker is not once the secret is replaced, so a second pass reads the same
+// names. When the anchor itself is inside a secret, skip is where to go on.
+func (sc *scanner) trimName(h, ns, ne int) (int, int, int) {
 	for _, sp := range sc.spans {
-		if sp.start < end && start < sp.end {
-			return true
+		switch {
+		case sp.start >= ne || sp.end <= ns:
+		case sp.start <= h && h < sp.end:
+			return ns, ne, sp.end
+		case sp.end <= h:
+			ns = max(ns, sp.end)
+		default:
+			ne = min(ne, sp.start)
 		}
 	}
-	return false
+	return ns, ne, 0
 }
 
 // assignment looks at the name s[ns:ne] and what follows it, and returns the end of the

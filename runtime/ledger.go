@@ -103,7 +103,7 @@ func (t *step) ledger(c Call, res Result) {
 		if cost.Model == "" {
 			cost.Model = ref.Model
 		}
-		if cost.Turns > 0 || ref.Entries > 0 {
+		if cost.Tokens() > 0 || cost.USD > 0 || ref.Entries > 0 { // a child interrupted before its first answer cost nothing known
 			row := LedgerRow{Child: c.SessionID, Root: ref.Root, Project: ref.Project, Day: Day(t.now), At: t.now, Entries: ref.Entries, Cost: cost}
 			t.fx.Ledger = append(t.fx.Ledger, row)
 			if t.s.Counters.Day != row.Day {

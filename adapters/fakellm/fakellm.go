@@ -7,7 +7,9 @@
 // prompt, when the tools are offered, calls thatch_get_extraction_payload, then (when
 // memory_remember is offered and the payload shows a bash command) memory_remember with
 // "The project ran: <that command>", then thatch_extraction_done; anything else gets a
-// short reply. It logs what each request carried (Log) for the tests to check.
+// short reply. Every answer ends with a usage chunk, as OpenAI's do with
+// stream_options.include_usage, its token counts derived from the request and the answer.
+// It logs what each request carried, and the usage reported (Log), for the tests to check.
 package fakellm
 
 import (
@@ -34,7 +36,17 @@ type Request struct {
 	System   string   // the system messages' text, joined in order
 	LastUser string   // the text of the last user message
 	Tools    []string // the names of the tools offered, in order
+	// The usage the answer's last chunk reported: PromptTokens is the characters of the
+	// messages' text and tool calls over 4 (at least 1), CompletionTokens those of the
+	// answer's text or tool call over 4 (at least 1).
+	PromptTokens, CompletionTokens int
+	// IncludeUsage: the request asked for the usage chunk (stream_options.include_usage),
+	// without which OpenAI sends none; this server sends it all the same.
+	IncludeUsage bool
 }
+
+// answer is a reply: a text, or a call of tool with args (JSON).
+type answer struct{ text, tool, args string }
 
 type hold struct {
 	arrived chan struct{}
@@ -90,7 +102,8 @@ type message struct {
 	Content   json.RawMessage `json:"content"`
 	ToolCalls []struct {
 		Function struct {
-			Name string `json:"name"`
+			Name      string `json:"name"`
+			Arguments string `json:"arguments"`
 		} `json:"function"`
 	} `json:"tool_calls"`
 }
@@ -164,6 +177,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				Name string `json:"name"`
 			} `json:"function"`
 		} `json:"tools"`
+		StreamOptions struct {
+			IncludeUsage bool `json:"include_usage"`
+		} `json:"stream_options"`
 	}
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
 		http.Error(w, `{"error":{"message":"bad request"}}`, http.StatusBadRequest)
@@ -173,7 +189,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var systems []string
 	var lastUser, lastCall, payload string
 	last := message{}
+	chars := 0 // the messages' characters, for the usage
 	for _, m := range req.Messages {
+		chars += len(m.text())
+		for _, c := range m.ToolCalls {
+			chars += len(c.Function.Name) + len(c.Function.Arguments)
+		}
 		switch m.Role {
 		case "system":
 			systems = append(systems, m.text())
@@ -197,56 +218,25 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		offered[t.Function.Name] = true
 		tools = append(tools, t.Function.Name)
 	}
-	s.mu.Lock()
-	s.log = append(s.log, Request{Model: req.Model, System: system, LastUser: lastUser, Tools: tools})
-	h := s.hold
-	s.mu.Unlock()
-	extracting := strings.Contains(lastUser, toolPayload) && offered[toolPayload]
-	if h != nil && extracting && last.Role == "user" {
-		select {
-		case h.arrived <- struct{}{}:
-		default:
-		}
-		select {
-		case <-h.release:
-		case <-r.Context().Done():
-			return
-		}
-	}
-
-	w.Header().Set("Content-Type", "text/event-stream")
-	chunk := func(delta map[string]any, finish any) {
-		data, _ := json.Marshal(map[string]any{"id": fmt.Sprintf("chatcmpl-%d", n), "object": "chat.completion.chunk",
-			"model": "fake-model", "choices": []any{map[string]any{"index": 0, "delta": delta, "finish_reason": finish}}})
-		fmt.Fprintf(w, "data: %s\n\n", data)
-		if f, ok := w.(http.Flusher); ok {
-			f.Flush()
-		}
-	}
-	text := func(t string) {
-		chunk(map[string]any{"role": "assistant", "content": t}, nil)
-		chunk(map[string]any{}, "stop")
-		fmt.Fprint(w, "data: [DONE]\n\n")
-	}
+	// The answer, decided before the request is logged so that its token count is too.
+	var ans answer
 	reply := func(t string) { // a turn's answer, ending with the token "END WITH" asked for
 		if m := endPattern.FindStringSubmatch(lastUser); m != nil {
 			t += "\n\n" + m[1]
 		}
-		text(t)
+		ans = answer{text: t}
 	}
 	call := func(name string, args any) {
 		a, _ := json.Marshal(args)
-		chunk(map[string]any{"role": "assistant", "tool_calls": []any{map[string]any{"index": 0, "id": fmt.Sprintf("call_%d", n),
-			"type": "function", "function": map[string]any{"name": name, "arguments": string(a)}}}}, nil)
-		chunk(map[string]any{}, "tool_calls")
-		fmt.Fprint(w, "data: [DONE]\n\n")
+		ans = answer{tool: name, args: string(a)}
 	}
 	done := func(n int) { call(toolDone, map[string]int{"new": n, "updated": 0, "deleted": 0}) }
+	extracting := strings.Contains(lastUser, toolPayload) && offered[toolPayload]
 	switch {
 	// The system prompt now carries thatch's text too (memories can say anything): only
 	// opencode's own title prompt makes a title request.
 	case strings.Contains(strings.ToLower(system), "title generator") && len(req.Tools) == 0:
-		text("A scripted session")
+		ans = answer{text: "A scripted session"}
 	case extracting && last.Role == "user":
 		call(toolPayload, map[string]any{})
 	case extracting && last.Role == "tool" && lastCall == toolPayload && !offered[toolRemember]:
@@ -268,4 +258,49 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		reply("FAKE REPLY")
 	}
+	prompt, completion := max(1, chars/4), max(1, (len(ans.text)+len(ans.tool)+len(ans.args))/4)
+
+	s.mu.Lock()
+	s.log = append(s.log, Request{Model: req.Model, System: system, LastUser: lastUser, Tools: tools,
+		PromptTokens: prompt, CompletionTokens: completion, IncludeUsage: req.StreamOptions.IncludeUsage})
+	h := s.hold
+	s.mu.Unlock()
+	if h != nil && extracting && last.Role == "user" {
+		select {
+		case h.arrived <- struct{}{}:
+		default:
+		}
+		select {
+		case <-h.release:
+		case <-r.Context().Done():
+			return
+		}
+	}
+
+	w.Header().Set("Content-Type", "text/event-stream")
+	id := fmt.Sprintf("chatcmpl-%d", n)
+	send := func(v map[string]any) {
+		v["id"], v["object"], v["model"] = id, "chat.completion.chunk", req.Model
+		data, _ := json.Marshal(v)
+		fmt.Fprintf(w, "data: %s\n\n", data)
+		if f, ok := w.(http.Flusher); ok {
+			f.Flush()
+		}
+	}
+	chunk := func(delta map[string]any, finish any) {
+		send(map[string]any{"choices": []any{map[string]any{"index": 0, "delta": delta, "finish_reason": finish}}})
+	}
+	if ans.tool != "" {
+		chunk(map[string]any{"role": "assistant", "tool_calls": []any{map[string]any{"index": 0, "id": fmt.Sprintf("call_%d", n),
+			"type": "function", "function": map[string]any{"name": ans.tool, "arguments": ans.args}}}}, nil)
+		chunk(map[string]any{}, "tool_calls")
+	} else {
+		chunk(map[string]any{"role": "assistant", "content": ans.text}, nil)
+		chunk(map[string]any{}, "stop")
+	}
+	// The usage chunk, as OpenAI sends it last when stream_options.include_usage is set
+	// (opencode sets it for @ai-sdk/openai-compatible providers): no choices.
+	send(map[string]any{"choices": []any{}, "usage": map[string]int{"prompt_tokens": prompt, "completion_tokens": completion,
+		"total_tokens": prompt + completion}})
+	fmt.Fprint(w, "data: [DONE]\n\n")
 }

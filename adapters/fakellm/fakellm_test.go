@@ -12,27 +12,53 @@ import (
 	"github.com/thatch-dev/thatch/runtime"
 )
 
+// usage is a usage chunk's counts.
+type usage struct {
+	Prompt     int `json:"prompt_tokens"`
+	Completion int `json:"completion_tokens"`
+	Total      int `json:"total_tokens"`
+}
+
 // stream posts one chat-completions request and returns the content and tool calls the
-// streamed chunks carry, and the finish reason.
+// streamed chunks carry, and the finish reason. It checks the stream's form: every chunk
+// a chat.completion.chunk of one id naming the request's model, the last one before
+// [DONE] the usage chunk (no choices), and nothing after [DONE].
 func stream(t *testing.T, url, body string) (content string, tools []string, finish string) {
 	t.Helper()
+	content, tools, finish, _ = streamUsage(t, url, body)
+	return content, tools, finish
+}
+
+// streamUsage is stream, with the usage the stream reported.
+func streamUsage(t *testing.T, url, body string) (content string, tools []string, finish string, use usage) {
+	t.Helper()
+	var req struct{ Model string }
+	if err := json.Unmarshal([]byte(body), &req); err != nil {
+		t.Fatalf("a request that is not JSON: %s", body)
+	}
 	resp, err := http.Post(url+"/v1/chat/completions", "application/json", strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
 	sc := bufio.NewScanner(resp.Body)
-	done := false
+	done, usages, id := false, 0, ""
 	for sc.Scan() {
 		data, ok := strings.CutPrefix(sc.Text(), "data: ")
 		if !ok {
 			continue
+		}
+		if done {
+			t.Fatalf("a chunk after [DONE]: %s", data)
 		}
 		if data == "[DONE]" {
 			done = true
 			continue
 		}
 		var c struct {
+			ID      string `json:"id"`
+			Object  string `json:"object"`
+			Model   *string
 			Choices []struct {
 				Delta struct {
 					Content   string `json:"content"`
@@ -42,9 +68,26 @@ func stream(t *testing.T, url, body string) (content string, tools []string, fin
 				} `json:"delta"`
 				Finish *string `json:"finish_reason"`
 			} `json:"choices"`
+			Usage *usage `json:"usage"`
 		}
 		if err := json.Unmarshal([]byte(data), &c); err != nil {
 			t.Fatalf("a chunk that is not JSON: %s", data)
+		}
+		if id == "" {
+			id = c.ID
+		}
+		if c.ID == "" || c.ID != id || c.Object != "chat.completion.chunk" || c.Model == nil || *c.Model != req.Model || c.Choices == nil {
+			t.Fatalf("a chunk of request model %q that is not a well-formed chunk of %q: %s", req.Model, id, data)
+		}
+		if usages > 0 {
+			t.Fatalf("a chunk after the usage chunk: %s", data)
+		}
+		if c.Usage != nil {
+			usages++
+			use = *c.Usage
+			if len(c.Choices) != 0 || use.Prompt < 1 || use.Completion < 1 || use.Total != use.Prompt+use.Completion {
+				t.Fatalf("a malformed usage chunk: %s", data)
+			}
 		}
 		for _, ch := range c.Choices {
 			content += ch.Delta.Content
@@ -59,7 +102,10 @@ func stream(t *testing.T, url, body string) (content string, tools []string, fin
 	if !done {
 		t.Fatal("the stream did not end with [DONE]")
 	}
-	return content, tools, finish
+	if usages != 1 {
+		t.Fatal("the stream has no usage chunk before [DONE]")
+	}
+	return content, tools, finish, use
 }
 
 func TestScript(t *testing.T) {
@@ -197,5 +243,61 @@ func TestHoldExtractions(t *testing.T) {
 	release() // twice is harmless
 	if tools := <-got; len(tools) != 1 || !strings.HasPrefix(tools[0], "thatch_get_extraction_payload") {
 		t.Fatalf("released: %v", tools)
+	}
+}
+
+// Every answer ends with a usage chunk: the prompt's tokens are the characters of the
+// messages (text and tool calls) over 4, the completion's those of the answer; the log
+// keeps both, and whether the request asked for them.
+func TestUsage(t *testing.T) {
+	s := &Server{}
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	// 40 + 8 characters of text, and a tool call of 4 + 16: 68 / 4 = 17. The answer,
+	// "FAKE REPLY", is 10 characters: 2.
+	history := `{"role":"system","content":"` + strings.Repeat("s", 40) + `"},{"role":"user","content":[{"type":"text","text":"12345678"}]},` +
+		`{"role":"assistant","content":null,"tool_calls":[{"function":{"name":"read","arguments":"{\"filePath\":\"/a\"}"}}]}`
+	c, _, _, u := streamUsage(t, srv.URL, `{"model":"fake-small","stream":true,"stream_options":{"include_usage":true},"messages":[`+history+`]}`)
+	if c != "FAKE REPLY" || u != (usage{Prompt: 17, Completion: 2, Total: 19}) {
+		t.Fatalf("answer %q with usage %+v, want FAKE REPLY with 17 + 2", c, u)
+	}
+	// A prompt of 2 characters still costs a token.
+	if _, _, _, u := streamUsage(t, srv.URL, `{"model":"fake-model","stream":true,"messages":[{"role":"user","content":"hi"}]}`); u != (usage{Prompt: 1, Completion: 2, Total: 3}) {
+		t.Fatalf("a 2-character prompt: usage %+v, want 1 + 2", u)
+	}
+	// A tool call's completion is its name and arguments: "bash" and
+	// {"command":"echo hi","description":"scripted"}, 4 + 46 = 50 characters: 12.
+	_, tools, _, u := streamUsage(t, srv.URL, `{"model":"fake-model","stream":true,"tools":[{}],"messages":[{"role":"user","content":"RUN echo hi"}]}`)
+	if len(tools) != 1 || u != (usage{Prompt: 2, Completion: 12, Total: 14}) {
+		t.Fatalf("a tool call %v with usage %+v, want 2 + 12", tools, u)
+	}
+	log := s.Log()
+	want := []Request{{Model: "fake-small", PromptTokens: 17, CompletionTokens: 2, IncludeUsage: true},
+		{Model: "fake-model", PromptTokens: 1, CompletionTokens: 2}, {Model: "fake-model", PromptTokens: 2, CompletionTokens: 12}}
+	if len(log) != len(want) {
+		t.Fatalf("%d requests logged, want %d", len(log), len(want))
+	}
+	for i, r := range log {
+		if r.Model != want[i].Model || r.PromptTokens != want[i].PromptTokens || r.CompletionTokens != want[i].CompletionTokens || r.IncludeUsage != want[i].IncludeUsage {
+			t.Errorf("request %d logged as %+v, want %+v", i, r, want[i])
+		}
+	}
+	// A held extraction's request is logged, usage included, before it is answered: 40
+	// characters of prompt, 10; thatch_get_extraction_payload and {}, 31 characters: 7.
+	held, release := s.HoldExtractions()
+	answered := make(chan usage, 1)
+	go func() {
+		_, _, _, u := streamUsage(t, srv.URL, `{"model":"fake-small","stream":true,"tools":[{"type":"function","function":{"name":"thatch_get_extraction_payload"}}],`+
+			`"messages":[{"role":"user","content":"Call thatch_get_extraction_payload once."}]}`)
+		answered <- u
+	}()
+	<-held
+	l := s.Log()
+	release()
+	if u := <-answered; u != (usage{Prompt: 10, Completion: 7, Total: 17}) {
+		t.Fatalf("the held request's usage %+v, want 10 + 7", u)
+	}
+	if len(l) != 4 || l[3].PromptTokens != 10 || l[3].CompletionTokens != 7 {
+		t.Fatalf("the held request logged as %+v", l[len(l)-1])
 	}
 }

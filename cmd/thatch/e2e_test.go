@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -61,6 +62,10 @@ type ocTool struct {
 		Metadata json.RawMessage `json:"metadata"`
 	} `json:"state"`
 }
+
+// smallIn and smallOut are the small model's prices, in dollars per million input and
+// output tokens.
+const smallIn, smallOut = 1, 2
 
 // ocPassword protects the opencode server, as OPENCODE_SERVER_PASSWORD: thatch reads the
 // same variable.
@@ -140,6 +145,7 @@ func TestOpencodeEndToEnd(t *testing.T) {
 	t.Logf("step 1: the first model request of %s carries thatch's reminder in its system prompt; no reminder message", s1)
 	release()
 	x.extracted(c1, s1, []string{call1})
+	x.extractionCost(c1)
 
 	// 1b. The child wrote a memory through the tools; a new session's first request carries
 	// it, and the model answers the user's prompt.
@@ -304,6 +310,29 @@ func TestOpencodeEndToEnd(t *testing.T) {
 		}
 	}
 
+	// Every extraction child ran on the small model, across thatch's kill and opencode's
+	// restart, and every turn of the user's sessions (the wrap-ups and the compaction
+	// included) on the session's model; the ledger counts the 4 completed extractions (at
+	// least: the interrupted child of step 2 and the swept one of step 4 may count too).
+	kinds := map[string][]string{}
+	for _, r := range x.llm.Log() {
+		kind, want := "turn", "fake-model"
+		if r.LastUser == runtime.ExtractionPrompt {
+			kind, want = "extraction", "fake-small"
+		} else if strings.Contains(r.System, "title generator") {
+			kind, want = "title", r.Model // opencode's choice: logged, not checked
+		}
+		kinds[kind] = append(kinds[kind], r.Model)
+		if r.Model != want {
+			t.Errorf("a model request (%s) of %q was for %q, want %s", kind, r.LastUser[:min(60, len(r.LastUser))], r.Model, want)
+		}
+	}
+	st := x.status().Extraction
+	if st == nil || st.Today.Extractions < 4 || st.Today.Tokens <= 0 || st.Today.USD <= 0 {
+		t.Fatalf("thatch status shows the extraction cost %+v, want at least the 4 completed extractions", st)
+	}
+	t.Logf("the model requests' models by kind: %v; thatch status counts %d extractions today, %d tokens, $%.6f", kinds, st.Today.Extractions, st.Today.Tokens, st.Today.USD)
+
 	// thatch stops cleanly.
 	must(t, x.thatch.Process.Signal(syscall.SIGTERM))
 	if err := x.thatch.Wait(); err != nil {
@@ -348,8 +377,11 @@ func (x *e2e) startOpencode(bin, modules, llmURL, home string) {
 		"$schema": "https://opencode.ai/config.json",
 		"provider": map[string]any{"fake": map[string]any{"npm": "@ai-sdk/openai-compatible",
 			"options": map[string]any{"baseURL": llmURL + "/v1", "apiKey": "x"},
-			"models":  map[string]any{"fake-model": map[string]any{"limit": map[string]int{"context": 32000, "output": 4000}}}}},
-		"model": "fake/fake-model", "small_model": "fake/fake-model", "enabled_providers": []string{"fake"},
+			// Prices per million tokens: opencode computes each message's cost from them.
+			"models": map[string]any{
+				"fake-model": map[string]any{"limit": map[string]int{"context": 32000, "output": 4000}, "cost": map[string]float64{"input": 3, "output": 15}},
+				"fake-small": map[string]any{"limit": map[string]int{"context": 32000, "output": 4000}, "cost": map[string]float64{"input": smallIn, "output": smallOut}}}}},
+		"model": "fake/fake-model", "small_model": "fake/fake-small", "enabled_providers": []string{"fake"},
 		"permission": map[string]string{"bash": "allow", "edit": "allow"},
 	}
 	data, _ := json.Marshal(config)
@@ -597,6 +629,64 @@ func (x *e2e) extracted(child, parent string, want []string) {
 	x.waitEvent("session.deleted of "+child, deleted(child), 0)
 	x.waitEntries(parent, nil, "")
 	x.t.Logf("%s claimed %v through the shim, completed %d, and thatch deleted it; %s has no open entry", child, meta.EntryIDs, dm.Completed, parent)
+}
+
+// extractionCost checks the first extraction, by child: it ran on the host's small model
+// while the user's turns ran on the session's, and the ledger holds what it cost, the
+// tokens the model reported for its requests priced at the small model's rates. It is the
+// only extraction so far, so the ledger's one row and today's spending are its cost alone.
+func (x *e2e) extractionCost(child string) {
+	t := x.t
+	t.Helper()
+	var in, out int64
+	var reqs []fakellm.Request
+	for _, r := range x.llm.Log() {
+		switch {
+		case r.LastUser == runtime.ExtractionPrompt:
+			reqs = append(reqs, r)
+			in, out = in+int64(r.PromptTokens), out+int64(r.CompletionTokens)
+			// OpenAI sends the usage chunk only when asked: opencode must ask.
+			if r.Model != "fake-small" || !r.IncludeUsage {
+				t.Errorf("a model request of the extraction child %s was for %q (usage asked: %v), want fake-small", child, r.Model, r.IncludeUsage)
+			}
+		case strings.HasPrefix(r.LastUser, "RUN echo ") && !strings.Contains(r.System, "title generator"):
+			if r.Model != "fake-model" {
+				t.Errorf("a model request of the user's turn %q was for %q, want fake-model", r.LastUser, r.Model)
+			}
+		}
+	}
+	// The script's four turns: the payload, memory_remember, thatch_extraction_done, a reply.
+	if len(reqs) != 4 {
+		t.Fatalf("the extraction child %s made %d model requests, want 4", child, len(reqs))
+	}
+	var rows []runtime.CostRow
+	x.eventually("the ledger to hold the extraction "+child, func() bool {
+		data, err := x.cli("costs", "--json")
+		return err == nil && json.Unmarshal(data, &rows) == nil && len(rows) > 0
+	})
+	// opencode keeps a message's tokens as the provider reported them: input is the
+	// prompt's tokens less the cached ones (the fake reports none), output the
+	// completion's less the reasoning ones (none); its cost is input and output priced
+	// per million tokens. thatch sums input and cache for tokensIn, output and reasoning
+	// for tokensOut.
+	usd := float64(in*smallIn+out*smallOut) / 1e6
+	today := runtime.Day(time.Now())
+	if len(rows) != 1 {
+		t.Fatalf("thatch costs lists %+v, want one row", rows)
+	}
+	r := rows[0]
+	if r.Day != today || r.Project != x.proj || r.Extractions != 1 || r.Entries != 1 || r.TokensIn != in || r.TokensOut != out ||
+		r.Tokens != in+out || math.Abs(r.USD-usd) > 1e-9 || !slices.Equal(r.Models, []string{"fake/fake-small"}) {
+		t.Fatalf("thatch costs lists %+v, want 1 extraction of 1 entry on %s in %s: %d tokens in and %d out, as the model reported, $%.6f, on fake/fake-small",
+			r, today, x.proj, in, out, usd)
+	}
+	st := x.status().Extraction
+	if st == nil || st.Today.Extractions != 1 || st.Today.Tokens != in+out || st.Today.TokensIn != in || st.Today.TokensOut != out ||
+		math.Abs(st.Today.USD-usd) > 1e-9 || st.Week != st.Today || st.BudgetReached {
+		t.Fatalf("thatch status shows the extraction cost %+v, want today's and the week's: 1 extraction, %d + %d tokens, $%.6f", st, in, out, usd)
+	}
+	t.Logf("step 1: %s made %d requests of fake-small, the model reported %d prompt and %d completion tokens; thatch costs and status show %d extraction, %d tokens in, %d out, $%.6f, models %v",
+		child, len(reqs), in, out, r.Extractions, r.TokensIn, r.TokensOut, r.USD, r.Models)
 }
 
 // waitEntries waits until the session's open entries are exactly ids, all in state.

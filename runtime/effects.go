@@ -133,8 +133,8 @@ func (e *HostError) Error() string { return e.Name + ": " + e.Message }
 
 // Message is one session message in opencode's v1 shape.
 type Message struct {
-	Info MessageInfo `json:"info"`
-	Parts []Part `json:"parts"`
+	Info  MessageInfo `json:"info"`
+	Parts []Part      `json:"parts"`
 }
 
 // MessageInfo is what thatch reads of a message's info: an assistant message also says
@@ -292,6 +292,42 @@ type Effects struct {
 	Reply    *Reply   // the answer to a ToolCall
 	Hellos   []string // hosts that (re)started: the strand sweep visits them
 	Ledger   []LedgerRow
+	// Awake lists the hosts that said hello: the calls waiting for them go out (rule 12).
+	Awake []Awake
+}
+
+// Awake is one host.hello as the driver needs it: Restarted when it began a new boot.
+type Awake struct {
+	Host      string
+	Restarted bool
+}
+
+// Parkable reports whether c waits in the outbox for its host's next host.hello when the
+// host has no responder for it (rule 12): the calls whose loss strands or loses something.
+// Toasts, compactions and closes are the user's moment: late, they would only confuse.
+func Parkable(c Call) bool {
+	switch c.Op {
+	case OpCreate, OpPrompt, OpDelete, OpList, OpProjects, OpMessages, OpMove:
+		return true
+	}
+	return false
+}
+
+// Moot reports whether a waiting call has lost its point once its host started a new boot
+// (rule 7 already finalized what it was for): it is answered with HostRestartedError
+// instead of being sent. Deletions and moves still heal, and an ended child's messages
+// still tell its cost.
+func Moot(c Call) bool {
+	switch {
+	case c.Op == OpDelete, c.Op == OpMove, c.Purpose == PurposeLedger:
+		return false
+	}
+	return true
+}
+
+// HostRestarted is the error a moot waiting call is answered with.
+func HostRestarted(c Call) *HostError {
+	return &HostError{Name: "HostRestartedError", Message: "host " + c.Host + " restarted before it could answer " + string(c.Op)}
 }
 
 // NewEffects returns empty effects.
@@ -316,6 +352,7 @@ func (e *Effects) Merge(o *Effects) {
 	e.Notes = append(e.Notes, o.Notes...)
 	e.Hellos = append(e.Hellos, o.Hellos...)
 	e.Ledger = append(e.Ledger, o.Ledger...)
+	e.Awake = append(e.Awake, o.Awake...)
 }
 
 // Empty reports whether e changes nothing.

@@ -78,6 +78,9 @@ type Hello struct {
 	// SmallModel (an extension): the host's model for cheap background work,
 	// "provider/model" (opencode's small_model).
 	SmallModel string `json:"smallModel,omitempty"`
+	// MissingTools (an extension): thatch's tools the host has not loaded (its plugin is
+	// missing or older than this thatch). An extraction child could not call them.
+	MissingTools []string `json:"missingTools,omitempty"`
 }
 
 // ParseModel splits "provider/model" (the model part may hold more slashes, as

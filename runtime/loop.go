@@ -19,8 +19,11 @@ type Delivery struct {
 	Data      []byte
 	HostSeq   string // the Host-Seq header, "" when absent
 	StreamSeq uint64
-	Ack       func() error
-	Nak       func() error // hands the message back for immediate redelivery
+	// Stream is the identity of the stream it came from (its creation time): a stream
+	// deleted and created again counts from 1 again.
+	Stream string
+	Ack    func() error
+	Nak    func() error // hands the message back for immediate redelivery
 }
 
 // Caller performs one host call for a host of the given API generation.
@@ -63,6 +66,9 @@ type Loop struct {
 	Now         func() time.Time
 	MaxBatch    int           // deliveries per transaction
 	WaitApplied time.Duration // how long a tool call waits for the consumer to catch up
+	// StopGrace is how long a stop lets the host calls in flight finish before it abandons
+	// them to the outbox (rule 12: thatch stops within 2 s whatever its hosts do).
+	StopGrace time.Duration
 	// OnCommit, when set, sees the event ids each committed batch applied (benchmarks).
 	OnCommit func(applied []Applied, at time.Time)
 
@@ -80,8 +86,14 @@ type Loop struct {
 	pos         uint64
 	outstanding int    // host calls dispatched whose results are not committed
 	journalErr  string // the last commit error, while commits fail
-	workers     map[string]*worker
-	wg          sync.WaitGroup
+	// waiting holds, per host, the calls that found no responder: they stay in the outbox
+	// and go out again at the host's next hello (rule 12). moot holds the answers of those
+	// a new boot made pointless, to be stepped in the next round.
+	waiting  map[string][]Call
+	nWaiting int
+	moot     []Result
+	workers  map[string]*worker
+	wg       sync.WaitGroup
 }
 
 type toolReq struct {
@@ -102,23 +114,24 @@ type View struct {
 	State        *State
 	Pos          uint64
 	Outstanding  int
+	Waiting      int // host calls waiting in the outbox for their host's next hello
 	JournalError string
 }
 
 func (l *Loop) view() View {
-	return View{State: l.state, Pos: l.pos, Outstanding: l.outstanding, JournalError: l.journalErr}
+	return View{State: l.state, Pos: l.pos, Outstanding: l.outstanding, Waiting: l.nWaiting, JournalError: l.journalErr}
 }
 
 // NewLoop returns a loop; set its fields before Run.
 func NewLoop(j Journal, c Caller, log *slog.Logger) *Loop {
 	return &Loop{
 		Rules: DefaultRules, Prefix: "opencode", Journal: j, Caller: c, Log: log, Now: time.Now,
-		MaxBatch: 512, WaitApplied: 10 * time.Second,
+		MaxBatch: 512, WaitApplied: 10 * time.Second, StopGrace: time.Second,
 		deliveries: make(chan Delivery, 1024), results: make(chan Result, 64),
 		inputs: make(chan Input), hellos: make(chan string, 64),
 		tools: make(chan *toolReq), queries: make(chan *query),
 		ready: make(chan struct{}), stopped: make(chan struct{}), draining: make(chan struct{}),
-		workers: map[string]*worker{},
+		workers: map[string]*worker{}, waiting: map[string][]Call{},
 	}
 }
 
@@ -160,13 +173,18 @@ func (l *Loop) Run(ctx context.Context) error {
 		var deliveries []Delivery
 		var results []Result
 		expired := false
+		moot := l.moot // answered from the waiting room, not by a worker
+		l.moot = nil
+		if len(moot) > 0 {
+			goto gather
+		}
 		select {
 		case <-ctx.Done():
 			for _, q := range parked {
 				q.reply <- &Reply{Err: &HostError{Name: "UnavailableError", Message: ErrStopped.Error()}}
 			}
 			l.handBack()
-			l.finishCalls(wctx)
+			l.finishCalls(stopWorkers, wctx)
 			return nil
 		case d := <-l.deliveries:
 			deliveries = append(deliveries, d)
@@ -205,6 +223,9 @@ func (l *Loop) Run(ctx context.Context) error {
 		}
 		// The round: its events and results, then the tool calls they unblock, in one
 		// transaction; the replies go out after the commit.
+		results = l.park(results)
+		answered := len(results)
+		results = append(results, moot...)
 		var ready []*toolReq
 		var replies []*Reply
 		if len(deliveries)+len(results) > 0 || l.anyReady(parked, l.pos, expired) {
@@ -231,7 +252,7 @@ func (l *Loop) Run(ctx context.Context) error {
 					l.Log.Warn("acknowledge failed; the event will be redelivered and skipped", "stream_seq", d.StreamSeq, "err", err)
 				}
 			}
-			l.outstanding -= len(results)
+			l.outstanding -= answered
 			parked = slices.DeleteFunc(parked, func(q *toolReq) bool { return slices.Contains(ready, q) })
 			for i, q := range ready {
 				q.reply <- replies[i] // rendered by the caller's goroutine, off the loop
@@ -272,18 +293,64 @@ func (l *Loop) render(reply *Reply) Answer {
 	return a
 }
 
-// finishCalls lets the calls in progress end and commits their results, so a clean stop
-// repeats no host call; calls not started stay in the outbox for the next run.
-func (l *Loop) finishCalls(wctx context.Context) {
+// park takes out of results the calls that found no responder and may wait for their
+// host (rule 12): their outbox rows stay, and they go out again at the host's next hello.
+func (l *Loop) park(results []Result) []Result {
+	return slices.DeleteFunc(results, func(r Result) bool {
+		if r.Err == nil || !r.Err.NoResponder || !Parkable(r.Call) {
+			return false
+		}
+		c := r.Call
+		if len(l.waiting[c.Host]) == 0 {
+			l.Log.Warn("host is not answering: its calls wait in the outbox for its next hello", "host", c.Host, "method", string(c.Op))
+		}
+		l.waiting[c.Host] = append(l.waiting[c.Host], c)
+		l.nWaiting++
+		l.outstanding--
+		return true
+	})
+}
+
+// wake sends a host's waiting calls again once it said hello; after a new boot, the moot
+// ones are answered with HostRestartedError in the next round instead.
+func (l *Loop) wake(wctx context.Context, a Awake) {
+	calls := l.waiting[a.Host]
+	if len(calls) == 0 {
+		return
+	}
+	delete(l.waiting, a.Host)
+	l.nWaiting -= len(calls)
+	moot := 0
+	for _, c := range calls {
+		if a.Restarted && Moot(c) {
+			l.moot = append(l.moot, Result{Call: c, Err: HostRestarted(c)})
+			moot++
+			continue
+		}
+		l.dispatch(wctx, c)
+	}
+	l.Log.Info("host is back: sending the calls that waited for it", "host", a.Host, "calls", len(calls)-moot, "moot_after_restart", moot)
+}
+
+// finishCalls lets the calls in progress end for at most StopGrace and commits their
+// results, so a clean stop repeats no host call; then it abandons the rest: calls not
+// answered stay in the outbox, performed again at the next start with the same key.
+func (l *Loop) finishCalls(stopWorkers context.CancelFunc, wctx context.Context) {
 	close(l.draining)
 	done := make(chan struct{})
 	go func() {
 		l.wg.Wait()
 		close(done)
 	}()
-	cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	grace := time.NewTimer(l.StopGrace)
+	defer grace.Stop()
+	cctx, cancel := context.WithTimeout(context.Background(), l.StopGrace+500*time.Millisecond)
 	defer cancel()
 	apply := func(r Result) {
+		rs := l.park([]Result{r})
+		if len(rs) == 0 {
+			return
+		}
 		l.commit(cctx, wctx, func(now time.Time) (*Batch, error) {
 			return &Batch{Now: now, State: l.state, Effects: l.Rules.Step(l.state, r, now), Done: []int64{r.Call.ID}}, nil
 		})
@@ -292,6 +359,11 @@ func (l *Loop) finishCalls(wctx context.Context) {
 		select {
 		case r := <-l.results:
 			apply(r)
+		case <-grace.C:
+			if l.outstanding > 0 {
+				l.Log.Info("stopping: host calls still in flight are left in the outbox for the next start", "calls", l.outstanding)
+			}
+			stopWorkers()
 		case <-done:
 			for { // the workers are gone; what they sent is still buffered
 				select {
@@ -326,6 +398,11 @@ func (l *Loop) stepRound(batch []Delivery, results []Result, now time.Time) (*Ba
 	events := make([]Event, 0, len(batch))
 	var ids []string
 	for _, d := range batch {
+		if d.Stream != "" && d.Stream != l.state.Counters.Stream {
+			if FollowStream(l.state, d.Stream, b.Effects) {
+				l.pos, b.StreamSeq = 0, 0 // the journal takes the new stream's lower position
+			}
+		}
 		b.StreamSeq = max(b.StreamSeq, d.StreamSeq)
 		ev, err := DecodeEvent(l.Prefix, d.Subject, d.Data)
 		if err == nil {
@@ -397,6 +474,9 @@ func (l *Loop) commit(ctx, wctx context.Context, build func(time.Time) (*Batch, 
 			l.logNotes(b.Effects.Notes)
 			for _, c := range b.Effects.Calls {
 				l.dispatch(wctx, c)
+			}
+			for _, a := range b.Effects.Awake {
+				l.wake(wctx, a)
 			}
 			for _, h := range b.Effects.Hellos {
 				select {

@@ -68,46 +68,55 @@ func NewState() *State {
 }
 
 // Counters are the status figures and the hygiene signals that outlive a restart.
+// Its JSON names are the journal's on-disk format (journal.Store stores it as JSON):
+// never rename them; a renamed field would silently load as its zero value.
 type Counters struct {
-	Applied  int64 // events of known types applied
-	Rejected int64 // bad input acknowledged and dead-lettered
-	Gaps     int64 // Host-Seq gaps detected
-	Redacted int64 `json:",omitempty"` // secrets and private blocks redacted from what thatch journals (rule 13)
+	Applied  int64 `json:"Applied"`            // events of known types applied
+	Rejected int64 `json:"Rejected"`           // bad input acknowledged and dead-lettered
+	Gaps     int64 `json:"Gaps"`               // Host-Seq gaps detected
+	Redacted int64 `json:"Redacted,omitempty"` // secrets and private blocks redacted from what thatch journals (rule 13)
 
 	// Hygiene signals since the last session-start reminder.
-	StaleRequeued int64 // accepted entries put back by the stale-claim rule
-	Healed        int64 // stranded sessions deleted or moved
-	Swept         int64 // sessions whose journal rows the journal sweep dropped
+	StaleRequeued int64 `json:"StaleRequeued"` // accepted entries put back by the stale-claim rule
+	Healed        int64 `json:"Healed"`        // stranded sessions deleted or moved
+	Swept         int64 `json:"Swept"`         // sessions whose journal rows the journal sweep dropped
 
 	// Extraction spending of the UTC day Day (rule 14), mirrored from the journal's ledger
 	// in the same commits: the daily budget is decided from it. Warned is the last day the
 	// budget's toast was sent.
-	Day       string `json:",omitempty"`
-	DayTokens int64  `json:",omitempty"`
-	Warned    string `json:",omitempty"`
+	Day       string `json:"Day,omitempty"`
+	DayTokens int64  `json:"DayTokens,omitempty"`
+	Warned    string `json:"Warned,omitempty"`
 	// Trivial counts the entries dropped because nothing could be learned from them.
-	Trivial int64 `json:",omitempty"`
+	Trivial int64 `json:"Trivial,omitempty"`
+	// Stream is the identity (creation time) of the event stream the consumer position
+	// and the sessions' Seq watermarks count in (rule 12).
+	Stream string `json:"Stream,omitempty"`
 }
 
 // Host is one host that said hello.
+// Its JSON names are the journal's on-disk format (journal.Store stores it as JSON):
+// never rename them; a renamed field would silently load as its zero value.
 type Host struct {
-	ID        string
-	API       string // "v1" or "v2"; a host that never said hello is treated as v1
-	Version   string
-	BootID    string
-	Directory string
-	Worktree  string
-	ProjectID string
-	Caps      Capabilities
-	Resumed   []string // sessions the host resumed at start: their rows are always kept
-	Online    bool
-	Seq       int64 // last Host-Seq seen in this boot; 0 before the baseline
+	ID        string       `json:"ID"`
+	API       string       `json:"API"` // "v1" or "v2"; a host that never said hello is treated as v1
+	Version   string       `json:"Version"`
+	BootID    string       `json:"BootID"`
+	Directory string       `json:"Directory"`
+	Worktree  string       `json:"Worktree"`
+	ProjectID string       `json:"ProjectID"`
+	Caps      Capabilities `json:"Caps"`
+	Resumed   []string     `json:"Resumed"` // sessions the host resumed at start: their rows are always kept
+	Online    bool         `json:"Online"`
+	Seq       int64        `json:"Seq"` // last Host-Seq seen in this boot; 0 before the baseline
 	// SmallModel is the host's model for cheap background work, "provider/model" (an
 	// extension of host.hello): extraction children run on it.
-	SmallModel string `json:",omitempty"`
+	SmallModel string `json:"SmallModel,omitempty"`
 }
 
 // Capabilities are what a host said it can do in its hello.
+// Its JSON names are the journal's on-disk format (journal.Store stores it as JSON):
+// never rename them; a renamed field would silently load as its zero value.
 type Capabilities struct {
 	TUI     bool `json:"tui"`
 	Compact bool `json:"compact"`
@@ -121,41 +130,45 @@ type Capabilities struct {
 }
 
 // Session is one host session thatch tracks.
+// Its JSON names are the journal's on-disk format (journal.Store stores it as JSON):
+// never rename them; a renamed field would silently load as its zero value.
 type Session struct {
-	ID        string
-	HostID    string
-	ParentID  string
-	Kind      Kind
-	Title     string
-	Directory string
-	ProjectID string
-	Status    Status
+	ID        string `json:"ID"`
+	HostID    string `json:"HostID"`
+	ParentID  string `json:"ParentID"`
+	Kind      Kind   `json:"Kind"`
+	Title     string `json:"Title"`
+	Directory string `json:"Directory"`
+	ProjectID string `json:"ProjectID"`
+	Status    Status `json:"Status"`
 
-	Reminded   bool   // top: the session-start reminder was sent
-	Extracting bool   // top: an extraction child is being created or is running
-	Child      string // top: the running extraction child, once the host named it
-	Compacting bool
-	WrapUp     WrapUp // armed wrap-up command
-	Resolving  bool   // top: the armed wrap-up's messages were asked for; the idle waits for them
-	Resolved   WrapUp // top: the last wrap-up resolved at an idle, so command.executed does not resolve it twice
-	Exited     bool   // left the live directory through a greenlit /thatch/exit; busy again brings it back
+	Reminded   bool   `json:"Reminded"`   // top: the session-start reminder was sent
+	Extracting bool   `json:"Extracting"` // top: an extraction child is being created or is running
+	Child      string `json:"Child"`      // top: the running extraction child, once the host named it
+	Compacting bool   `json:"Compacting"`
+	WrapUp     WrapUp `json:"WrapUp"`    // armed wrap-up command
+	Resolving  bool   `json:"Resolving"` // top: the armed wrap-up's messages were asked for; the idle waits for them
+	Resolved   WrapUp `json:"Resolved"`  // top: the last wrap-up resolved at an idle, so command.executed does not resolve it twice
+	Exited     bool   `json:"Exited"`    // left the live directory through a greenlit /thatch/exit; busy again brings it back
 
-	Metrics Metrics // child: what it reported with thatch_extraction_done
-	Wrote   Metrics // extraction child: its effective writes through the memory tools, as thatch counted them
+	Metrics Metrics `json:"Metrics"` // child: what it reported with thatch_extraction_done
+	Wrote   Metrics `json:"Wrote"`   // extraction child: its effective writes through the memory tools, as thatch counted them
 	// WroteThrough: the extraction child called a memory tool that writes, so Wrote, not
 	// Metrics, is what it wrote.
-	WroteThrough bool `json:",omitempty"`
+	WroteThrough bool `json:"WroteThrough,omitempty"`
 	// Completed: the entries it completed with thatch_extraction_done (the ledger counts
 	// an extraction child's).
-	Completed int      `json:",omitempty"`
-	Snapshot  []string // child: the parent's pending entry ids when it was created (recovery data only)
-	Entries   []Entry  `json:"-"` // top: journaled entries, oldest first (rows of their own)
+	Completed int      `json:"Completed,omitempty"`
+	Snapshot  []string `json:"Snapshot"` // child: the parent's pending entry ids when it was created (recovery data only)
+	Entries   []Entry  `json:"-"`        // top: journaled entries, oldest first (rows of their own)
 
-	Seq     uint64    // highest stream sequence applied to this session
-	Touched time.Time // last event or tool call that concerned it
+	Seq     uint64    `json:"Seq"`     // highest stream sequence applied to this session
+	Touched time.Time `json:"Touched"` // last event or tool call that concerned it
 }
 
 // Metrics are an extraction child's report of the memories it wrote.
+// Its JSON names are the journal's on-disk format (journal.Store stores it as JSON):
+// never rename them; a renamed field would silently load as its zero value.
 type Metrics struct {
 	New     int64 `json:"new"`
 	Updated int64 `json:"updated"`

@@ -199,6 +199,7 @@ func (t *step) hello(h *Host, ev Event) {
 		t.note(slog.LevelWarn, "host.hello names a small model that is not provider/model; extraction uses the host's default", "host", h.ID, "small_model", cut(hi.SmallModel, 80))
 	}
 	t.fx.Hosts[h.ID] = true
+	t.fx.Awake = append(t.fx.Awake, Awake{Host: h.ID, Restarted: restarted})
 	if !restarted {
 		return
 	}
@@ -711,7 +712,8 @@ func (t *step) result(res Result) {
 	c := res.Call
 	if res.Err != nil && c.Purpose == PurposeNone {
 		// Deleting an absent session is done; a method the host lacks was logged once by the adapter.
-		if !(c.Op == OpDelete && res.Err.Name == "NotFoundError") && !res.Err.NoResponder {
+		// A moot call after a host restart was logged by the driver.
+		if !(c.Op == OpDelete && res.Err.Name == "NotFoundError") && !res.Err.NoResponder && res.Err.Name != "HostRestartedError" {
 			t.note(slog.LevelWarn, "host call failed", "host", c.Host, "method", string(c.Op), "session", c.SessionID, "error", res.Err.Error())
 		}
 		return

@@ -16,14 +16,20 @@ type StatusView struct {
 	LastStreamSeq uint64 `json:"lastStreamSeq"`
 	// Extensions. Consuming is false while the consumer does not run (a broker outage);
 	// OutstandingCalls counts host calls committed but not yet answered.
-	Consuming        bool   `json:"consuming"`
-	OutstandingCalls int    `json:"outstandingCalls"`
-	JournalError     string `json:"journalError,omitempty"`
-	Goroutines       int    `json:"goroutines"`
+	Consuming        bool `json:"consuming"`
+	OutstandingCalls int  `json:"outstandingCalls"`
+	// WaitingCalls counts host calls that found no responder: they wait in the outbox for
+	// their host's next hello (rule 12).
+	WaitingCalls int    `json:"waitingCalls"`
+	JournalError string `json:"journalError,omitempty"`
+	Goroutines   int    `json:"goroutines"`
 	// Memories counts the live memories (protocol §6); MemoryError is the store's last
 	// read error while it fails.
 	Memories    int    `json:"memories"`
 	MemoryError string `json:"memoryError,omitempty"`
+	// BrokerError is the embedded broker's JetStream problem while it has one (a store
+	// write error such as a full disk): events can then be neither published nor consumed.
+	BrokerError string `json:"brokerError,omitempty"`
 	// Redacted counts the secrets and private blocks kept out of the journal (since it was
 	// created), and out of the memory store and the in-process bridge's events (since
 	// thatch started), rule 13.

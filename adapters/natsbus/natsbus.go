@@ -220,7 +220,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	backoff := 250 * time.Millisecond
 	waiting, resume := false, true
 	for {
-		cons, err := c.setup(ctx, resume)
+		cons, stream, err := c.setup(ctx, resume)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -239,7 +239,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 		}
 		backoff, waiting, resume = 250*time.Millisecond, false, false
 		errs := make(chan error, 1)
-		cc, err := cons.Consume(c.handle(ctx),
+		cc, err := cons.Consume(c.handle(ctx, stream),
 			jetstream.PullMaxMessages(1024),
 			jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 				select {
@@ -286,23 +286,26 @@ func (c *Consumer) Run(ctx context.Context) error {
 	}
 }
 
-func (c *Consumer) setup(ctx context.Context, resume bool) (jetstream.Consumer, error) {
+// setup returns the durable consumer and the stream's identity: its creation time, which
+// changes when the stream is deleted and created again (rule 12).
+func (c *Consumer) setup(ctx context.Context, resume bool) (jetstream.Consumer, string, error) {
 	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	s, err := EnsureStream(sctx, c.JS, c.Config)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	return EnsureConsumer(sctx, s, c.Config, resume, c.Log)
+	cons, err := EnsureConsumer(sctx, s, c.Config, resume, c.Log)
+	return cons, s.CachedInfo().Created.UTC().Format(time.RFC3339Nano), err
 }
 
-func (c *Consumer) handle(ctx context.Context) jetstream.MessageHandler {
+func (c *Consumer) handle(ctx context.Context, stream string) jetstream.MessageHandler {
 	return func(m jetstream.Msg) {
 		if ctx.Err() != nil {
 			_ = m.Nak()
 			return
 		}
-		d := runtime.Delivery{Subject: m.Subject(), Data: m.Data(), HostSeq: m.Headers().Get("Host-Seq"), Ack: m.Ack, Nak: m.Nak}
+		d := runtime.Delivery{Subject: m.Subject(), Data: m.Data(), HostSeq: m.Headers().Get("Host-Seq"), Stream: stream, Ack: m.Ack, Nak: m.Nak}
 		if md, err := m.Metadata(); err == nil {
 			d.StreamSeq = md.Sequence.Stream
 		}

@@ -39,6 +39,9 @@ type Server struct {
 	// budget and model, which status shows.
 	Costs   func(since string) ([]runtime.CostRow, error)
 	Extract runtime.Rules
+	// Broker is the embedded broker's JetStreamWatch; nil (an external broker) leaves
+	// brokerError out of status.
+	Broker interface{ Err() string }
 
 	wg    sync.WaitGroup
 	subs  []*nats.Subscription
@@ -138,7 +141,7 @@ func reply(m *nats.Msg, res any, herr *runtime.HostError) {
 func (s *Server) summary(v runtime.View) runtime.StatusView {
 	st := runtime.Summary(v.State, v.Pos)
 	st.Consuming = s.Consumer != nil && s.Consumer.Running.Load() && s.NC.IsConnected()
-	st.OutstandingCalls, st.JournalError = v.Outstanding, v.JournalError
+	st.OutstandingCalls, st.WaitingCalls, st.JournalError = v.Outstanding, v.Waiting, v.JournalError
 	st.Goroutines = goruntime.NumGoroutine()
 	if s.Costs != nil {
 		st.Extraction = &runtime.ExtractionView{DailyTokens: s.Extract.DailyTokens, Model: s.Extract.ExtractModel,
@@ -184,6 +187,9 @@ func (s *Server) Status(ctx context.Context) (runtime.StatusView, error) {
 	}
 	for _, n := range s.Redactions {
 		st.Redacted += n.Load()
+	}
+	if s.Broker != nil {
+		st.BrokerError = s.Broker.Err()
 	}
 	if s.Memories != nil {
 		st.Redacted += s.Memories.Redacted.Load()

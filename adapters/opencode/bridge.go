@@ -19,6 +19,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -56,6 +57,16 @@ type Bridge struct {
 	// not show (the bridge was not running); later connections look back to the last
 	// event seen. Zero means DefaultCatchUp.
 	CatchUp time.Duration
+	// PluginPath is where thatch install writes the plugin shim, for the error that asks
+	// to restart opencode when it has not loaded it.
+	PluginPath string
+	// CallTimeout bounds one host API request (zero means 30 s). Requests do not end with
+	// Run: a stop lets an HTTP call to opencode in flight finish (protocol rule 12), since
+	// cutting it half-way would leave opencode in a state nobody knows.
+	CallTimeout time.Duration
+	// StopWait is how long Run, on its way out, waits for the host API requests in
+	// flight (zero means 500 ms); they go on after it returns.
+	StopWait time.Duration
 
 	// Redacted counts what the bridge redacted before publishing since it started.
 	Redacted atomic.Int64
@@ -68,7 +79,13 @@ type Bridge struct {
 	mu       sync.Mutex
 	answered map[string][]byte // idempotency key → the reply sent
 	order    []string          // keys, oldest first, to bound answered
-	wg       sync.WaitGroup
+	started  bool              // Start succeeded
+	stopped  bool              // Close ran: no new request is served
+	sub      *nats.Subscription
+	shim     *http.Server
+	wg       sync.WaitGroup // host API requests in flight
+
+	tools toolCheck
 }
 
 // maxAnswered bounds the idempotency memory.
@@ -77,30 +94,96 @@ const maxAnswered = 4096
 // DefaultCatchUp covers a restart of thatch, or of a bridge, with room to spare.
 const DefaultCatchUp = 15 * time.Minute
 
-// Run serves the host API and streams events until ctx ends.
-func (b *Bridge) Run(ctx context.Context) error {
-	b.answered = map[string][]byte{}
-	sub, err := b.NC.Subscribe(b.Prefix+"."+b.HostID+".api.>", func(m *nats.Msg) {
-		b.wg.Add(1)
-		go func() {
-			defer b.wg.Done()
-			b.serve(ctx, m)
-		}()
-	})
-	if err != nil {
-		return fmt.Errorf("serve the host API: %w", err)
+// Start serves the host API and, when ShimListen and TokenFile are set, binds the plugin
+// shim's listener. Its owner calls it before thatch's outbox resumes, so that the calls
+// waiting there find a responder, and learns at once when the bridge cannot start (the
+// shim's address is taken). Run then streams the events; Run's return, or Close for a
+// bridge that never runs, releases what Start took.
+func (b *Bridge) Start() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.stopped {
+		return errors.New("the opencode bridge was closed: make a new one")
 	}
-	defer func() {
-		_ = sub.Unsubscribe()
-		b.wg.Wait()
-	}()
+	if b.started {
+		return errors.New("the opencode bridge was already started")
+	}
+	b.answered = map[string][]byte{}
+	subject := b.Prefix + "." + b.HostID + ".api.>"
+	sub, err := b.NC.Subscribe(subject, b.onRequest)
+	if err != nil {
+		return fmt.Errorf("serve the host API on %s: %w", subject, err)
+	}
 	if b.ShimListen != "" && b.TokenFile != "" {
 		srv, err := b.serveShim()
 		if err != nil {
+			_ = sub.Unsubscribe()
 			return err
 		}
-		defer srv.Close()
+		b.shim = srv
 	}
+	b.sub, b.started = sub, true
+	return nil
+}
+
+// onRequest serves one host API request on its own goroutine, with its own deadline:
+// a stop of the bridge does not cut it.
+func (b *Bridge) onRequest(m *nats.Msg) {
+	b.mu.Lock()
+	if b.stopped {
+		b.mu.Unlock()
+		return // thatch's call times out and stays in its outbox
+	}
+	b.wg.Add(1)
+	b.mu.Unlock()
+	go func() {
+		defer b.wg.Done()
+		b.serve(m)
+	}()
+}
+
+// Close stops serving the host API and the plugin shim, then waits at most StopWait for
+// the host API requests in flight, which go on to their end. Run calls it on return.
+func (b *Bridge) Close() {
+	b.mu.Lock()
+	if b.stopped {
+		b.mu.Unlock()
+		return
+	}
+	b.stopped = true
+	sub, shim := b.sub, b.shim
+	b.mu.Unlock()
+	if sub != nil {
+		_ = sub.Unsubscribe()
+	}
+	if shim != nil {
+		_ = shim.Close()
+	}
+	done := make(chan struct{})
+	go func() {
+		b.wg.Wait()
+		close(done)
+	}()
+	wait := cmp.Or(b.StopWait, 500*time.Millisecond)
+	select {
+	case <-done:
+	case <-time.After(wait):
+		b.Log.Info("host API requests still in flight at stop; they finish on their own", "waited", wait)
+	}
+}
+
+// Run streams opencode's events until ctx ends, starting the bridge first when its owner
+// has not. On return it closes the bridge (Close).
+func (b *Bridge) Run(ctx context.Context) error {
+	b.mu.Lock()
+	started := b.started
+	b.mu.Unlock()
+	if !started {
+		if err := b.Start(); err != nil {
+			return err
+		}
+	}
+	defer b.Close()
 	b.Log.Info("bridging opencode", "url", b.Client.BaseURL, "host", b.HostID)
 	// needHello: the next stream starts a new boot (the first one, and the first after the
 	// server was unreachable: it restarted), until a hello is published.
@@ -188,7 +271,7 @@ func (b *Bridge) stream(ctx context.Context, needHello *bool) (bool, error) {
 	b.lastSeen = connected
 	watchdog.Reset(StreamIdle)
 	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	sc.Buffer(make([]byte, 64<<10), 64<<20) // a large write's tool part; publish cuts it
 	var data bytes.Buffer
 	for sc.Scan() {
 		watchdog.Reset(StreamIdle)
@@ -216,22 +299,39 @@ func (b *Bridge) stream(ctx context.Context, needHello *bool) (bool, error) {
 	return true, sc.Err()
 }
 
-// catchUp publishes the completed tool calls of the sessions updated since then. The
-// ones thatch already has are the same event ids (tool_<callID>), which it drops.
+// catchUp publishes the sessions updated since then, each as a session.updated after
+// its ancestors, and then their completed tool calls. The ones thatch already has are
+// the same event ids (ToolEventID, sync_<sessionID>_<time.updated>), which it drops. A
+// child created while thatch was away (a task's sub-agent) is thus known to thatch, as a
+// child, before its tool calls arrive.
 func (b *Bridge) catchUp(ctx context.Context, since time.Time) error {
 	get := func(fn func(context.Context) error) error { // a hung request must not hold the stream
 		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
 		return fn(rctx)
 	}
-	var sessions []struct {
-		ID string `json:"id"`
-	}
+	var sessions []listedSession
 	if err := get(func(ctx context.Context) error { return b.Client.sessions(ctx, since.UnixMilli(), &sessions) }); err != nil {
 		return err
 	}
-	published := 0
+	ordered, err := b.lineage(get, sessions)
+	if err != nil {
+		return err
+	}
+	listed := map[string]bool{}
 	for _, s := range sessions {
+		listed[s.ID] = true
+	}
+	for _, s := range ordered {
+		if err := b.publish(ctx, s.event()); err != nil {
+			return &publishError{err}
+		}
+	}
+	published := 0
+	for _, s := range ordered {
+		if !listed[s.ID] {
+			continue // an ancestor updated before then: no new tool calls
+		}
 		var msgs []struct {
 			Parts []part `json:"parts"`
 		}
@@ -254,8 +354,92 @@ func (b *Bridge) catchUp(ctx context.Context, since time.Time) error {
 			}
 		}
 	}
-	b.Log.Info("caught up on tool calls", "since", since.Format(time.RFC3339), "sessions", len(sessions), "tool_calls", published)
+	b.Log.Info("caught up on tool calls", "since", since.Format(time.RFC3339), "sessions", len(sessions),
+		"ancestors", len(ordered)-len(sessions), "tool_calls", published)
 	return nil
+}
+
+// listedSession is a session as GET /session, /experimental/session and /session/{id}
+// return it: what the catch-up orders by, and the object as it came.
+type listedSession struct {
+	ID       string
+	ParentID string
+	Updated  int64           // time.updated, in ms
+	Info     json.RawMessage // the whole object, as session.updated carries it
+}
+
+func (s *listedSession) UnmarshalJSON(data []byte) error {
+	var f struct {
+		ID       string `json:"id"`
+		ParentID string `json:"parentID"`
+		Time     struct {
+			Updated int64 `json:"updated"`
+		} `json:"time"`
+	}
+	if err := json.Unmarshal(data, &f); err != nil {
+		return err
+	}
+	*s = listedSession{ID: f.ID, ParentID: f.ParentID, Updated: f.Time.Updated, Info: bytes.Clone(data)}
+	return nil
+}
+
+// event is the session.updated that tells thatch of s as it is now, as opencode's own
+// would. Its id names the update, so a repeat of the same state is one event.
+func (s listedSession) event() Event {
+	props, _ := json.Marshal(map[string]any{"sessionID": s.ID, "info": s.Info})
+	return Event{ID: fmt.Sprintf("sync_%s_%d", s.ID, s.Updated), Type: "session.updated", Properties: props}
+}
+
+// lineage orders sessions parents first, adding the ancestors the list lacks (opencode
+// lists the sessions updated since a time, and a child's parent may not be one of them),
+// read with GET /session/{id}. An ancestor deleted meanwhile is left out.
+func (b *Bridge) lineage(get func(func(context.Context) error) error, sessions []listedSession) ([]listedSession, error) {
+	byID := map[string]listedSession{}
+	for _, s := range sessions {
+		byID[s.ID] = s
+	}
+	var out []listedSession
+	seen := map[string]bool{}
+	var visit func(s listedSession) error
+	visit = func(s listedSession) error {
+		if seen[s.ID] {
+			return nil
+		}
+		seen[s.ID] = true // before the parent: a cycle ends here
+		if p := s.ParentID; p != "" && !seen[p] {
+			parent, ok := byID[p]
+			if !ok {
+				err := get(func(ctx context.Context) error {
+					return b.Client.do(ctx, "GET", "/session/"+url.PathEscape(p), nil, &parent)
+				})
+				if he, isHE := err.(*runtime.HostError); isHE && he.Name == "NotFoundError" {
+					parent = listedSession{} // deleted meanwhile
+				} else if err != nil {
+					return err
+				}
+				ok = parent.ID == p
+				if ok {
+					byID[p] = parent
+				}
+			}
+			if ok {
+				if err := visit(parent); err != nil {
+					return err
+				}
+			}
+		}
+		out = append(out, s)
+		return nil
+	}
+	for _, s := range sessions {
+		if s.ID == "" {
+			continue // not a session thatch could take
+		}
+		if err := visit(s); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 type publishError struct{ err error }
@@ -278,12 +462,18 @@ func (b *Bridge) hello(ctx context.Context) error {
 	if err != nil {
 		b.Log.Warn("could not read opencode's config; extraction runs on the session's model", "err", err)
 	}
+	missing, err := b.missingTools(ctx, true)
+	if err != nil {
+		b.Log.Debug("could not list opencode's tools; the hello says nothing of thatch's", "err", err)
+	} else if len(missing) > 0 {
+		b.Log.Warn(b.toolsMissing(missing).Message)
+	}
 	var raw [6]byte
 	_, _ = rand.Read(raw[:])
 	boot := hex.EncodeToString(raw[:])
 	props, _ := json.Marshal(runtime.Hello{HostID: b.HostID, API: "v1", Version: health.Version, BootID: boot,
 		Directory: path.Directory, Worktree: path.Worktree, Caps: runtime.Capabilities{TUI: true, Compact: true, Move: true, List: true, Context: true},
-		Resumed: []string{}, SmallModel: small})
+		Resumed: []string{}, SmallModel: small, MissingTools: missing})
 	b.Log.Info("opencode connected", "version", health.Version, "boot_id", boot, "small_model", small)
 	b.pubMu.Lock() // held from the reset to the hello: no shim event slips in between
 	defer b.pubMu.Unlock()
@@ -307,8 +497,17 @@ func (b *Bridge) publishLocked(ctx context.Context, ev Event) error {
 		b.Redacted.Add(int64(n.Total()))
 		b.Log.Debug("redacted before publishing", "event", ev.Type, "redactions", n.Total())
 	}
+	// A body over the broker's max_payload is refused, one over 1 MiB is dead-lettered
+	// by thatch (rule 11): a large write's tool call would be lost whole. Cut it instead.
+	body := ev.Body()
+	if limit := eventLimit(b.NC.MaxPayload()); len(body) > limit {
+		size := len(body)
+		ev = Fit(ev, limit)
+		body = ev.Body()
+		b.Log.Info("cut an event to fit the broker", "event", ev.Type, "id", ev.ID, "bytes", size, "cut_to", len(body))
+	}
 	b.seq++
-	dup, err := natsbus.PublishEvent(ctx, b.JS, b.Prefix+"."+b.HostID+".event."+ev.Type, ev.Body(), ev.ID, fmt.Sprint(b.seq))
+	dup, err := natsbus.PublishEvent(ctx, b.JS, b.Prefix+"."+b.HostID+".event."+ev.Type, body, ev.ID, fmt.Sprint(b.seq))
 	if dup {
 		b.seq-- // not stored: thatch never sees this number, which must not look like a gap
 	}
@@ -316,8 +515,9 @@ func (b *Bridge) publishLocked(ctx context.Context, ev Event) error {
 }
 
 // serve answers one host API request. A request repeating an idempotency key already
-// answered gets the same answer without acting again.
-func (b *Bridge) serve(ctx context.Context, m *nats.Msg) {
+// answered gets the same answer without acting again. The request has its own deadline,
+// CallTimeout, and no other: a stop of the bridge does not cut it.
+func (b *Bridge) serve(m *nats.Msg) {
 	method := m.Subject[strings.LastIndex(m.Subject, ".api.")+len(".api."):]
 	var p map[string]json.RawMessage
 	if err := json.Unmarshal(m.Data, &p); err != nil {
@@ -335,9 +535,20 @@ func (b *Bridge) serve(ctx context.Context, m *nats.Msg) {
 			return
 		}
 	}
-	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), cmp.Or(b.CallTimeout, 30*time.Second))
 	defer cancel()
-	res, err := b.Client.Call(cctx, method, p)
+	if method == "session.create" {
+		var title string
+		_ = json.Unmarshal(p["title"], &title)
+		if title == runtime.ExtractionTitle {
+			// A child that cannot call thatch's tools would run the extraction for nothing.
+			if missing, err := b.missingTools(ctx, false); err == nil && len(missing) > 0 {
+				b.respond(m, key, nil, b.toolsMissing(missing))
+				return
+			}
+		}
+	}
+	res, err := b.Client.Call(ctx, method, p)
 	herr, _ := err.(*runtime.HostError)
 	if err != nil && herr == nil {
 		herr = &runtime.HostError{Name: "HostError", Message: err.Error()}
@@ -352,8 +563,9 @@ func (b *Bridge) respond(m *nats.Msg, key string, res any, herr *runtime.HostErr
 	} else {
 		data, _ = json.Marshal(map[string]any{"result": res})
 	}
-	// A transport failure is not an answer: a repeat must try again.
-	if key != "" && (herr == nil || herr.Name != "UnavailableError") {
+	// A transport failure is not an answer, nor a refusal that did nothing: a repeat must
+	// try again.
+	if key != "" && (herr == nil || herr.Name != "UnavailableError" && herr.Name != "ToolsMissingError") {
 		b.mu.Lock()
 		b.answered[key] = data
 		b.order = append(b.order, key)
@@ -370,7 +582,11 @@ func (b *Bridge) respond(m *nats.Msg, key string, res any, herr *runtime.HostErr
 func (b *Bridge) serveShim() (*http.Server, error) {
 	l, err := net.Listen("tcp", b.ShimListen)
 	if err != nil {
-		return nil, fmt.Errorf("serve the plugin shim on %s: %w (set THATCH_SHIM_LISTEN)", b.ShimListen, err)
+		cause := err // "listen tcp …: bind: address already in use" says the address twice
+		for u := errors.Unwrap(cause); u != nil; u = errors.Unwrap(cause) {
+			cause = u
+		}
+		return nil, fmt.Errorf("the plugin shim cannot listen on %s (THATCH_SHIM_LISTEN): %w; set THATCH_SHIM_LISTEN to a free loopback address", b.ShimListen, cause)
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /tool/{name}", b.shimTool)
@@ -444,25 +660,35 @@ func shimError(w http.ResponseWriter, code int, name, message string) {
 	_, _ = w.Write(data)
 }
 
-// shimEventID names a hook's event. A tool call's is tool_<callID>, the id the event
+// shimEventID names a hook's event. A tool call's is ToolEventID, the id the event
 // stream gives the same call, so that whichever of the two reaches thatch second is a
 // duplicate; any other hook's is random.
 func shimEventID(ev Event) string {
 	var p struct {
-		CallID string `json:"callID"`
+		SessionID string `json:"sessionID"`
+		CallID    string `json:"callID"`
 	}
-	if ev.Type == "tool.execute.after" && json.Unmarshal(ev.Properties, &p) == nil && p.CallID != "" {
-		return "tool_" + p.CallID
+	if ev.Type == "tool.execute.after" && json.Unmarshal(ev.Properties, &p) == nil && p.CallID != "" && p.SessionID != "" {
+		return ToolEventID(p.SessionID, p.CallID)
 	}
 	var id [8]byte
 	_, _ = rand.Read(id[:])
 	return "shim_" + hex.EncodeToString(id[:])
 }
 
+// maxShimEvent bounds a hook's event. The plugin on loopback sends a tool call whole,
+// however large the write; publish cuts it to fit the broker.
+const maxShimEvent = 64 << 20
+
 // shimEvent publishes a plugin hook's event ({type, properties}) as a host event.
 func (b *Bridge) shimEvent(w http.ResponseWriter, r *http.Request) {
 	var ev Event
-	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&ev); err != nil || ev.Type == "" {
+	err := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxShimEvent)).Decode(&ev)
+	if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+		shimError(w, http.StatusRequestEntityTooLarge, "BadRequestError", fmt.Sprintf("an event over %d MiB", maxShimEvent>>20))
+		return
+	}
+	if err != nil || ev.Type == "" {
 		shimError(w, http.StatusBadRequest, "BadRequestError", "want {type, properties}")
 		return
 	}
@@ -473,4 +699,47 @@ func (b *Bridge) shimEvent(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = io.WriteString(w, `{"result":true}`)
+}
+
+// thatchTools are the tools thatch's plugin gives opencode's models.
+var thatchTools = []string{runtime.ToolPayload, runtime.ToolDone, runtime.ToolRemember, runtime.ToolSearch, runtime.ToolUpdate, runtime.ToolForget}
+
+// ToolsTTL is how long a look at opencode's tools holds before an extraction child's
+// creation looks again.
+var ToolsTTL = 10 * time.Second
+
+// toolCheck is the last look at opencode's tools.
+type toolCheck struct {
+	mu      sync.Mutex
+	at      time.Time
+	missing []string
+	err     error
+}
+
+// missingTools returns thatch's tools that opencode does not serve, from a look at most
+// ToolsTTL old unless fresh. An error means opencode cannot say (one without the route).
+func (b *Bridge) missingTools(ctx context.Context, fresh bool) ([]string, error) {
+	b.tools.mu.Lock()
+	defer b.tools.mu.Unlock()
+	if !fresh && !b.tools.at.IsZero() && time.Since(b.tools.at) < ToolsTTL {
+		return b.tools.missing, b.tools.err
+	}
+	ids, err := b.Client.ToolIDs(ctx)
+	var missing []string
+	for _, t := range thatchTools {
+		if err == nil && !slices.Contains(ids, t) {
+			missing = append(missing, t)
+		}
+	}
+	b.tools.at, b.tools.missing, b.tools.err = time.Now(), missing, err
+	return missing, err
+}
+
+// toolsMissing is the answer to an extraction child's creation when opencode has not
+// loaded thatch's plugin.
+func (b *Bridge) toolsMissing(missing []string) *runtime.HostError {
+	plugin := cmp.Or(b.PluginPath, "plugin/thatch.js in its config folder")
+	return &runtime.HostError{Name: "ToolsMissingError", Message: fmt.Sprintf(
+		"opencode has not loaded thatch's plugin (missing tools: %s): restart opencode so it loads the plugin from %s; run thatch install first if you have not",
+		strings.Join(missing, ", "), plugin)}
 }

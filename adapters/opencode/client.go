@@ -192,6 +192,16 @@ func (c *Client) sessions(ctx context.Context, sinceMS int64, out any) error {
 	return err
 }
 
+// ToolIDs lists the ids of the tools opencode serves its models (GET
+// /experimental/tool/ids), thatch's plugin's among them once opencode has loaded it.
+func (c *Client) ToolIDs(ctx context.Context) ([]string, error) {
+	var ids []string
+	if err := c.do(ctx, "GET", "/experimental/tool/ids", nil, &ids); err != nil {
+		return nil, err
+	}
+	return ids, nil
+}
+
 // Model names a model as opencode's routes take it.
 type Model struct {
 	ProviderID string `json:"providerID"`

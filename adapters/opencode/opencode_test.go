@@ -2,6 +2,7 @@ package opencode
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -73,7 +75,7 @@ func TestTranslateToolPart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ev.ID != "tool_call_7" || ev.SessionID != "ses_a" || ev.Tool.CallID != "call_7" || ev.Tool.Tool != "bash" ||
+	if ev.ID != "tool_ses_a_call_7" || ev.SessionID != "ses_a" || ev.Tool.CallID != "call_7" || ev.Tool.Tool != "bash" ||
 		ev.Tool.Output != "hi\n" || ev.Tool.Title != "echo hi" || string(ev.Tool.Args) != `{"command":"echo hi"}` {
 		t.Fatalf("translated to %+v %+v", ev, ev.Tool)
 	}
@@ -94,6 +96,19 @@ type fakeOpencode struct {
 	events    chan string   // frames for /global/event
 	compacted chan struct{} // ends ses_slow's compaction
 	password  string
+	hold      chan struct{} // ends the deletion of ses_hold
+
+	sessions string            // the session list, when not the default
+	info     map[string]string // sessions by id, beyond ses_a
+	messages map[string]string // the messages of a session of info, [] when absent
+	tools    []string          // GET /experimental/tool/ids, when not nil
+}
+
+// setTools changes what GET /experimental/tool/ids lists.
+func (f *fakeOpencode) setTools(ids []string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.tools = ids
 }
 
 func (f *fakeOpencode) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -129,6 +144,27 @@ func (f *fakeOpencode) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				w.(http.Flusher).Flush()
 			}
 		}
+	case r.URL.Path == "/experimental/tool/ids" && f.toolIDs() != nil:
+		data, _ := json.Marshal(f.toolIDs())
+		js(200, string(data))
+	case r.Method == "DELETE" && r.URL.Path == "/session/ses_hold":
+		outcome := "deleted ses_hold"
+		select {
+		case <-f.hold:
+		case <-r.Context().Done():
+			outcome = "abandoned ses_hold"
+		}
+		f.mu.Lock()
+		f.requests = append(f.requests, outcome)
+		f.mu.Unlock()
+		js(200, `true`)
+	case r.Method == "GET" && f.info[strings.TrimPrefix(r.URL.Path, "/session/")] != "":
+		js(200, f.info[strings.TrimPrefix(r.URL.Path, "/session/")])
+	case r.Method == "GET" && strings.HasSuffix(r.URL.Path, "/message") &&
+		f.info[strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, "/session/"), "/message")] != "":
+		js(200, cmp.Or(f.messages[strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, "/session/"), "/message")], `[]`))
+	case r.URL.Path == "/experimental/session" && f.sessions != "":
+		js(200, f.sessions)
 	case r.URL.Path == "/global/health":
 		js(200, `{"healthy":true,"version":"1.18.33"}`)
 	case r.URL.Path == "/path":
@@ -174,6 +210,12 @@ func (f *fakeOpencode) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // toolPartJSON is a completed bash call of ses_a, as opencode stores and streams it.
 const toolPartJSON = `{"id":"prt_1","type":"tool","sessionID":"ses_a","messageID":"msg_2","callID":"call_1","tool":"bash","state":{"status":"completed","input":{"command":"echo hi"},"output":"hi\n","title":"echo hi","metadata":{},"time":{"start":1,"end":2}}}`
+
+func (f *fakeOpencode) toolIDs() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.tools
+}
 
 func (f *fakeOpencode) seen() []string {
 	f.mu.Lock()
@@ -304,14 +346,15 @@ func TestBridge(t *testing.T) {
 		}
 		return out
 	}
-	// The first connection catches up on the tool call opencode completed before the
-	// bridge ran; the stream showing that part again is the same event, not stored twice
-	// and costing no Host-Seq number.
+	// The first connection catches up on the session and the tool call opencode completed
+	// before the bridge ran; the stream showing that part again is the same event, not
+	// stored twice and costing no Host-Seq number.
 	fake.events <- `{"directory":"/w","payload":{"id":"evt_p","type":"message.part.updated","properties":{"part":` + toolPartJSON + `}}}`
 	fake.events <- `{"directory":"/w","payload":{"id":"evt_3b","type":"session.idle","properties":{"sessionID":"ses_a"}}}`
-	first := read(5)
-	if first[0].typ != "host.hello" || first[0].seq != "1" || first[1] != (got{"tool.execute.after", "tool_call_1", "2"}) ||
-		first[2] != (got{"session.created", "evt_1", "3"}) || first[3] != (got{"session.idle", "evt_3", "4"}) || first[4] != (got{"session.idle", "evt_3b", "5"}) {
+	first := read(6)
+	if first[0].typ != "host.hello" || first[0].seq != "1" || first[1] != (got{"session.updated", "sync_ses_a_0", "2"}) ||
+		first[2] != (got{"tool.execute.after", "tool_ses_a_call_1", "3"}) || first[3] != (got{"session.created", "evt_1", "4"}) ||
+		first[4] != (got{"session.idle", "evt_3", "5"}) || first[5] != (got{"session.idle", "evt_3b", "6"}) {
 		t.Fatalf("published %+v", first)
 	}
 	// The plugin asks for the session-start text itself: thatch must send no reminder
@@ -322,6 +365,9 @@ func TestBridge(t *testing.T) {
 	must(t, json.Unmarshal(helloMsg.Data, &hello))
 	if want := (runtime.Capabilities{TUI: true, Compact: true, Move: true, List: true, Context: true}); hello.Properties.Caps != want {
 		t.Fatalf("hello declares %+v, want %+v", hello.Properties.Caps, want)
+	}
+	if hello.Properties.MissingTools != nil {
+		t.Fatalf("an opencode that cannot list its tools: hello says %v missing, want nothing", hello.Properties.MissingTools)
 	}
 
 	// A repeated idempotency key: one DELETE reaches opencode.
@@ -345,8 +391,8 @@ func TestBridge(t *testing.T) {
 	// skipped so that thatch resyncs (events may have passed unseen).
 	fake.events <- "" // ends this stream
 	fake.events <- `{"payload":{"id":"evt_4","type":"session.idle","properties":{"sessionID":"ses_a"}}}`
-	if g := read(6)[5]; g != (got{"session.idle", "evt_4", "7"}) {
-		t.Fatalf("after the stream ended: %+v, want evt_4 at Host-Seq 7 (6 skipped)", g)
+	if g := read(7)[6]; g != (got{"session.idle", "evt_4", "8"}) {
+		t.Fatalf("after the stream ended: %+v, want evt_4 at Host-Seq 8 (7 skipped)", g)
 	}
 
 	// The server goes away and comes back: a new boot, Host-Seq from 1 again.
@@ -357,7 +403,7 @@ func TestBridge(t *testing.T) {
 	srv2 := listenAt(t, addr, fake2)
 	defer srv2.Close()
 	fake2.events <- `{"payload":{"id":"evt_5","type":"session.idle","properties":{"sessionID":"ses_a"}}}`
-	again := read(8)[6:]
+	again := read(9)[7:]
 	if again[0].typ != "host.hello" || again[0].id == first[0].id || again[0].seq != "1" || again[1] != (got{"session.idle", "evt_5", "2"}) {
 		t.Fatalf("after the server came back: %+v", again)
 	}
@@ -505,8 +551,8 @@ func TestShimEndpoint(t *testing.T) {
 		must(t, err)
 		got = append(got, m.Header.Get(jetstream.MsgIDHeader)+"@"+m.Header.Get("Host-Seq"))
 	}
-	if !strings.HasPrefix(got[0], "tool_call_1@2") || !strings.HasSuffix(got[1], "@3") || !strings.HasPrefix(got[1], "shim_") {
-		t.Fatalf("published %v, want tool_call_1 at Host-Seq 2, then the compacting event at 3", got)
+	if !strings.HasPrefix(got[0], "tool_ses_a_call_1@2") || !strings.HasSuffix(got[1], "@3") || !strings.HasPrefix(got[1], "shim_") {
+		t.Fatalf("published %v, want tool_ses_a_call_1 at Host-Seq 2, then the compacting event at 3", got)
 	}
 	if info, _ := stream.Info(ctx); info.State.Msgs != 3 {
 		t.Fatalf("%d events in the stream, want 3", info.State.Msgs)
@@ -658,5 +704,346 @@ func TestBridgeNotOpencode(t *testing.T) {
 	<-done
 	if info, _ := stream.Info(context.Background()); info.State.Msgs != 0 {
 		t.Fatalf("%d events published for a server that is not opencode", info.State.Msgs)
+	}
+}
+
+// quiet is a logger for tests that do not read the log.
+func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// freeAddr returns a loopback address nothing listens on.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// storedEvent waits for the event at seq of stream.
+func storedEvent(t *testing.T, ctx context.Context, stream jetstream.Stream, seq uint64) *jetstream.RawStreamMsg {
+	t.Helper()
+	for {
+		m, err := stream.GetMsg(ctx, seq)
+		if err == nil {
+			return m
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("no event at %d: %v", seq, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Start tells its owner at once that the shim's address is taken, naming the variable.
+func TestStartShimAddressInUse(t *testing.T) {
+	nc, js, _ := broker(t)
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	defer taken.Close()
+	addr := taken.Addr().String()
+	token := filepath.Join(t.TempDir(), "shim.token")
+	must(t, os.WriteFile(token, []byte("tok"), 0o600))
+	b := &Bridge{Client: &Client{BaseURL: "http://127.0.0.1:1"}, NC: nc, JS: js, Prefix: "opencode", HostID: "oc-test",
+		ShimListen: addr, TokenFile: token, Log: quiet()}
+	err = b.Start()
+	want := "the plugin shim cannot listen on " + addr + " (THATCH_SHIM_LISTEN): address already in use; set THATCH_SHIM_LISTEN to a free loopback address"
+	if err == nil || err.Error() != want {
+		t.Fatalf("Start: %v, want %q", err, want)
+	}
+	if _, err := nc.Request("opencode.oc-test.api.session.list", []byte(`{}`), time.Second); err == nil {
+		t.Fatal("a bridge that could not start serves the host API")
+	}
+}
+
+// Start serves the host API before Run; a stop does not cut a call to opencode in flight
+// (rule 12): Run returns after StopWait, and the call finishes and is answered.
+func TestStartThenStopLetsCallsFinish(t *testing.T) {
+	nc, js, _ := broker(t)
+	fake := &fakeOpencode{events: make(chan string), hold: make(chan struct{})}
+	srv := httptest.NewServer(fake)
+	defer srv.Close()
+	b := &Bridge{Client: &Client{BaseURL: srv.URL}, NC: nc, JS: js, Prefix: "opencode", HostID: "oc-test",
+		StopWait: 200 * time.Millisecond, Log: quiet()}
+	must(t, b.Start())
+	msg, err := nc.Request("opencode.oc-test.api.session.delete", []byte(`{"sessionID":"ses_a"}`), 5*time.Second)
+	if err != nil || string(msg.Data) != `{"result":true}` {
+		t.Fatalf("a call before Run: %v %s", err, msg.Data)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- b.Run(runCtx) }()
+	reply := make(chan string, 1)
+	go func() {
+		msg, err := nc.Request("opencode.oc-test.api.session.delete", []byte(`{"sessionID":"ses_hold","idempotencyKey":"k"}`), 15*time.Second)
+		if err != nil {
+			reply <- err.Error()
+			return
+		}
+		reply <- string(msg.Data)
+	}()
+	for !slices.Contains(fake.seen(), "DELETE /session/ses_hold ") {
+		if ctx.Err() != nil {
+			t.Fatal("the call never reached opencode")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	stopped := time.Now()
+	stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(stopped); d > 2*time.Second {
+		t.Fatalf("Run took %v to return with a call in flight, want about StopWait", d)
+	}
+	if _, err := nc.Request("opencode.oc-test.api.session.list", []byte(`{}`), 500*time.Millisecond); err == nil {
+		t.Fatal("a stopped bridge still serves the host API")
+	}
+	close(fake.hold)
+	if got := <-reply; got != `{"result":true}` {
+		t.Fatalf("the call in flight at the stop was answered %q", got)
+	}
+	if got := fake.seen(); !slices.Contains(got, "deleted ses_hold") {
+		t.Fatalf("the call in flight was cut by the stop: %q", got)
+	}
+}
+
+// One call id in two sessions is two calls; one call is one id however the bridge sees it.
+func TestToolEventIDPerSession(t *testing.T) {
+	streamed := func(sid string) string {
+		part := strings.ReplaceAll(toolPartJSON, `"sessionID":"ses_a"`, `"sessionID":"`+sid+`"`)
+		events, err := Translate([]byte(`{"payload":{"id":"evt_p","type":"message.part.updated","properties":{"part":` + part + `}}}`))
+		if err != nil || len(events) != 1 {
+			t.Fatalf("%s: %v %v", sid, events, err)
+		}
+		return events[0].ID
+	}
+	a, b := streamed("ses_a"), streamed("ses_b")
+	if a == b || a != ToolEventID("ses_a", "call_1") || b != ToolEventID("ses_b", "call_1") {
+		t.Fatalf("call_1 of ses_a is %s, of ses_b %s", a, b)
+	}
+	hook := Event{Type: "tool.execute.after", Properties: json.RawMessage(`{"sessionID":"ses_b","callID":"call_1","tool":"bash","args":{},"output":"hi\n"}`)}
+	if id := shimEventID(hook); id != b {
+		t.Fatalf("the shim's hook names call_1 of ses_b %s, the stream %s", id, b)
+	}
+}
+
+// bigWrite is a completed write of a 1.2 MB file, whose output and metadata are large too.
+func bigWrite(t *testing.T) Event {
+	t.Helper()
+	chunk := strings.Repeat("line <é> & 0123456789 abcdefghij\n", 36000) // about 1.2 MB
+	input, _ := json.Marshal(map[string]any{"filePath": "/w/big.txt", "content": "BEGIN\n" + chunk + "END"})
+	meta, _ := json.Marshal(map[string]any{"exists": false, "exit": 0, "diff": "@@ head\n" + chunk + "tail @@"})
+	part, _ := json.Marshal(map[string]any{"type": "tool", "sessionID": "ses_a", "callID": "call_w", "tool": "write",
+		"state": map[string]any{"status": "completed", "input": json.RawMessage(input), "output": "wrote\n" + chunk + "done",
+			"title": "big.txt", "metadata": json.RawMessage(meta)}})
+	events, err := Translate([]byte(`{"payload":{"id":"evt_w","type":"message.part.updated","properties":{"part":` + string(part) + `}}}`))
+	if err != nil || len(events) != 1 {
+		t.Fatalf("%v %v", events, err)
+	}
+	if len(events[0].Body()) < 3<<20 {
+		t.Fatalf("the write is only %d bytes", len(events[0].Body()))
+	}
+	return events[0]
+}
+
+// checkCut checks that body is a cut bigWrite within limit that thatch decodes.
+func checkCut(t *testing.T, subject string, body []byte, limit int) {
+	t.Helper()
+	if len(body) > limit {
+		t.Fatalf("%d bytes, over the limit %d", len(body), limit)
+	}
+	ev, err := runtime.DecodeEvent("opencode", subject, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var args struct{ FilePath, Content string }
+	must(t, json.Unmarshal(ev.Tool.Args, &args))
+	var meta struct {
+		Exists bool
+		Exit   json.Number
+		Diff   string
+	}
+	must(t, json.Unmarshal(ev.Tool.Metadata, &meta))
+	if ev.SessionID != "ses_a" || ev.Tool.CallID != "call_w" || ev.Tool.Tool != "write" || ev.Tool.Title != "big.txt" ||
+		args.FilePath != "/w/big.txt" || meta.Exit != "0" {
+		t.Fatalf("cut what it should not: %+v %+v %s", ev.Tool, args.FilePath, meta.Exit)
+	}
+	for _, s := range []struct{ got, head, tail string }{
+		{args.Content, "BEGIN\nline <é>", "\nEND"}, {ev.Tool.Output, "wrote\n", "done"}, {meta.Diff, "@@ head\n", "tail @@"},
+	} {
+		if !strings.HasPrefix(s.got, s.head) || !strings.HasSuffix(s.got, s.tail) || !strings.Contains(s.got, " characters to fit the broker]…") ||
+			!utf8.ValidString(s.got) {
+			t.Fatalf("cut to %d bytes, not head, marker and tail: %.80q … %.80q", len(s.got), s.got, s.got[max(0, len(s.got)-80):])
+		}
+	}
+}
+
+func TestFit(t *testing.T) {
+	for _, tc := range []struct {
+		maxPayload int64
+		want       int
+	}{{0, 1<<20 - 8<<10}, {8 << 20, 1<<20 - 8<<10}, {512 << 10, 504 << 10}} {
+		if got := eventLimit(tc.maxPayload); got != tc.want {
+			t.Errorf("eventLimit(%d) = %d, want %d", tc.maxPayload, got, tc.want)
+		}
+	}
+	ev := bigWrite(t)
+	for _, limit := range []int{1<<20 - 8<<10, 200 << 10} {
+		checkCut(t, "opencode.h.event.tool.execute.after", Fit(ev, limit).Body(), limit)
+	}
+	small := Event{ID: "e", Type: "session.idle", Properties: json.RawMessage(`{"sessionID":"ses_a","n":1.50}`)}
+	if got := Fit(small, 1<<20); string(got.Body()) != string(small.Body()) {
+		t.Fatalf("an event that fits changed: %s", got.Body())
+	}
+}
+
+// A large write's tool call reaches the stream cut to fit, from the event stream and from
+// the plugin shim, whose endpoint takes a body of several MiB.
+func TestBridgeCutsLargeEvents(t *testing.T) {
+	nc, js, stream := broker(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	token := filepath.Join(t.TempDir(), "shim.token")
+	must(t, os.WriteFile(token, []byte("tok"), 0o600))
+	addr := freeAddr(t)
+	b := &Bridge{NC: nc, JS: js, Prefix: "opencode", HostID: "oc-test", ShimListen: addr, TokenFile: token, Log: quiet()}
+	must(t, b.Start())
+	defer b.Close()
+	ev := bigWrite(t)
+	pctx, pcancel := context.WithTimeout(ctx, 5*time.Second)
+	defer pcancel()
+	must(t, b.publish(pctx, ev))
+	limit := eventLimit(nc.MaxPayload())
+	m := storedEvent(t, ctx, stream, 1)
+	checkCut(t, m.Subject, m.Data, limit)
+	if id := m.Header.Get(jetstream.MsgIDHeader); id != ToolEventID("ses_a", "call_w") {
+		t.Fatalf("published as %s", id)
+	}
+
+	hook := strings.Replace(string(ev.Body()), `"call_w"`, `"call_w2"`, 1)
+	req, _ := http.NewRequest("POST", "http://"+addr+"/event", strings.NewReader(hook))
+	req.Header.Set("Authorization", "Bearer tok")
+	resp, err := http.DefaultClient.Do(req)
+	must(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("a %d-byte hook event: HTTP %d %s", len(hook), resp.StatusCode, body)
+	}
+	m = storedEvent(t, ctx, stream, 2)
+	if len(m.Data) > limit {
+		t.Fatalf("the hook's event is %d bytes, over %d", len(m.Data), limit)
+	}
+	if id := m.Header.Get(jetstream.MsgIDHeader); id != ToolEventID("ses_a", "call_w2") {
+		t.Fatalf("the hook's event published as %s", id)
+	}
+}
+
+// The catch-up tells thatch of each session updated meanwhile, parents first, fetching
+// the ancestors the list lacks, before the sessions' tool calls: a sub-agent's child
+// created while thatch was down is known as a child.
+func TestCatchUpParentsFirst(t *testing.T) {
+	nc, js, stream := broker(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	fake := &fakeOpencode{
+		sessions: `[{"id":"ses_child","parentID":"ses_mid","projectID":"prj_1","directory":"/w","title":"sub-agent","time":{"created":1,"updated":30}},` +
+			`{"id":"ses_orphan","parentID":"ses_deleted","directory":"/w","title":"o","time":{"updated":25}},` +
+			`{"id":"ses_top","directory":"/w","title":"top","time":{"updated":20}}]`,
+		info: map[string]string{
+			"ses_mid":    `{"id":"ses_mid","parentID":"ses_root","projectID":"prj_1","directory":"/w","title":"mid","time":{"updated":10}}`,
+			"ses_root":   `{"id":"ses_root","projectID":"prj_1","directory":"/w","title":"root","time":{"updated":5}}`,
+			"ses_child":  `{"id":"ses_child"}`,
+			"ses_orphan": `{"id":"ses_orphan"}`,
+			"ses_top":    `{"id":"ses_top"}`,
+		},
+		messages: map[string]string{"ses_child": `[{"info":{"role":"assistant"},"parts":[` +
+			strings.ReplaceAll(toolPartJSON, `"sessionID":"ses_a"`, `"sessionID":"ses_child"`) + `]}]`},
+	}
+	srv := httptest.NewServer(fake)
+	defer srv.Close()
+	b := &Bridge{Client: &Client{BaseURL: srv.URL}, NC: nc, JS: js, Prefix: "opencode", HostID: "oc-test", Log: quiet()}
+	must(t, b.catchUp(ctx, time.Now().Add(-time.Minute)))
+	var got []string
+	var child *runtime.Event
+	for seq := uint64(1); seq <= 6; seq++ {
+		m := storedEvent(t, ctx, stream, seq)
+		ev, err := runtime.DecodeEvent("opencode", m.Subject, m.Data)
+		if err != nil {
+			t.Fatalf("event %d: %v", seq, err)
+		}
+		got = append(got, ev.Type+" "+ev.ID)
+		if ev.ID == "sync_ses_child_30" {
+			child = &ev
+		}
+	}
+	want := []string{"session.updated sync_ses_root_5", "session.updated sync_ses_mid_10", "session.updated sync_ses_child_30",
+		"session.updated sync_ses_orphan_25", "session.updated sync_ses_top_20", "tool.execute.after " + ToolEventID("ses_child", "call_1")}
+	if !slices.Equal(got, want) {
+		t.Fatalf("published\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if i := child.Info; i.ParentID != "ses_mid" || i.ProjectID != "prj_1" || i.Title != "sub-agent" || i.Directory != "/w" {
+		t.Fatalf("the child's info: %+v", i)
+	}
+	if info, _ := stream.Info(ctx); info.State.Msgs != 6 {
+		t.Fatalf("%d events, want 6", info.State.Msgs)
+	}
+}
+
+// The hello says which of thatch's tools opencode lacks, and an extraction child is not
+// created while they are missing.
+func TestMissingTools(t *testing.T) {
+	nc, js, stream := broker(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	fake := &fakeOpencode{events: make(chan string), tools: []string{"bash", "read", "thatch_get_extraction_payload", "memory_search"}}
+	srv := httptest.NewServer(fake)
+	defer srv.Close()
+	oldTTL := ToolsTTL
+	defer func() { ToolsTTL = oldTTL }()
+	b := &Bridge{Client: &Client{BaseURL: srv.URL}, NC: nc, JS: js, Prefix: "opencode", HostID: "oc-test",
+		PluginPath: "/cfg/opencode/plugin/thatch.js", Log: quiet()}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- b.Run(runCtx) }()
+	defer func() { stop(); <-done }()
+	var hello struct{ Properties runtime.Hello }
+	must(t, json.Unmarshal(storedEvent(t, ctx, stream, 1).Data, &hello))
+	missing := []string{"thatch_extraction_done", "memory_remember", "memory_update", "memory_forget"}
+	if !slices.Equal(hello.Properties.MissingTools, missing) {
+		t.Fatalf("hello: missingTools %v, want %v", hello.Properties.MissingTools, missing)
+	}
+	create := func(title string) string {
+		t.Helper()
+		msg, err := nc.Request("opencode.oc-test.api.session.create", []byte(`{"parentID":"ses_a","title":"`+title+`","idempotencyKey":"k-`+title+`"}`), 5*time.Second)
+		must(t, err)
+		return string(msg.Data)
+	}
+	posts := func() int {
+		n := 0
+		for _, r := range fake.seen() {
+			if strings.HasPrefix(r, "POST /session?") {
+				n++
+			}
+		}
+		return n
+	}
+	var reply struct{ Error runtime.HostError }
+	must(t, json.Unmarshal([]byte(create("thatch-extraction")), &reply))
+	wantMsg := "opencode has not loaded thatch's plugin (missing tools: thatch_extraction_done, memory_remember, memory_update, memory_forget): " +
+		"restart opencode so it loads the plugin from /cfg/opencode/plugin/thatch.js; run thatch install first if you have not"
+	if reply.Error.Name != "ToolsMissingError" || reply.Error.Message != wantMsg || posts() != 0 {
+		t.Fatalf("creating an extraction child without the tools: %+v, %d created", reply.Error, posts())
+	}
+	if got := create("other"); !strings.Contains(got, `"result"`) || posts() != 1 {
+		t.Fatalf("any other session is created: %s", got)
+	}
+	// opencode restarted with the plugin: the repeat (same key) looks again and creates.
+	fake.setTools(append([]string{"bash"}, thatchTools...))
+	ToolsTTL = 0
+	if got := create("thatch-extraction"); !strings.Contains(got, `"result"`) || posts() != 2 {
+		t.Fatalf("with the tools loaded: %s, %d created", got, posts())
 	}
 }

@@ -47,8 +47,16 @@ type part struct {
 	} `json:"state"`
 }
 
-// toolEvent is the tool.execute.after of a completed tool part. Its id, tool_<callID>,
-// is the same however often the part is seen, so thatch applies it once.
+// ToolEventID is the event id of a finished tool call, whichever way the bridge learns
+// of it (the event stream, the catch-up, the plugin shim's hook), so that thatch applies
+// the call once. Call ids come from the model's provider, and some count from 1 in every
+// process: they are unique within a session at best, so the id names the session too.
+func ToolEventID(sessionID, callID string) string {
+	return "tool_" + sessionID + "_" + callID
+}
+
+// toolEvent is the tool.execute.after of a completed tool part. Its id, ToolEventID, is
+// the same however often the part is seen, so thatch applies it once.
 func (p part) toolEvent() (Event, bool) {
 	if p.Type != "tool" || p.State.Status != "completed" || p.CallID == "" || p.SessionID == "" {
 		return Event{}, false
@@ -59,12 +67,12 @@ func (p part) toolEvent() (Event, bool) {
 	}
 	props, _ := json.Marshal(map[string]any{"sessionID": p.SessionID, "callID": p.CallID, "tool": p.Tool,
 		"args": args, "title": p.State.Title, "output": p.State.Output, "metadata": rawOr(p.State.Metadata, "{}")})
-	return Event{ID: "tool_" + p.CallID, Type: "tool.execute.after", Properties: props}, true
+	return Event{ID: ToolEventID(p.SessionID, p.CallID), Type: "tool.execute.after", Properties: props}, true
 }
 
 // Translate turns one server-sent event's data into the protocol events to publish: the
 // types thatch acts on pass through as they are; a completed tool part becomes
-// tool.execute.after, with id "tool_<callID>" so a repeated update of the same part is
+// tool.execute.after, with id ToolEventID(sessionID, callID) so a repeated update of the same part is
 // one event; everything else (deltas, heartbeats, sync frames) is dropped.
 func Translate(data []byte) ([]Event, error) {
 	var f frame

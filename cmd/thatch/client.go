@@ -105,7 +105,7 @@ func client(ctx context.Context, c Config, cmd string, args []string, out io.Wri
 			{"hosts online", itoa(s.Hosts)}, {"sessions", itoa(s.Sessions)}, {"entries pending", itoa(s.Pending)},
 			{"entries accepted", itoa(s.Accepted)}, {"events applied", i64(s.Applied)}, {"events rejected", i64(s.Rejected)},
 			{"gaps", i64(s.Gaps)}, {"last stream seq", strconv.FormatUint(s.LastStreamSeq, 10)},
-			{"host calls outstanding", itoa(s.OutstandingCalls)}, {"memories", itoa(s.Memories)}, {"secrets redacted", i64(s.Redacted)}} {
+			{"host calls outstanding", itoa(s.OutstandingCalls)}, {"host calls waiting for their host", itoa(s.WaitingCalls)}, {"memories", itoa(s.Memories)}, {"secrets redacted", i64(s.Redacted)}} {
 			if row[0] == "version" && s.JournalError != "" {
 				fmt.Fprintf(tw, "JOURNAL ERROR\t%s\n", s.JournalError)
 			}

@@ -4,10 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -123,6 +125,11 @@ func loadConfig() (Config, error) {
 			return c, fmt.Errorf("THATCH_OPENCODE_URL=%q: must be the server's http://host:port", c.OpencodeURL)
 		}
 	}
+	for name, addr := range map[string]string{"THATCH_NATS_LISTEN": c.NATSListen, "THATCH_SHIM_LISTEN": c.ShimListen} {
+		if err := checkListen(name, addr); err != nil {
+			return c, err
+		}
+	}
 	if _, err := parseLevel(c.LogLevel); err != nil {
 		return c, err
 	}
@@ -152,6 +159,26 @@ func loadConfig() (Config, error) {
 		c.OpencodeDir = filepath.Join(base, "opencode")
 	}
 	return c, nil
+}
+
+// checkListen rejects a listen address that cannot be bound however the machine is set
+// up, so thatch fails at once naming the variable rather than when the part starts.
+func checkListen(name, addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err == nil {
+		var n int
+		n, err = strconv.Atoi(port)
+		if err == nil && (n < 0 || n > 65535) {
+			err = fmt.Errorf("port %d is out of range", n)
+		}
+	}
+	if err == nil && host != "" && host != "localhost" && net.ParseIP(host) == nil {
+		err = fmt.Errorf("%q is not an IP address", host)
+	}
+	if err != nil {
+		return fmt.Errorf("%s=%q: must be host:port with an IP address, e.g. 127.0.0.1:4222 (%v)", name, addr, unwrap(err))
+	}
+	return nil
 }
 
 func unwrap(err error) error {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
+	oklog "github.com/oklog/run"
 
 	"github.com/thatch-dev/thatch/adapters/host"
 	"github.com/thatch-dev/thatch/adapters/natsbus"
@@ -107,72 +108,96 @@ func serveWith(ctx context.Context, c Config, log *slog.Logger, tune func(*runti
 	srv := &natsbus.Server{Redactions: redactions, NC: nc, JS: js, Stream: c.Stream, Prefix: c.APIPrefix, Loop: loop, Consumer: consumer,
 		Log: log.With("component", "api"), Sweep: sweepAPI(sweeper), Memories: memories, Costs: store.Costs, Extract: c.rules()}
 
-	// Each part runs until its own context ends; shutdown stops them in reverse order:
-	// sweeper, responders, consumer (unapplied messages go back), loop (the batch in
-	// progress commits), connection.
-	type part struct {
-		stop context.CancelFunc
-		done chan error
+	// The in-process bridge answers host calls before the outbox resumes (rule 12): the
+	// calls a previous run left go out at once instead of finding no responder. A shim
+	// address that cannot be bound fails the start here, naming its variable.
+	if ocBridge != nil {
+		if err := ocBridge.Start(); err != nil {
+			return err
+		}
 	}
-	run := func(fn func(context.Context) error) part {
-		ctx, cancel := context.WithCancel(context.Background())
-		p := part{stop: cancel, done: make(chan error, 1)}
-		go func() { p.done <- fn(ctx) }()
-		return p
-	}
-	loopPart := run(loop.Run)
-	consPart := run(consumer.Run)
-	sweepPart := run(sweeper.Run)
-	statusPart := run(func(ctx context.Context) error { return writeStatusFile(ctx, srv, c.DataDir, log) })
-	bridgePart := run(func(ctx context.Context) error {
-		if c.OpencodeURL == "" {
+
+	// One owner of the parts (rule 12): the first part to end stops the others, in the
+	// order they are added here, each waiting for the one before it: the sweeper, the
+	// status file, the API, the consumer (unapplied messages go back), the loop (the batch
+	// in progress commits, calls in flight get StopGrace, then stay in the outbox), and the
+	// bridge last, so the loop's last calls still reach opencode. A part that ends on its
+	// own ends thatch with its error.
+	var g oklog.Group
+	stopping := errors.New("stopping")
+	var stopBegan time.Time
+	signal := make(chan struct{})
+	g.Add(func() error {
+		select {
+		case <-ctx.Done():
+		case <-signal:
 			return nil
 		}
-		select { // the stream exists before the bridge publishes to it
+		stopBegan = time.Now()
+		log.Info("stopping")
+		return stopping
+	}, func(error) { close(signal) })
+	add := func(name string, fn func(context.Context) error) {
+		pctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		g.Add(func() error {
+			defer close(done)
+			err := fn(pctx)
+			switch {
+			case pctx.Err() != nil && err == nil:
+				return nil
+			case err == nil:
+				err = errors.New("ended unexpectedly")
+			}
+			return fmt.Errorf("%s: %w", name, err)
+		}, func(error) {
+			cancel()
+			<-done
+		})
+	}
+	add("sweeper", sweeper.Run)
+	add("status file", func(ctx context.Context) error { return writeStatusFile(ctx, srv, c.DataDir, log) })
+	add("thatch API", func(ctx context.Context) error {
+		select { // ready once the stream exists and the journal is loaded
 		case <-consumer.Started():
 		case <-ctx.Done():
 			return nil
 		}
-		return ocBridge.Run(ctx)
-	})
-	halt := func(p part) error { p.stop(); return <-p.done }
-	shutdown := func() error {
-		halt(bridgePart)
-		halt(statusPart)
-		halt(sweepPart)
-		srv.Stop()
-		halt(consPart)
-		err := halt(loopPart)
-		if derr := nc.Drain(); derr != nil {
-			log.Debug("drain", "err", derr)
+		select {
+		case <-loop.Ready():
+		case <-ctx.Done():
+			return nil
 		}
-		return err
+		if err := srv.Start(ctx); err != nil {
+			return err
+		}
+		defer srv.Stop()
+		log.Info("thatch ready", "version", runtime.Version, "data_dir", c.DataDir, "startup", time.Since(start).Round(time.Millisecond).String())
+		<-ctx.Done()
+		return nil
+	})
+	add("consumer", consumer.Run)
+	add("runtime loop", loop.Run)
+	if ocBridge != nil {
+		add("opencode bridge", func(ctx context.Context) error {
+			select { // the stream exists before the bridge publishes to it
+			case <-consumer.Started():
+			case <-ctx.Done():
+				return nil
+			}
+			return ocBridge.Run(ctx)
+		})
 	}
-
-	select {
-	case <-consumer.Started():
-	case <-ctx.Done():
-		return shutdown()
-	case err := <-loopPart.done:
-		loopPart.done <- err
-		shutdown()
-		return err
+	err = g.Run()
+	if derr := nc.Drain(); derr != nil {
+		log.Debug("drain", "err", derr)
 	}
-	if err := srv.Start(ctx); err != nil {
-		shutdown()
-		return fmt.Errorf("serve the thatch API: %w", err)
+	if errors.Is(err, stopping) {
+		log.Info("stopped", "took", time.Since(stopBegan).Round(time.Millisecond).String())
+		return nil
 	}
-	log.Info("thatch ready", "version", runtime.Version, "data_dir", c.DataDir, "startup", time.Since(start).Round(time.Millisecond).String())
-
-	select {
-	case <-ctx.Done():
-		log.Info("stopping")
-		return shutdown()
-	case err := <-loopPart.done:
-		loopPart.done <- err
-		shutdown()
-		return err
-	}
+	log.Error("a part of thatch failed: stopping", "err", err)
+	return err
 }
 
 // memorySweep is the memory store's part of each journal sweep: the tool-call memo and the

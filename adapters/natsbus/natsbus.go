@@ -241,6 +241,9 @@ func (c *Consumer) Run(ctx context.Context) error {
 		errs := make(chan error, 1)
 		cc, err := cons.Consume(c.handle(ctx, stream),
 			jetstream.PullMaxMessages(1024),
+			// A pull the broker lost (a restart, JetStream re-enabled) is noticed in
+			// seconds instead of at the pull's 30 s expiry.
+			jetstream.PullHeartbeat(time.Second),
 			jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 				select {
 				case errs <- err:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -21,7 +22,8 @@ func newBridge(c Config, nc *nats.Conn, js jetstream.JetStream, log *slog.Logger
 	log = log.With("component", "bridge")
 	return &opencode.Bridge{Client: &opencode.Client{BaseURL: c.OpencodeURL, Password: c.OpencodePassword, Log: log},
 		NC: nc, JS: js, Prefix: c.SubjectPrefix, APIPrefix: c.APIPrefix, HostID: opencode.HostIDFor(c.OpencodeURL),
-		ShimListen: c.ShimListen, TokenFile: tokenFile, Log: log}
+		ShimListen: c.ShimListen, TokenFile: tokenFile, Log: log,
+		PluginPath: filepath.Join(c.OpencodeDir, "plugin", "thatch.js")}
 }
 
 // bridge runs the opencode bridge on its own: thatch bridge.

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/thatch-dev/thatch/adapters/natsbus"
 	"github.com/thatch-dev/thatch/runtime"
 )
 
@@ -30,19 +32,61 @@ func version() string {
 	return runtime.Version
 }
 
+// clientUsage is the --help of each subcommand that asks the running daemon.
+var clientUsage = map[string]string{
+	"status": `usage: thatch status [--json]
+  the running daemon's counters: hosts, sessions, entries, events, host calls, memories,
+  redactions, and what extraction cost today and over the last 7 days, its daily budget
+  and its model. When the daemon cannot be reached, it prints the status the daemon last
+  wrote to $THATCH_DATA_DIR/status.json, with its age, and exits 1.
+  --json    print JSON`,
+	"sessions": `usage: thatch sessions [--host ID] [--json]
+  the live sessions thatch tracks
+  --host ID    only this host's sessions
+  --json       print JSON`,
+	"entries": `usage: thatch entries SESSION [--json]
+  the journaled entries of a top-level session
+  --json    print JSON`,
+	"sweep": `usage: thatch sweep [--dry-run] [--host ID] [--json]
+  one strand sweep now, printing its plan
+  --dry-run    only plan: change nothing
+  --host ID    only this host's sessions
+  --json       print JSON`,
+	"costs": `usage: thatch costs [--days N] [--json]
+  what extraction cost, by UTC day and project: extractions, entries, tokens in and out,
+  cost in USD as the host reported it, models
+  --days N    the last N UTC days, today included: 1 to 400 (default 30)
+  --json      print JSON`,
+}
+
 // client runs one of the subcommands that ask a running daemon through the thatch API.
 func client(ctx context.Context, c Config, cmd string, args []string, out io.Writer) error {
+	usage := clientUsage[cmd]
 	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // the errors and the usage are ours
 	asJSON := fs.Bool("json", false, "print JSON")
-	hostID := fs.String("host", "", "only this host")
-	dryRun := fs.Bool("dry-run", false, "sweep: only plan")
-	days := fs.Int("days", 30, "costs: the last N UTC days, today included")
+	var hostID *string
+	var dryRun *bool
+	var days *int
+	switch cmd {
+	case "sessions":
+		hostID = fs.String("host", "", "only this host")
+	case "sweep":
+		hostID = fs.String("host", "", "only this host")
+		dryRun = fs.Bool("dry-run", false, "only plan")
+	case "costs":
+		days = fs.Int("days", 30, "the last N UTC days, today included")
+	}
 	pos, err := parseInterspersed(fs, args) // flags may come before or after the arguments
-	if err != nil {
+	if errors.Is(err, flag.ErrHelp) {
+		_, err := fmt.Fprintln(out, usage)
 		return err
 	}
+	if err != nil {
+		return fmt.Errorf("%v\n%s", err, usage)
+	}
 	if cmd != "entries" && len(pos) > 0 {
-		return fmt.Errorf("thatch %s takes no arguments, got %q", cmd, pos)
+		return fmt.Errorf("thatch %s takes no arguments, got %q\n%s", cmd, pos, usage)
 	}
 	params := map[string]any{}
 	switch cmd {
@@ -57,10 +101,13 @@ func client(ctx context.Context, c Config, cmd string, args []string, out io.Wri
 		}
 	case "entries":
 		if len(pos) != 1 {
-			return fmt.Errorf("usage: thatch entries SESSION [--json]")
+			return fmt.Errorf("thatch entries takes one session id, got %q\n%s", pos, usage)
 		}
 		params["sessionID"] = pos[0]
 	case "costs":
+		if *days < 1 || *days > natsbus.MaxCostDays {
+			return fmt.Errorf("--days must be between 1 and %d, got %d", natsbus.MaxCostDays, *days)
+		}
 		params["days"] = *days
 	}
 	raw, err := request(ctx, c, cmd, params)
@@ -109,11 +156,15 @@ func client(ctx context.Context, c Config, cmd string, args []string, out io.Wri
 			if row[0] == "version" && s.JournalError != "" {
 				fmt.Fprintf(tw, "JOURNAL ERROR\t%s\n", s.JournalError)
 			}
+			if row[0] == "version" && s.BrokerError != "" {
+				fmt.Fprintf(tw, "BROKER ERROR\t%s\n", s.BrokerError)
+			}
 			fmt.Fprintf(tw, "%s\t%s\n", row[0], row[1])
 		}
 		if x := s.Extraction; x != nil {
 			spend := func(p runtime.Spend) string {
-				return fmt.Sprintf("%d extractions, %s tokens (%s in, %s out), %s", p.Extractions, runtime.FormatTokens(p.Tokens),
+				return fmt.Sprintf("%d %s, %s %s (%s in, %s out), %s", p.Extractions, runtime.Plural(p.Extractions, "extraction", "extractions"),
+					runtime.FormatTokens(p.Tokens), runtime.Plural(p.Tokens, "token", "tokens"),
 					runtime.FormatTokens(p.TokensIn), runtime.FormatTokens(p.TokensOut), runtime.FormatUSD(p.USD))
 			}
 			if x.Error != "" {
@@ -123,15 +174,18 @@ func client(ctx context.Context, c Config, cmd string, args []string, out io.Wri
 			fmt.Fprintf(tw, "extraction last 7 days\t%s\n", spend(x.Week))
 			budget := "no limit (THATCH_EXTRACT_DAILY_TOKENS unset)"
 			if x.DailyTokens > 0 {
-				budget = fmt.Sprintf("%s tokens a day, %s used today", runtime.FormatTokens(x.DailyTokens), runtime.FormatTokens(x.Today.Tokens))
+				budget = fmt.Sprintf("%s %s a day, %s used today", runtime.FormatTokens(x.DailyTokens),
+					runtime.Plural(x.DailyTokens, "token", "tokens"), runtime.FormatTokens(x.Today.Tokens))
 				if x.BudgetReached {
 					budget += ": REACHED, extraction waits for the next UTC day"
 				}
 			}
 			fmt.Fprintf(tw, "extraction budget\t%s\n", budget)
+			model := "the host's small model, else the session's own (THATCH_EXTRACT_MODEL unset)"
 			if x.Model != "" {
-				fmt.Fprintf(tw, "extraction model\t%s (THATCH_EXTRACT_MODEL)\n", x.Model)
+				model = x.Model + " (THATCH_EXTRACT_MODEL)"
 			}
+			fmt.Fprintf(tw, "extraction model\t%s\n", model)
 		}
 	case "costs":
 		var rows []runtime.CostRow
@@ -139,7 +193,7 @@ func client(ctx context.Context, c Config, cmd string, args []string, out io.Wri
 			return err
 		}
 		if len(rows) == 0 {
-			fmt.Fprintf(tw, "no extraction in the last %d days\n", *days)
+			fmt.Fprintf(tw, "no extraction in the last %d %s\n", *days, runtime.Plural(*days, "day", "days"))
 			return nil
 		}
 		fmt.Fprintln(tw, "DAY (UTC)\tPROJECT\tEXTRACTIONS\tENTRIES\tTOKENS IN\tTOKENS OUT\tCOST\tMODELS")
@@ -150,7 +204,7 @@ func client(ctx context.Context, c Config, cmd string, args []string, out io.Wri
 			total.Extractions, total.Entries = total.Extractions+r.Extractions, total.Entries+r.Entries
 			total.TokensIn, total.TokensOut, total.USD = total.TokensIn+r.TokensIn, total.TokensOut+r.TokensOut, total.USD+r.USD
 		}
-		fmt.Fprintf(tw, "total, %d days\t\t%d\t%d\t%s\t%s\t%s\t\n", *days, total.Extractions, total.Entries,
+		fmt.Fprintf(tw, "total, %d %s\t\t%d\t%d\t%s\t%s\t%s\t\n", *days, runtime.Plural(*days, "day", "days"), total.Extractions, total.Entries,
 			runtime.FormatTokens(total.TokensIn), runtime.FormatTokens(total.TokensOut), runtime.FormatUSD(total.USD))
 	case "sessions":
 		var rows []runtime.SessionView
@@ -212,7 +266,10 @@ func request(ctx context.Context, c Config, method string, params any) (json.Raw
 	return call(ctx, nc, c, method, params)
 }
 
-// dial connects the CLI to the broker thatch serves on.
+// dial connects the CLI to the broker thatch serves on: THATCH_NATS_URL's, else
+// THATCH_NATS_LISTEN's, else the embedded broker's address that the daemon of
+// THATCH_DATA_DIR last wrote in its status file (a daemon started with a THATCH_NATS_LISTEN
+// of its own that this shell does not have).
 func dial(c Config) (*nats.Conn, error) {
 	opts := []nats.Option{nats.Name("thatch-cli")}
 	if c.NATSCreds != "" {
@@ -222,10 +279,43 @@ func dial(c Config) (*nats.Conn, error) {
 		opts = append(opts, nats.Token(c.NATSToken))
 	}
 	nc, err := nats.Connect(c.natsURL(), opts...)
+	if err != nil && c.NATSURL == "" {
+		if alt := statusBrokerURL(c.DataDir); alt != "" && alt != c.natsURL() {
+			if anc, aerr := nats.Connect(alt, opts...); aerr == nil {
+				return anc, nil
+			}
+		}
+	}
 	if err != nil {
-		return nil, fmt.Errorf("cannot reach the broker at %s (%v): is thatch serve running? set THATCH_NATS_URL or THATCH_NATS_LISTEN to where it listens", c.natsURL(), err)
+		return nil, fmt.Errorf("cannot reach the broker at %s (%v): is thatch serve running? "+
+			"If it runs with its own THATCH_NATS_URL, THATCH_NATS_LISTEN or THATCH_DATA_DIR, set the same here", shownURL(c.natsURL()), err)
 	}
 	return nc, nil
+}
+
+// statusBrokerURL is the embedded broker's client URL in the status file of the daemon on
+// dataDir, "" when the file names none.
+func statusBrokerURL(dataDir string) string {
+	var f struct {
+		BrokerURL string `json:"brokerURL"`
+	}
+	data, err := os.ReadFile(filepath.Join(dataDir, StatusFile))
+	if err != nil || json.Unmarshal(data, &f) != nil {
+		return ""
+	}
+	return f.BrokerURL
+}
+
+// shownURL is a broker URL list fit to print: without the credentials a URL may carry.
+func shownURL(urls string) string {
+	parts := strings.Split(urls, ",")
+	for i, p := range parts {
+		if u, err := url.Parse(strings.TrimSpace(p)); err == nil && u.User != nil {
+			u.User = nil
+			parts[i] = u.String()
+		}
+	}
+	return strings.Join(parts, ",")
 }
 
 // call calls one thatch API method over nc and returns its result.
@@ -241,7 +331,8 @@ func callWithin(ctx context.Context, nc *nats.Conn, c Config, method string, par
 	subject := c.APIPrefix + ".api." + method
 	msg, err := nc.RequestWithContext(rctx, subject, data)
 	if errors.Is(err, nats.ErrNoResponders) {
-		return nil, fmt.Errorf("no thatch answers on %s at %s: it is not running or not ready yet", subject, c.natsURL())
+		return nil, fmt.Errorf("no thatch answers on %s at %s: it is not running or not ready yet, or it runs with another THATCH_API_PREFIX",
+			subject, nc.ConnectedUrlRedacted())
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", subject, err)

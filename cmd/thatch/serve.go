@@ -66,6 +66,7 @@ func serveWith(ctx context.Context, c Config, log *slog.Logger, tune func(*runti
 	memories.Store = memStore
 
 	var ns *server.Server
+	var watch *natsbus.JetStreamWatch // the embedded broker's JetStream health
 	if c.NATSURL == "" {
 		ns, err = natsbus.StartEmbedded(c.NATSListen, filepath.Join(c.DataDir, "nats"))
 		if err != nil {
@@ -76,6 +77,9 @@ func serveWith(ctx context.Context, c Config, log *slog.Logger, tune func(*runti
 			ns.WaitForShutdown()
 		}()
 		log.Info("embedded broker listening", "url", ns.ClientURL())
+		if watch, err = natsbus.NewJetStreamWatch(ns, log.With("component", "broker")); err != nil {
+			return err
+		}
 	}
 	nc, err := natsbus.Connect(natsbus.ConnectOptions{URL: c.NATSURL, Embedded: ns, CredsFile: c.NATSCreds,
 		Token: c.NATSToken, Name: "thatch"}, log.With("component", "nats"))
@@ -107,6 +111,9 @@ func serveWith(ctx context.Context, c Config, log *slog.Logger, tune func(*runti
 	}
 	srv := &natsbus.Server{Redactions: redactions, NC: nc, JS: js, Stream: c.Stream, Prefix: c.APIPrefix, Loop: loop, Consumer: consumer,
 		Log: log.With("component", "api"), Sweep: sweepAPI(sweeper), Memories: memories, Costs: store.Costs, Extract: c.rules()}
+	if watch != nil {
+		srv.Broker = watch
+	}
 
 	// The in-process bridge answers host calls before the outbox resumes (rule 12): the
 	// calls a previous run left go out at once instead of finding no responder. A shim
@@ -115,6 +122,7 @@ func serveWith(ctx context.Context, c Config, log *slog.Logger, tune func(*runti
 		if err := ocBridge.Start(); err != nil {
 			return err
 		}
+		defer ocBridge.Close() // Run closes it too; Close is idempotent
 	}
 
 	// One owner of the parts (rule 12): the first part to end stops the others, in the
@@ -156,6 +164,9 @@ func serveWith(ctx context.Context, c Config, log *slog.Logger, tune func(*runti
 		})
 	}
 	add("sweeper", sweeper.Run)
+	if watch != nil {
+		add("broker watch", watch.Run)
+	}
 	add("status file", func(ctx context.Context) error { return writeStatusFile(ctx, srv, c.DataDir, log) })
 	add("thatch API", func(ctx context.Context) error {
 		select { // ready once the stream exists and the journal is loaded

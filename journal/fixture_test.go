@@ -158,7 +158,8 @@ func fixtureState() *runtime.State {
 	st := runtime.NewState()
 	st.Hosts["host_a"] = &runtime.Host{ID: "host_a", API: "v2", Version: "1.18.33", BootID: "boot_7", Directory: "/w/proj",
 		Worktree: "/w", ProjectID: "proj_1", Caps: runtime.Capabilities{TUI: true, Compact: true, Move: true, List: true, Context: true},
-		Resumed: []string{"ses_top"}, Online: true, Seq: 17, SmallModel: "anthropic/claude-haiku"}
+		Resumed: []string{"ses_top"}, Online: true, Seq: 17, SmallModel: "anthropic/claude-haiku",
+		MissingTools: []string{"memory_search"}, ToolsWarned: true}
 	st.Hosts["host_b"] = &runtime.Host{ID: "host_b", API: "v1", ProjectID: "proj_2"}
 	st.Sessions["ses_top"] = &runtime.Session{ID: "ses_top", HostID: "host_a", Kind: runtime.KindTop, Title: "fix the build",
 		Directory: "/w/proj", ProjectID: "proj_1", Status: runtime.StatusIdle, Reminded: true, Extracting: true, Child: "ses_child",
@@ -172,7 +173,7 @@ func fixtureState() *runtime.State {
 		Title: "explore", Directory: "/w/proj", ProjectID: "proj_1", Status: runtime.StatusUnknown, Seq: 30, Touched: fixtureNow.Add(-5 * time.Minute)}
 	st.Gone["ses_gone"] = fixtureNow.Add(-time.Hour).UnixMilli()
 	st.Counters = runtime.Counters{Applied: 42, Rejected: 1, Gaps: 2, Redacted: 3, StaleRequeued: 4, Healed: 5, Swept: 6,
-		Day: "2025-03-14", DayTokens: 12800, Warned: "2025-03-13", Trivial: 7}
+		Day: "2025-03-14", DayTokens: 12800, Warned: "2025-03-13", Trivial: 7, Stream: "2025-03-01T10:00:00.123456789Z"}
 	return st
 }
 

@@ -5,6 +5,7 @@
 package journal
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"database/sql"
@@ -287,11 +288,14 @@ func writeEntries(tx *sql.Tx, ops []runtime.EntryOp) error {
 			_, err = tx.Exec(`DELETE FROM entries WHERE root_id = ? AND entry_id = ?`, op.Root, op.ID)
 		case runtime.EntryMove:
 			// A new row keeps arrival order: the moved entry goes last, as it does in memory.
+			// It may change its id: a call of a session that turned out to be a child is
+			// qualified by that session in its root (runtime.EntryID).
+			from := cmp.Or(op.FromID, op.ID)
 			_, err = tx.Exec(`INSERT OR IGNORE INTO entries (root_id, entry_id, tool, claimed_by, claimed_at, created_at, body, size, trivial)
-				SELECT ?, entry_id, tool, claimed_by, claimed_at, created_at, body, size, trivial FROM entries WHERE root_id = ? AND entry_id = ?`,
-				op.Root, op.From, op.ID)
+				SELECT ?, ?, tool, claimed_by, claimed_at, created_at, body, size, trivial FROM entries WHERE root_id = ? AND entry_id = ?`,
+				op.Root, op.ID, op.From, from)
 			if err == nil {
-				_, err = tx.Exec(`DELETE FROM entries WHERE root_id = ? AND entry_id = ?`, op.From, op.ID)
+				_, err = tx.Exec(`DELETE FROM entries WHERE root_id = ? AND entry_id = ?`, op.From, from)
 			}
 		}
 		if err != nil {

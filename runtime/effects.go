@@ -240,7 +240,7 @@ const (
 	EntryInsert  EntryOpKind = iota // a new pending entry, with its body
 	EntryRelease                    // one entry back to pending
 	EntryDelete                     // one entry completed or dropped
-	EntryMove                       // one entry moved from root From to Root
+	EntryMove                       // one entry moved from root From (as FromID, when set) to Root
 
 	// Set operations on a root's entries, one statement each.
 	EntryClaim          // the entries IDs claimed by Claimant at At
@@ -257,6 +257,7 @@ type EntryOp struct {
 	Claimant string
 	At       time.Time
 	From     string
+	FromID   string // move: the entry's id in From when it differs from ID, its id in Root
 	Body     *Body
 	IDs      []string // claim
 	Size     int      // insert: the entry's size in a payload

@@ -3,6 +3,7 @@ package runtime
 import (
 	"fmt"
 	"log/slog"
+	"math"
 	"time"
 )
 
@@ -51,8 +52,8 @@ func (t *step) overBudget(sess *Session) bool {
 		t.fx.Counters = true
 		t.note(slog.LevelWarn, "daily extraction token budget reached: no extraction starts until the next UTC day; entries stay pending",
 			"spent", t.s.SpentToday(t.now), "budget", t.DailyTokens, "session", sess.ID)
-		t.toast(sess.HostID, "thatch", fmt.Sprintf("Daily extraction budget reached (%s of %s tokens). Memories wait until tomorrow (UTC); nothing is lost. Raise THATCH_EXTRACT_DAILY_TOKENS to extract today.",
-			FormatTokens(t.s.SpentToday(t.now)), FormatTokens(t.DailyTokens)), "warning")
+		t.toast(sess.HostID, "thatch", fmt.Sprintf("Daily extraction budget reached (%s of %s %s). Memories wait until tomorrow (UTC); nothing is lost. Raise THATCH_EXTRACT_DAILY_TOKENS to extract today.",
+			FormatTokens(t.s.SpentToday(t.now)), FormatTokens(t.DailyTokens), Plural(t.DailyTokens, "token", "tokens")), "warning")
 	}
 	return true
 }
@@ -111,7 +112,7 @@ func (t *step) ledger(c Call, res Result) {
 			}
 			t.count(&t.s.Counters.DayTokens, cost.Tokens())
 			t.note(slog.LevelInfo, "extraction cost", "session", ref.Root, "child", c.SessionID, "model", cost.Model,
-				"tokens_in", cost.TokensIn, "tokens_out", cost.TokensOut, "cost_usd", cost.USD)
+				"tokens_in", cost.TokensIn, "tokens_out", cost.TokensOut, "cost_usd", RoundUSD(cost.USD))
 		}
 	} else if !res.Err.NoResponder && res.Err.Name != "NotFoundError" {
 		t.note(slog.LevelWarn, "could not read an extraction child's messages: its cost is not in the ledger", "host", c.Host, "child", c.SessionID, "error", res.Err.Error())
@@ -137,6 +138,10 @@ func FormatTokens(n int64) string {
 	return fmt.Sprintf("%.2fM", float64(n)/1e6)
 }
 
+// RoundUSD rounds an amount to a millionth of a dollar, for logs: sums of the host's
+// per-turn costs carry float noise (0.0021000000000000003).
+func RoundUSD(v float64) float64 { return math.Round(v*1e6) / 1e6 }
+
 // FormatUSD writes an amount in dollars with the precision small amounts need.
 func FormatUSD(v float64) string {
 	if v >= 1 || v == 0 {
@@ -147,7 +152,7 @@ func FormatUSD(v float64) string {
 
 // FormatCost is a cost as a toast names it: "12.3k tokens, $0.0042".
 func FormatCost(c Cost) string {
-	s := FormatTokens(c.Tokens()) + " tokens"
+	s := FormatTokens(c.Tokens()) + " " + Plural(c.Tokens(), "token", "tokens")
 	if c.USD > 0 {
 		s += ", " + FormatUSD(c.USD)
 	}

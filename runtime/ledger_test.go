@@ -110,3 +110,29 @@ func TestParseModel(t *testing.T) {
 		}
 	}
 }
+
+// TestFormatCostAndPlural: one token is "1 token", and a logged cost has no float noise.
+func TestFormatCostAndPlural(t *testing.T) {
+	for _, c := range []struct {
+		cost Cost
+		want string
+	}{
+		{Cost{TokensIn: 1}, "1 token"},
+		{Cost{TokensOut: 2}, "2 tokens"},
+		{Cost{}, "0 tokens"},
+		{Cost{TokensIn: 1200, TokensOut: 100, USD: 0.0042}, "1.3k tokens, $0.0042"},
+	} {
+		if got := FormatCost(c.cost); got != c.want {
+			t.Errorf("FormatCost(%+v) = %q, want %q", c.cost, got, c.want)
+		}
+	}
+	if got := Plural(1, "day", "days") + " " + Plural(int64(0), "day", "days") + " " + Plural(7, "day", "days"); got != "day days days" {
+		t.Errorf("Plural for 1, 0, 7: %q", got)
+	}
+	if got := RoundUSD(0.0007 + 0.0014); got != 0.0021 {
+		t.Errorf("RoundUSD(0.0007+0.0014) = %v, want 0.0021", got)
+	}
+	if got := RoundUSD(0.12345678); got != 0.123457 {
+		t.Errorf("RoundUSD(0.12345678) = %v, want 0.123457", got)
+	}
+}

@@ -92,9 +92,18 @@ type Loop struct {
 	waiting  map[string][]Call
 	nWaiting int
 	moot     []Result
-	workers  map[string]*worker
-	wg       sync.WaitGroup
+	// heard counts each host's hellos (and new boots) applied by this run, and sent the
+	// count each call in flight was sent under: a call that finds no responder after a
+	// hello it could not see goes out again at once (or is moot) instead of waiting for
+	// the next hello, which may never come.
+	heard   map[string]helloCount
+	sent    map[int64]helloCount
+	workers map[string]*worker
+	wg      sync.WaitGroup
 }
+
+// helloCount is how many hellos, and how many of them new boots, a host said.
+type helloCount struct{ hellos, boots int }
 
 type toolReq struct {
 	call     ToolCall
@@ -132,6 +141,7 @@ func NewLoop(j Journal, c Caller, log *slog.Logger) *Loop {
 		tools: make(chan *toolReq), queries: make(chan *query),
 		ready: make(chan struct{}), stopped: make(chan struct{}), draining: make(chan struct{}),
 		workers: map[string]*worker{}, waiting: map[string][]Call{},
+		heard: map[string]helloCount{}, sent: map[int64]helloCount{},
 	}
 }
 
@@ -223,14 +233,17 @@ func (l *Loop) Run(ctx context.Context) error {
 		}
 		// The round: its events and results, then the tool calls they unblock, in one
 		// transaction; the replies go out after the commit.
-		results = l.park(results)
+		results = l.park(wctx, results)
 		answered := len(results)
 		results = append(results, moot...)
 		var ready []*toolReq
 		var replies []*Reply
+		var gone []Result // waiting calls whose session the round's events deleted
 		if len(deliveries)+len(results) > 0 || l.anyReady(parked, l.pos, expired) {
 			ok := l.commit(ctx, wctx, func(now time.Time) (*Batch, error) {
-				b, err := l.stepRound(deliveries, results, now)
+				var b *Batch
+				var err error
+				b, gone, err = l.stepRound(deliveries, results, now)
 				if err != nil {
 					return nil, err
 				}
@@ -253,6 +266,7 @@ func (l *Loop) Run(ctx context.Context) error {
 				}
 			}
 			l.outstanding -= answered
+			l.unwait(gone)
 			parked = slices.DeleteFunc(parked, func(q *toolReq) bool { return slices.Contains(ready, q) })
 			for i, q := range ready {
 				q.reply <- replies[i] // rendered by the caller's goroutine, off the loop
@@ -295,25 +309,48 @@ func (l *Loop) render(reply *Reply) Answer {
 
 // park takes out of results the calls that found no responder and may wait for their
 // host (rule 12): their outbox rows stay, and they go out again at the host's next hello.
-func (l *Loop) park(results []Result) []Result {
-	return slices.DeleteFunc(results, func(r Result) bool {
-		if r.Err == nil || !r.Err.NoResponder || !Parkable(r.Call) {
-			return false
-		}
+// A call that was on its way while its host said hello cannot wait for that hello: it
+// goes out again at once, or, after a new boot, is answered as moot in this round.
+func (l *Loop) park(wctx context.Context, results []Result) []Result {
+	out := results[:0]
+	for _, r := range results {
 		c := r.Call
+		at := l.sent[c.ID]
+		delete(l.sent, c.ID)
+		if r.Err == nil || !r.Err.NoResponder || !Parkable(c) {
+			out = append(out, r)
+			continue
+		}
+		now := l.heard[c.Host]
+		switch {
+		case now.boots != at.boots && Moot(c):
+			r.Err = HostRestarted(c)
+			out = append(out, r)
+			continue
+		case now.hellos != at.hellos:
+			l.outstanding-- // dispatch counts it again
+			l.dispatch(wctx, c)
+			continue
+		}
 		if len(l.waiting[c.Host]) == 0 {
 			l.Log.Warn("host is not answering: its calls wait in the outbox for its next hello", "host", c.Host, "method", string(c.Op))
 		}
 		l.waiting[c.Host] = append(l.waiting[c.Host], c)
 		l.nWaiting++
 		l.outstanding--
-		return true
-	})
+	}
+	return out
 }
 
 // wake sends a host's waiting calls again once it said hello; after a new boot, the moot
 // ones are answered with HostRestartedError in the next round instead.
 func (l *Loop) wake(wctx context.Context, a Awake) {
+	h := l.heard[a.Host]
+	h.hellos++
+	if a.Restarted {
+		h.boots++
+	}
+	l.heard[a.Host] = h
 	calls := l.waiting[a.Host]
 	if len(calls) == 0 {
 		return
@@ -332,6 +369,41 @@ func (l *Loop) wake(wctx context.Context, a Awake) {
 	l.Log.Info("host is back: sending the calls that waited for it", "host", a.Host, "calls", len(calls)-moot, "moot_after_restart", moot)
 }
 
+// goneWaiting answers, as the host would (NotFoundError), the waiting calls whose session
+// one of events deletes: a call waits for its host's next hello or until its session is
+// gone (rule 12). The calls leave the waiting room once the answers are committed (unwait).
+func (l *Loop) goneWaiting(events []Event) []Result {
+	var out []Result
+	answered := map[int64]bool{}
+	for _, ev := range events {
+		if ev.Type != "session.deleted" || ev.SessionID == "" {
+			continue
+		}
+		for _, c := range l.waiting[ev.HostID] {
+			if c.SessionID == ev.SessionID && !answered[c.ID] {
+				answered[c.ID] = true
+				out = append(out, Result{Call: c, Err: &HostError{Name: "NotFoundError", Message: "session " + c.SessionID + " was deleted while the call waited for its host"}})
+			}
+		}
+	}
+	return out
+}
+
+// unwait removes answered calls from the waiting room.
+func (l *Loop) unwait(answered []Result) {
+	for _, r := range answered {
+		c := r.Call
+		l.waiting[c.Host] = slices.DeleteFunc(l.waiting[c.Host], func(w Call) bool { return w.ID == c.ID })
+		if len(l.waiting[c.Host]) == 0 {
+			delete(l.waiting, c.Host)
+		}
+		l.nWaiting--
+	}
+	if len(answered) > 0 {
+		l.Log.Info("calls that waited for their host are done: their session was deleted", "calls", len(answered))
+	}
+}
+
 // finishCalls lets the calls in progress end for at most StopGrace and commits their
 // results, so a clean stop repeats no host call; then it abandons the rest: calls not
 // answered stay in the outbox, performed again at the next start with the same key.
@@ -347,12 +419,12 @@ func (l *Loop) finishCalls(stopWorkers context.CancelFunc, wctx context.Context)
 	cctx, cancel := context.WithTimeout(context.Background(), l.StopGrace+500*time.Millisecond)
 	defer cancel()
 	apply := func(r Result) {
-		rs := l.park([]Result{r})
+		rs := l.park(wctx, []Result{r})
 		if len(rs) == 0 {
 			return
 		}
 		l.commit(cctx, wctx, func(now time.Time) (*Batch, error) {
-			return &Batch{Now: now, State: l.state, Effects: l.Rules.Step(l.state, r, now), Done: []int64{r.Call.ID}}, nil
+			return &Batch{Now: now, State: l.state, Effects: l.Rules.Step(l.state, rs[0], now), Done: []int64{r.Call.ID}}, nil
 		})
 	}
 	for {
@@ -392,8 +464,9 @@ func (l *Loop) handBack() {
 }
 
 // stepRound applies a round's deliveries (each event id at most once) and host-call
-// results as one batch.
-func (l *Loop) stepRound(batch []Delivery, results []Result, now time.Time) (*Batch, error) {
+// results as one batch. It also answers the waiting calls whose session the events
+// delete, and returns them: they stop waiting once the batch is committed.
+func (l *Loop) stepRound(batch []Delivery, results []Result, now time.Time) (*Batch, []Result, error) {
 	b := &Batch{Now: now, State: l.state, Effects: NewEffects()}
 	events := make([]Event, 0, len(batch))
 	var ids []string
@@ -426,7 +499,7 @@ func (l *Loop) stepRound(batch []Delivery, results []Result, now time.Time) (*Ba
 	}
 	seen, err := l.Journal.Applied(ids)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	fx, applied := l.Rules.ApplyEvents(l.state, events, seen, now)
 	b.Effects.Merge(fx)
@@ -434,11 +507,12 @@ func (l *Loop) stepRound(batch []Delivery, results []Result, now time.Time) (*Ba
 	if b.StreamSeq <= l.pos {
 		b.StreamSeq = 0 // redeliveries only: the position stays
 	}
-	for _, r := range results {
+	gone := l.goneWaiting(events)
+	for _, r := range slices.Concat(results, gone) {
 		b.Effects.Merge(l.Rules.Step(l.state, r, now))
 		b.Done = append(b.Done, r.Call.ID)
 	}
-	return b, nil
+	return b, gone, nil
 }
 
 func parseHostSeq(h string) (int64, error) {
@@ -594,6 +668,7 @@ func (l *Loop) dispatch(wctx context.Context, c Call) {
 		go l.work(wctx, w)
 	}
 	c.Key = fmt.Sprintf("%s-%d", l.Journal.Instance(), c.ID)
+	l.sent[c.ID] = l.heard[c.Host]
 	api := "v1"
 	if h := l.state.Hosts[c.Host]; h != nil && h.API != "" {
 		api = h.API

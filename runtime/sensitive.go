@@ -104,11 +104,17 @@ func LeftOut(file string) string {
 	return "[thatch: output left out: " + cut(file, 64) + " holds credentials]"
 }
 
-// TrivialEntry reports whether nothing can be learned from an entry: its output is empty
-// (a command that printed nothing, a tool that returned nothing) or was left out as a
-// credentials file's. thatch's own tools are never entries at all. An idle whose pending
-// entries are all trivial starts no extraction: they are dropped instead.
+// TrivialEntry reports whether nothing can be learned from an entry. Its output, with
+// leading and trailing white space trimmed, is then one of:
+//   - empty: a tool that returned nothing;
+//   - "(no output)", in any case: what opencode records for a shell command that printed
+//     nothing;
+//   - a LeftOut marker, "[thatch: output left out: …": a credentials file's content.
+//
+// Only the output is judged, not the tool, args or title. thatch's own tools are never
+// entries at all. An idle whose pending entries are all trivial starts no extraction:
+// they are dropped instead.
 func TrivialEntry(b *Body) bool {
 	out := strings.TrimSpace(b.Output)
-	return out == "" || strings.HasPrefix(out, "[thatch: output left out: ")
+	return out == "" || strings.EqualFold(out, "(no output)") || strings.HasPrefix(out, "[thatch: output left out: ")
 }

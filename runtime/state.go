@@ -112,6 +112,12 @@ type Host struct {
 	// SmallModel is the host's model for cheap background work, "provider/model" (an
 	// extension of host.hello): extraction children run on it.
 	SmallModel string `json:"SmallModel,omitempty"`
+	// MissingTools are thatch's tools the host has not loaded (an extension of host.hello,
+	// or learned from a session.create refused with ToolsMissingError): while it is not
+	// empty, no extraction starts for the host's sessions. Each hello sets it.
+	MissingTools []string `json:"MissingTools,omitempty"`
+	// ToolsWarned: the missing tools' toast was sent in this boot (it goes once per boot).
+	ToolsWarned bool `json:"ToolsWarned,omitempty"`
 }
 
 // Capabilities are what a host said it can do in its hello.
@@ -181,7 +187,7 @@ func (m Metrics) Total() int64 { return m.New + m.Updated + m.Deleted }
 // Entry is one buffered tool interaction of a top-level session. It is pending while
 // Claimant is empty and accepted once a session claimed it.
 type Entry struct {
-	ID        string // the tool call's callID
+	ID        string // EntryID: the callID, qualified by the session when a descendant made the call
 	Tool      string
 	Claimant  string
 	ClaimedAt int64 // Unix milliseconds: a State may hold a million entries
@@ -234,6 +240,21 @@ func (s *Session) Claimed(claimant string) []string {
 func slicesSortByID(ss []*Session) {
 	slices.SortFunc(ss, func(a, b *Session) int { return strings.Compare(a.ID, b.ID) })
 }
+
+// EntryID is the id, among its root's entries, of the tool call callID made in session:
+// callID itself for a call of the root, "<session>/<callID>" for a call of a descendant (a
+// task child). A call id is unique within one session at best: some providers number calls
+// from 1 in every process, so a parent's call_1 and its task child's call_1 are two calls.
+func EntryID(root, session, callID string) string {
+	if session == root {
+		return callID
+	}
+	return session + "/" + callID
+}
+
+// qualified reports whether entry id names a descendant's call. Call ids hold no "/" in
+// practice (provider ids such as call_…, toolu_…), so one that does is taken as qualified.
+func qualified(id string) bool { return strings.Contains(id, "/") }
 
 func (s *Session) entry(id string) int {
 	return slices.IndexFunc(s.Entries, func(e Entry) bool { return e.ID == id })

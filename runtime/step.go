@@ -184,8 +184,8 @@ func (t *step) event(ev Event) {
 	t.touch(ev.SessionID)
 }
 
-// hello handles a host (re)start (rule 7). A new bootID finalizes the host's extraction
-// children and resets its sessions' volatile flags; entries stay.
+// hello handles a host.hello: the host's record, its restart when the bootID is new, and
+// the tools it lacks.
 func (t *step) hello(h *Host, ev Event) {
 	hi := ev.Hello
 	restarted := h.BootID != hi.BootID
@@ -200,16 +200,23 @@ func (t *step) hello(h *Host, ev Event) {
 	}
 	t.fx.Hosts[h.ID] = true
 	t.fx.Awake = append(t.fx.Awake, Awake{Host: h.ID, Restarted: restarted})
-	if !restarted {
-		return
+	if restarted {
+		t.restart(h, ev)
 	}
+	t.helloTools(h, hi.MissingTools)
+}
+
+// restart handles a hello that began a new boot (rule 7): it finalizes the host's
+// extraction children and resets its sessions' volatile flags; entries stay.
+func (t *step) restart(h *Host, ev Event) {
 	h.Seq = ev.HostSeq // the first event of a boot sets the baseline
+	h.ToolsWarned = false
 	for _, sess := range t.s.sorted() {
 		if sess.HostID != h.ID {
 			continue
 		}
 		if sess.Kind == KindExtraction {
-			t.end(sess, true)
+			t.endWith(sess, true, "host_restarted")
 			continue
 		}
 		// A status from the previous boot is stale either way: the first idle of the new
@@ -225,6 +232,88 @@ func (t *step) hello(h *Host, ev Event) {
 	}
 	t.fx.Hellos = append(t.fx.Hellos, h.ID)
 	t.note(slog.LevelInfo, "host started", "host", h.ID, "api", h.API, "boot_id", h.BootID)
+}
+
+// helloTools records the tools a hello says the host lacks. While any is missing no
+// extraction starts for the host's sessions (an extraction child could not call them):
+// each hello with missing tools says so in one error line, and a hello without them lets
+// the next idles extract again.
+func (t *step) helloTools(h *Host, missing []string) {
+	had := len(h.MissingTools) > 0
+	h.MissingTools = boundNames(missing)
+	switch {
+	case len(h.MissingTools) > 0:
+		t.noteToolsMissing(h)
+	case had:
+		t.note(slog.LevelInfo, "the host has thatch's tools again: extraction resumes at its sessions' next idle", "host", h.ID)
+	}
+}
+
+// boundNames keeps a host's list of tool names to a size worth holding: 16 names of 64
+// characters at most, in a fresh slice; nil when empty.
+func boundNames(names []string) []string {
+	var out []string
+	for _, n := range names {
+		if n = strings.TrimSpace(n); n != "" && len(out) < 16 {
+			out = append(out, cut(n, 64))
+		}
+	}
+	return out
+}
+
+func (t *step) noteToolsMissing(h *Host) {
+	t.note(slog.LevelError, "the host has not loaded thatch's tools: no extraction starts for its sessions and their entries stay pending; restart opencode so it loads thatch's plugin (run thatch install first if it is not installed)",
+		"host", h.ID, "missing_tools", strings.Join(h.MissingTools, ","))
+}
+
+// toolsMissing is the check before an extraction starts: while the session's host lacks
+// thatch's tools, no child is created and the entries stay pending. The first refusal of
+// a host boot says so in a warning toast (the error line came with the hello, or with the
+// refused create).
+func (t *step) toolsMissing(sess *Session) bool {
+	h := t.s.Hosts[sess.HostID]
+	if h == nil || len(h.MissingTools) == 0 {
+		return false
+	}
+	t.warnTools(h)
+	return true
+}
+
+// warnTools sends the missing tools' warning toast, once per host boot.
+func (t *step) warnTools(h *Host) {
+	if h.ToolsWarned {
+		return
+	}
+	h.ToolsWarned = true
+	t.fx.Hosts[h.ID] = true
+	t.toast(h.ID, "thatch", "opencode has not loaded thatch's tools, so no memories are extracted; nothing is lost. Restart opencode so it loads thatch's plugin (run thatch install first if it is not installed).", "warning")
+}
+
+// refusedTools handles a session.create refused with ToolsMissingError: the host lost
+// thatch's tools after its hello said it had them. They are marked missing until the next
+// hello, with the same error line as a hello's (once) and the boot's toast.
+func (t *step) refusedTools(host string, err *HostError) {
+	h := t.host(host)
+	if len(h.MissingTools) == 0 {
+		h.MissingTools = missingFrom(err.Message)
+		t.fx.Hosts[h.ID] = true
+		t.noteToolsMissing(h)
+	}
+	t.warnTools(h)
+}
+
+// missingFrom reads the tool names out of a ToolsMissingError's message, "… (missing
+// tools: a, b) …" as the opencode bridge writes it; any other message names the two
+// extraction tools, which a child needs in any case.
+func missingFrom(msg string) []string {
+	if _, rest, ok := strings.Cut(msg, "missing tools: "); ok {
+		if list, _, ok := strings.Cut(rest, ")"); ok {
+			if names := boundNames(strings.Split(list, ",")); len(names) > 0 {
+				return names
+			}
+		}
+	}
+	return []string{ToolPayload, ToolDone}
 }
 
 // hostSeq checks Host-Seq continuity within a boot (rule 10).
@@ -351,13 +440,24 @@ func (t *step) adoptExtraction(parent, child *Session, fromResult bool) bool {
 	return false
 }
 
+// moveEntries moves the entries of a placeholder that turned out to be a child to its
+// root. Its own calls are then a descendant's, qualified by its id (EntryID); its
+// descendants' calls are qualified already.
 func (t *step) moveEntries(from, to *Session) {
 	for _, e := range from.Entries {
+		old := e.ID
+		if !qualified(e.ID) {
+			e.ID = EntryID(to.ID, from.ID, e.ID)
+		}
 		if to.entry(e.ID) < 0 {
 			to.Entries = append(to.Entries, e)
-			t.fx.Entries = append(t.fx.Entries, EntryOp{Kind: EntryMove, From: from.ID, Root: to.ID, ID: e.ID})
+			op := EntryOp{Kind: EntryMove, From: from.ID, Root: to.ID, ID: e.ID}
+			if e.ID != old {
+				op.FromID = old
+			}
+			t.fx.Entries = append(t.fx.Entries, op)
 		} else {
-			t.fx.Entries = append(t.fx.Entries, EntryOp{Kind: EntryDelete, Root: from.ID, ID: e.ID})
+			t.fx.Entries = append(t.fx.Entries, EntryOp{Kind: EntryDelete, Root: from.ID, ID: old})
 		}
 	}
 	from.Entries = nil
@@ -374,7 +474,8 @@ func (s *Session) pendingIDs() []string {
 	return ids
 }
 
-// buffer adds a tool interaction to its root's entries (rule 1).
+// buffer adds a tool interaction to its root's entries (rule 1), as entry EntryID: a
+// task child's call_1 and its parent's call_1 are two entries.
 func (t *step) buffer(ev Event) {
 	x := ev.Tool
 	if ownTool(x.Tool) {
@@ -390,7 +491,8 @@ func (t *step) buffer(ev Event) {
 		return
 	}
 	t.dirty(sess)
-	if root.entry(x.CallID) >= 0 {
+	id := EntryID(root.ID, sess.ID, x.CallID)
+	if root.entry(id) >= 0 {
 		return
 	}
 	t.touch(root.ID)
@@ -398,9 +500,9 @@ func (t *step) buffer(ev Event) {
 	if n > 0 {
 		t.count(&t.s.Counters.Redacted, int64(n))
 	}
-	e := Entry{ID: x.CallID, Tool: x.Tool, Size: int32(EntrySize(x.CallID, body)), Trivial: TrivialEntry(body)}
+	e := Entry{ID: id, Tool: x.Tool, Size: int32(EntrySize(id, body)), Trivial: TrivialEntry(body)}
 	root.Entries = append(root.Entries, e)
-	t.fx.Entries = append(t.fx.Entries, EntryOp{Kind: EntryInsert, Root: root.ID, ID: x.CallID, At: t.now, Body: body, Size: int(e.Size), Trivial: e.Trivial})
+	t.fx.Entries = append(t.fx.Entries, EntryOp{Kind: EntryInsert, Root: root.ID, ID: id, At: t.now, Body: body, Size: int(e.Size), Trivial: e.Trivial})
 }
 
 // entryBody is what the journal keeps of a tool call (rules 1 and 13): secrets and private
@@ -486,7 +588,7 @@ func (t *step) topIdle(sess *Session) {
 		t.count(&t.s.Counters.StaleRequeued, requeued)
 		t.note(slog.LevelInfo, "stale claims requeued", "session", sess.ID, "entries", requeued)
 	}
-	if sess.Compacting || sess.Extracting || sess.Pending() == 0 || t.retireTrivial(sess) || t.overBudget(sess) {
+	if sess.Compacting || sess.Extracting || sess.Pending() == 0 || t.retireTrivial(sess) || t.toolsMissing(sess) || t.overBudget(sess) {
 		return
 	}
 	sess.Extracting = true
@@ -499,13 +601,19 @@ func (t *step) extractionIdle(child *Session) {
 	if root := t.s.Sessions[t.s.Root(child.ID)]; root != nil {
 		n += t.complete(root, child.ID)
 	}
-	t.endExtraction(child, true, n, t.extractionToast(child))
+	outcome := "completed"
+	if n == 0 {
+		outcome = "idle_without_claims"
+	}
+	t.endExtraction(child, true, n, t.extractionToast(child), outcome)
 }
 
 // endExtraction forgets an extraction child and unflags its parent. Unless the host
 // already deleted the child, thatch reads its messages for the ledger (rule 14) and then
-// deletes it; toast, when not empty, is sent with the cost added.
-func (t *step) endExtraction(child *Session, del bool, completed int, toast string) {
+// deletes it; toast, when not empty, is sent with the cost added. outcome says why it
+// ended, for the log.
+func (t *step) endExtraction(child *Session, del bool, completed int, toast, outcome string) {
+	t.note(slog.LevelInfo, "extraction child deleted", "session", child.ParentID, "child", child.ID, "outcome", outcome, "entries_completed", completed)
 	if parent := t.s.Sessions[child.ParentID]; parent != nil && (parent.Child == child.ID || parent.Child == "") {
 		parent.Extracting, parent.Child = false, ""
 		t.dirty(parent)
@@ -585,7 +693,7 @@ func (t *step) errored(ev Event) {
 		}
 		t.note(slog.LevelWarn, "extraction child failed; its entries go back to pending", "session", sess.ID, "parent", sess.ParentID, "error", msg)
 	}
-	t.end(sess, true)
+	t.endWith(sess, true, "failed")
 }
 
 func (t *step) deleted(ev Event) {
@@ -599,10 +707,19 @@ func (t *step) deleted(ev Event) {
 // extraction child unflags its parent and, with deleteMachinery, is deleted on the host;
 // a top-level session takes its entries and its children with it.
 func (t *step) end(sess *Session, deleteMachinery bool) {
+	outcome := "finalized"
+	if !deleteMachinery {
+		outcome = "deleted_by_host"
+	}
+	t.endWith(sess, deleteMachinery, outcome)
+}
+
+// endWith is end with the outcome an extraction child's log line gives.
+func (t *step) endWith(sess *Session, deleteMachinery bool, outcome string) {
 	switch sess.Kind {
 	case KindExtraction:
 		t.releaseClaims(sess)
-		t.endExtraction(sess, deleteMachinery, 0, "")
+		t.endExtraction(sess, deleteMachinery, 0, "", outcome)
 	case KindTask:
 		t.releaseClaims(sess)
 		t.forget(sess)
@@ -612,7 +729,7 @@ func (t *step) end(sess *Session, deleteMachinery bool) {
 		}
 		sess.Entries = nil
 		for _, c := range t.s.children(sess.ID) {
-			t.end(c, deleteMachinery)
+			t.endWith(c, deleteMachinery, outcome)
 		}
 		t.forget(sess)
 	}
@@ -694,6 +811,9 @@ func (t *step) resolve(sess *Session, w WrapUp, res Result) bool {
 	if res.Err != nil {
 		why = "its messages could not be read (" + res.Err.Error() + ")"
 	}
+	if h := t.s.Hosts[sess.HostID]; h != nil && len(h.MissingTools) > 0 {
+		why += "; opencode has not loaded thatch's tools, so the flush cannot run: restart opencode so it loads thatch's plugin"
+	}
 	t.toast(sess.HostID, "thatch", "/"+w.Command()+" did not proceed: "+why, "warning")
 	return false
 }
@@ -725,7 +845,7 @@ func (t *step) result(res Result) {
 		if res.Err != nil {
 			t.note(slog.LevelWarn, "extraction prompt failed; the next idle retries", "host", c.Host, "session", c.SessionID, "error", res.Err.Error())
 			if child := t.s.Sessions[c.SessionID]; child != nil {
-				t.endExtraction(child, true, 0, "")
+				t.endExtraction(child, true, 0, "", "prompt_failed")
 			}
 		}
 	case PurposeWrapIdle:
@@ -766,7 +886,10 @@ func (t *step) created(c Call, res Result) {
 		if res.Err != nil {
 			msg = res.Err.Error()
 		}
-		if res.Err == nil || !res.Err.NoResponder { // a missing method was logged once by the adapter
+		switch {
+		case res.Err != nil && res.Err.Name == "ToolsMissingError":
+			t.refusedTools(c.Host, res.Err) // no child: the entries stay pending
+		case res.Err == nil || !res.Err.NoResponder: // a missing method was logged once by the adapter
 			t.note(slog.LevelWarn, "extraction child could not be created; the next idle retries", "host", c.Host, "session", c.SessionID, "error", msg)
 		}
 		if parent != nil && parent.Child == "" && parent.Extracting {
@@ -793,6 +916,7 @@ func (t *step) created(c Call, res Result) {
 		return
 	}
 	if t.adoptExtraction(parent, child, true) {
+		t.note(slog.LevelInfo, "extraction started", "session", parent.ID, "child", child.ID, "entries_pending", parent.Pending())
 		t.call(Call{Host: c.Host, Op: OpPrompt, Purpose: PurposeInstruct, SessionID: child.ID, Text: ExtractionPrompt,
 			Model: t.extractModel(c.Host)})
 	}

@@ -49,3 +49,11 @@ func (t *step) reminder() string {
 	}
 	return Reminder(parts)
 }
+
+// Plural is one when n is 1, else many: fmt.Sprintf("%d %s", n, Plural(n, "day", "days")).
+func Plural[N int | int64](n N, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}

@@ -1,5 +1,7 @@
 package runtime
 
+import "slices"
+
 // Version is thatch's version, set at build time with -ldflags.
 var Version = "dev"
 
@@ -37,6 +39,9 @@ type StatusView struct {
 	// Extraction is what extraction cost today and in the last 7 days, and the daily
 	// budget (rule 14).
 	Extraction *ExtractionView `json:"extraction,omitempty"`
+	// HostsMissingTools lists, in id order, the online hosts that have not loaded thatch's
+	// tools (their plugin is not loaded): no extraction starts for their sessions.
+	HostsMissingTools []string `json:"hostsMissingTools,omitempty"`
 }
 
 // ExtractionView is the status's account of extraction's cost.
@@ -89,8 +94,12 @@ func Summary(s *State, pos uint64) StatusView {
 	for _, h := range s.Hosts {
 		if h.Online {
 			v.Hosts++
+			if len(h.MissingTools) > 0 {
+				v.HostsMissingTools = append(v.HostsMissingTools, h.ID)
+			}
 		}
 	}
+	slices.Sort(v.HostsMissingTools)
 	for _, sess := range s.Sessions {
 		if !sess.Exited {
 			v.Sessions++

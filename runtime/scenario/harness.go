@@ -1,6 +1,7 @@
 package scenario
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"path/filepath"
@@ -132,6 +133,10 @@ func (h *Harness) Exec(c Cmd) string {
 		return strings.Join(out, "\n")
 	case "state":
 		return Dump(h.State, h.Now)
+	case "status": // the status method's figures that the state decides
+		v := runtime.Summary(h.State, 0)
+		return fmt.Sprintf("status hosts=%d sessions=%d pending=%d accepted=%d hostsMissingTools=%s",
+			v.Hosts, v.Sessions, v.Pending, v.Accepted, strings.Join(v.HostsMissingTools, ","))
 	}
 	return "error: unknown command " + c.Name
 }
@@ -143,8 +148,13 @@ func (h *Harness) step(in runtime.Input) string {
 	}
 	var out []string
 	for _, op := range fx.Entries {
-		if op.Kind == runtime.EntryInsert {
+		switch op.Kind {
+		case runtime.EntryInsert:
 			h.bodies[op.Root+"/"+op.ID] = *op.Body
+		case runtime.EntryMove:
+			from := op.From + "/" + cmp.Or(op.FromID, op.ID)
+			h.bodies[op.Root+"/"+op.ID] = h.bodies[from]
+			delete(h.bodies, from)
 		}
 	}
 	if r := fx.Reply; r != nil {
@@ -281,6 +291,9 @@ func (h *Harness) event(c Cmd) (runtime.Event, error) {
 		if m := get("small", ""); m != "" {
 			props["smallModel"] = m
 		}
+		if m := get("missing", ""); m != "" {
+			props["missingTools"] = splitList(m)
+		}
 	case "host.goodbye":
 		props = map[string]any{"hostID": get("host", "h1"), "bootID": get("boot", "b1")}
 	case "session.created", "session.updated", "session.deleted":
@@ -329,7 +342,7 @@ func splitList(s string) []string {
 	return strings.Split(s, ",")
 }
 
-// result answers call c: result N [session=ID] [err=Name] [noresponder] [text=...] [sessions=id|dir|title|parent;...]
+// result answers call c: result N [session=ID] [err=Name [msg=message]] [noresponder] [text=...] [sessions=id|dir|title|parent;...]
 func (h *Harness) result(c runtime.Call, cmd Cmd) runtime.Result {
 	a := cmd.Args
 	r := runtime.Result{Call: c}
@@ -337,6 +350,9 @@ func (h *Harness) result(c runtime.Call, cmd Cmd) runtime.Result {
 		r.Err = &runtime.HostError{Name: "NoResponderError", Message: "no responder", NoResponder: true}
 	} else if e, ok := a["err"]; ok {
 		r.Err = &runtime.HostError{Name: e, Message: "scripted"}
+		if m, ok := a["msg"]; ok {
+			r.Err.Message = m
+		}
 	}
 	if s, ok := a["session"]; ok {
 		r.Session = &runtime.SessionInfo{ID: s, ParentID: c.SessionID, Title: c.Title, Directory: "/w"}
@@ -408,6 +424,12 @@ func Dump(s *runtime.State, now time.Time) string {
 		}
 		if len(ho.Resumed) > 0 {
 			line += " resumed=" + strings.Join(ho.Resumed, ",")
+		}
+		if len(ho.MissingTools) > 0 {
+			line += " missing=" + strings.Join(ho.MissingTools, ",")
+		}
+		if ho.ToolsWarned {
+			line += " tools-warned"
 		}
 		out = append(out, line)
 	}

@@ -10,6 +10,7 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -123,13 +124,28 @@ func (c *Client) Call(ctx context.Context, method string, p map[string]json.RawM
 		if n, ok := p["noReply"]; ok {
 			body["noReply"] = n
 		}
-		if m, ok := p["model"]; ok && string(m) != "null" {
+		m, named := p["model"]
+		named = named && string(m) != "null"
+		if named {
 			body["model"] = m // protocol 1.1: the model that answers this turn
-		} else if string(p["noReply"]) != "true" {
-			// No model named: a child answers on its parent's model, as its parent's
-			// turns do (opencode's own default would be the configured model).
-			if m, err := c.parentModel(ctx, str("sessionID")); err == nil && m != nil {
-				body["model"], _ = json.Marshal(m)
+		}
+		if string(p["noReply"]) != "true" {
+			var s struct {
+				ParentID string `json:"parentID"`
+				Title    string `json:"title"`
+			}
+			_ = c.do(ctx, "GET", "/session/"+sid, nil, &s) // the prompt itself says what is wrong
+			if !named && s.ParentID != "" {
+				// No model named: a child answers on its parent's model, as its parent's
+				// turns do (opencode's own default would be the configured model).
+				if m, err := c.sessionModel(ctx, s.ParentID); err == nil && m != nil {
+					body["model"], _ = json.Marshal(m)
+				}
+			}
+			if s.Title == runtime.ExtractionTitle {
+				if tools := c.extractionTools(ctx, str("sessionID")); tools != nil {
+					body["tools"] = tools
+				}
 			}
 		}
 		if err := c.do(ctx, "POST", "/session/"+sid+"/prompt_async", body, nil); err != nil {
@@ -228,16 +244,26 @@ func (c *Client) sessionModel(ctx context.Context, sessionID string) (*Model, er
 	return m, nil
 }
 
-// parentModel returns the model of the parent of sessionID, nil when it has no parent or
-// the parent no model yet.
-func (c *Client) parentModel(ctx context.Context, sessionID string) (*Model, error) {
-	var s struct {
-		ParentID string `json:"parentID"`
+// extractionTools is the tools map of the prompt of child, an extraction child: every tool opencode
+// serves turned off except thatch's own, so that the child's model requests carry only
+// their definitions (the child reads its payload and writes memories, nothing else). nil
+// when opencode cannot list its tools: the child is then offered them all.
+func (c *Client) extractionTools(ctx context.Context, child string) json.RawMessage {
+	ids, err := c.ToolIDs(ctx)
+	if err != nil {
+		if c.Log != nil {
+			c.Log.Warn("could not list opencode's tools: the extraction child is offered all of them", "child", child, "err", err)
+		}
+		return nil
 	}
-	if err := c.do(ctx, "GET", "/session/"+url.PathEscape(sessionID), nil, &s); err != nil || s.ParentID == "" {
-		return nil, err
+	off := map[string]bool{}
+	for _, id := range ids {
+		if !slices.Contains(thatchTools, id) {
+			off[id] = false
+		}
 	}
-	return c.sessionModel(ctx, s.ParentID)
+	data, _ := json.Marshal(off)
+	return data
 }
 
 // SmallModel returns opencode's configured small_model ("provider/model"), "" when none

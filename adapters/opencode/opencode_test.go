@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -200,7 +201,7 @@ func (f *fakeOpencode) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		js(200, `true`)
 	case r.URL.Path == "/experimental/session":
 		js(200, `[{"id":"ses_a","directory":"/w","title":"t"}]`)
-	case r.URL.Path == "/session/ses_a/prompt_async":
+	case r.Method == "POST" && strings.HasSuffix(r.URL.Path, "/prompt_async"):
 		w.WriteHeader(http.StatusNoContent)
 	default:
 		w.Header().Set("Content-Type", "text/html")
@@ -1045,5 +1046,58 @@ func TestMissingTools(t *testing.T) {
 	ToolsTTL = 0
 	if got := create("thatch-extraction"); !strings.Contains(got, `"result"`) || posts() != 2 {
 		t.Fatalf("with the tools loaded: %s, %d created", got, posts())
+	}
+}
+
+// TestExtractionPromptTools: the prompt of an extraction child (a session titled
+// thatch-extraction) turns off every tool opencode lists except thatch's own, so the
+// child's requests carry only those definitions; any other prompt leaves the tools alone,
+// and an opencode that cannot list its tools gets the prompt without the map.
+func TestExtractionPromptTools(t *testing.T) {
+	fake := &fakeOpencode{
+		info:  map[string]string{"ses_x": `{"id":"ses_x","title":"thatch-extraction","parentID":"ses_a","directory":"/w"}`},
+		tools: append([]string{"bash", "read", "edit", "task"}, thatchTools...),
+	}
+	srv := httptest.NewServer(fake)
+	defer srv.Close()
+	c := &Client{BaseURL: srv.URL, Log: quiet()}
+	ctx := context.Background()
+	prompt := func(sid string, extra map[string]any) map[string]json.RawMessage {
+		t.Helper()
+		p := map[string]any{"sessionID": sid, "parts": []any{map[string]any{"type": "text", "text": "x"}}}
+		maps.Copy(p, extra)
+		n := len(fake.seen())
+		if _, err := c.Call(ctx, "session.prompt", raw(p)); err != nil {
+			t.Fatalf("prompt %s: %v", sid, err)
+		}
+		for _, r := range fake.seen()[n:] {
+			if rest, ok := strings.CutPrefix(r, "POST /session/"+sid+"/prompt_async "); ok {
+				var body map[string]json.RawMessage
+				must(t, json.Unmarshal([]byte(rest), &body))
+				return body
+			}
+		}
+		t.Fatalf("no prompt of %s reached opencode: %q", sid, fake.seen()[n:])
+		return nil
+	}
+	wantOff := `{"bash":false,"edit":false,"read":false,"task":false}`
+
+	body := prompt("ses_x", map[string]any{"model": map[string]string{"providerID": "small", "modelID": "s1"}})
+	if string(body["tools"]) != wantOff || string(body["model"]) != `{"modelID":"s1","providerID":"small"}` {
+		t.Errorf("extraction child with a model: tools %s, model %s; want tools %s", body["tools"], body["model"], wantOff)
+	}
+	body = prompt("ses_x", nil) // no model named: the parent's
+	if string(body["tools"]) != wantOff || string(body["model"]) != `{"providerID":"p1","modelID":"m1"}` {
+		t.Errorf("extraction child on its parent's model: tools %s, model %s", body["tools"], body["model"])
+	}
+	if body := prompt("ses_a", nil); body["tools"] != nil {
+		t.Errorf("a prompt of a session that is no extraction child turns tools off: %s", body["tools"])
+	}
+	if body := prompt("ses_x", map[string]any{"noReply": true}); body["tools"] != nil {
+		t.Errorf("a noReply prompt (no model turn) carries tools %s", body["tools"])
+	}
+	fake.setTools(nil) // an opencode without GET /experimental/tool/ids
+	if body := prompt("ses_x", nil); body["tools"] != nil {
+		t.Errorf("without the tool list: tools %s, want none (every tool offered)", body["tools"])
 	}
 }

@@ -109,8 +109,10 @@ func loadConfig() (Config, error) {
 	if c.ExtractPayloadChars < 1000 {
 		return c, fmt.Errorf("THATCH_EXTRACT_PAYLOAD_CHARS=%d: must be at least 1000 (the default is 24000)", c.ExtractPayloadChars)
 	}
-	if c.ExtractDailyTokens < 0 {
-		return c, fmt.Errorf("THATCH_EXTRACT_DAILY_TOKENS=%d: must be a positive number of tokens, or unset for no limit", c.ExtractDailyTokens)
+	// Unset is no limit; a set value is a limit, so 0 (which would read as "nothing may
+	// run" or "no limit" depending on who reads it) is refused like a negative one.
+	if _, set := os.LookupEnv("THATCH_EXTRACT_DAILY_TOKENS"); set && c.ExtractDailyTokens <= 0 {
+		return c, fmt.Errorf("THATCH_EXTRACT_DAILY_TOKENS=%d: must be a positive number of tokens a day; unset it for no limit", c.ExtractDailyTokens)
 	}
 	if c.ExtractModel != "" {
 		if _, _, ok := runtime.ParseModel(c.ExtractModel); !ok {
@@ -218,17 +220,25 @@ func parseLevel(s string) (slog.Level, error) {
 	return l, nil
 }
 
-// newLogger builds the one logger: tint on a terminal, JSON otherwise.
+// newLogger builds the one logger: tint on a terminal, JSON otherwise. Text written
+// elsewhere (THATCH_LOG_FORMAT=text into a file or a pipe) has no colour codes.
 func newLogger(w *os.File, level, format string) *slog.Logger {
 	l, _ := parseLevel(level)
+	tty := isTerminal(w)
 	if format == "auto" {
 		format = "json"
-		if fi, err := w.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+		if tty {
 			format = "text"
 		}
 	}
 	if format == "text" {
-		return slog.New(tint.NewTextHandler(w, &tint.Options{Level: l, TimeFormat: time.TimeOnly}))
+		return slog.New(tint.NewTextHandler(w, &tint.Options{Level: l, TimeFormat: time.TimeOnly, NoColor: !tty}))
 	}
 	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l}))
+}
+
+// isTerminal reports whether f is a terminal.
+func isTerminal(f *os.File) bool {
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }

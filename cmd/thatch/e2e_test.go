@@ -11,6 +11,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -22,14 +23,19 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+	"unicode/utf8"
+
+	_ "modernc.org/sqlite"
 
 	"github.com/thatch-dev/thatch/adapters/fakellm"
+	"github.com/thatch-dev/thatch/adapters/opencode"
 	"github.com/thatch-dev/thatch/runtime"
 )
 
@@ -72,7 +78,8 @@ const smallIn, smallOut = 1, 2
 const ocPassword = "e2e-not-a-secret"
 
 type e2e struct {
-	t          *testing.T
+	t          *testing.T // the running test or step
+	main       *testing.T // the whole test: the processes belong to it
 	root, proj string
 	ocURL      string
 	ocBin      string
@@ -94,7 +101,7 @@ func TestOpencodeEndToEnd(t *testing.T) {
 	if ocBin == "" || modules == "" {
 		t.Fatal("THATCH_E2E_OPENCODE and THATCH_E2E_MODULES are unset: run make e2e")
 	}
-	x := &e2e{t: t, root: t.TempDir(), hc: &http.Client{Timeout: 60 * time.Second}, llm: &fakellm.Server{}}
+	x := &e2e{t: t, main: t, root: t.TempDir(), hc: &http.Client{Timeout: 60 * time.Second}, llm: &fakellm.Server{}}
 	t.Cleanup(x.keepLogs) // after the processes are stopped, before the folder goes
 	defer x.hc.CloseIdleConnections()
 	llm := httptest.NewServer(x.llm)
@@ -194,9 +201,7 @@ func TestOpencodeEndToEnd(t *testing.T) {
 	x.killThatch()
 	from = x.count()
 	call3 := x.runTool(s1, "echo thatch-e2e-three")
-	x.waitEvent("session.idle of "+s1+" while thatch is down", func(e ocEvent) bool {
-		return e.Payload.Type == "session.idle" && strings.Contains(string(e.Payload.Properties), s1)
-	}, from)
+	x.waitEvent("session.idle of "+s1+" while thatch is down", idle(s1), from)
 	t.Logf("step 2: thatch killed during extraction %s; bash call %s completed while it was down", c2, call3)
 	x.startThatch()
 	x.waitEvent("session.deleted of the interrupted child "+c2, deleted(c2), 0)
@@ -262,11 +267,7 @@ func TestOpencodeEndToEnd(t *testing.T) {
 	release()
 
 	// 5. opencode is killed and started again: thatch sees a new boot and works on.
-	boots, from := len(x.boots()), x.count()
-	x.killOpencode()
-	x.launchOpencode()
-	x.waitEvent("the test's own event stream to reconnect", func(e ocEvent) bool { return e.Payload.Type == "server.connected" }, from)
-	x.eventually("thatch to see opencode's new boot", func() bool { return len(x.boots()) > boots })
+	x.restartOpencode()
 	held, release = x.llm.HoldExtractions()
 	from = x.count()
 	call6 := x.runTool(s1, "echo thatch-e2e-six")
@@ -302,6 +303,13 @@ func TestOpencodeEndToEnd(t *testing.T) {
 	}
 	t.Logf("step 7: a bash call printing a GitHub token and an AWS key id was journaled and extracted; status counts %d redactions", x.status().Redacted)
 
+	// 8-11, the cases of issue 15, each a step of its own: one that fails does not keep
+	// the next from running.
+	x.step("8 big write", x.bigWrite)
+	x.step("9 sub-agent while thatch is down", x.subAgentWhileDown)
+	x.step("10 colliding call ids", x.collidingCallIDs)
+	x.step("11 opencode without the plugin", x.withoutPlugin)
+
 	// The system prompt of s1 stayed the same bytes across thatch's kill and opencode's
 	// restart, so the provider's prompt cache holds.
 	for _, prompt := range []string{"RUN echo thatch-e2e-two", "RUN echo thatch-e2e-three", "RUN echo thatch-e2e-four", "RUN echo thatch-e2e-six"} {
@@ -311,14 +319,16 @@ func TestOpencodeEndToEnd(t *testing.T) {
 	}
 
 	// Every extraction child ran on the small model, across thatch's kill and opencode's
-	// restart, and every turn of the user's sessions (the wrap-ups and the compaction
-	// included) on the session's model; the ledger counts the 4 completed extractions (at
+	// restart, every sub-agent on its own model, and every turn of the user's sessions (the
+	// wrap-ups and the compaction included) on the session's model; the ledger counts the 4 completed extractions (at
 	// least: the interrupted child of step 2 and the swept one of step 4 may count too).
 	kinds := map[string][]string{}
 	for _, r := range x.llm.Log() {
 		kind, want := "turn", "fake-model"
 		if r.LastUser == runtime.ExtractionPrompt {
 			kind, want = "extraction", "fake-small"
+		} else if strings.Contains(r.LastUser, fakellm.SubAgentNote) {
+			kind, want = "sub-agent", "fake-sub"
 		} else if strings.Contains(r.System, "title generator") {
 			kind, want = "title", r.Model // opencode's choice: logged, not checked
 		}
@@ -364,6 +374,298 @@ func TestOpencodeEndToEnd(t *testing.T) {
 	t.Logf("step 7: no secret in the %d files of thatch's data folder (the embedded broker's store included) nor in its debug log", len(read))
 }
 
+// step runs one case as a subtest: its failure fails the test, and the next case still
+// runs. The processes it starts belong to the whole test.
+func (x *e2e) step(name string, fn func(t *testing.T)) {
+	parent := x.t
+	parent.Run(name, func(t *testing.T) {
+		x.t = t
+		defer func() { x.t = parent }()
+		start := time.Now()
+		fn(t)
+		t.Logf("%s took %s", name, time.Since(start).Round(100*time.Millisecond))
+	})
+}
+
+// bigWrite: the model writes a 1.2 MB file. opencode's event for that tool call is over
+// the broker's 1 MiB; thatch neither dead-letters it nor logs a gap, and journals the
+// entry with its arguments cut to THATCH_INTERACTION_OUTPUT_MAX, then extracts it.
+func (x *e2e) bigWrite(t *testing.T) {
+	const size = 1_200_000
+	before, logAt := x.status(), x.logSize()
+	held, release := x.llm.HoldExtractions()
+	defer release()
+	s := x.session(x.proj, "e2e big write")
+	path := filepath.Join(x.proj, "big.txt")
+	from := x.count()
+	x.prompt(s, fmt.Sprintf("WRITE %s %d", path, size))
+	w := x.toolDone(s, "write", from)
+	var input struct{ Content string }
+	_ = json.Unmarshal(w.State.Input, &input)
+	if fi, err := os.Stat(path); err != nil || fi.Size() != size || len(input.Content) != size || len(w.State.Input) <= 1<<20 {
+		t.Fatalf("the write of %s: %v; opencode's event carries %d bytes of input, want the %d bytes written (over 1 MiB)", path, err, len(w.State.Input), size)
+	}
+	c := x.extractionChild(s, held, from)
+	// thatch took the idle after the write: the entry, and any gap or dead letter, are in.
+	x.waitEntries(s, []string{w.CallID}, "pending")
+	var body struct {
+		Args   struct{ Content, FilePath string }
+		Output string
+	}
+	kept := x.journalEntry(s, "write")
+	must(t, json.Unmarshal(kept, &body))
+	head := fakellm.Content(1000)
+	if n := utf8.RuneCountInString(body.Args.Content); n > 2001 || !strings.HasPrefix(body.Args.Content, head) || body.Args.FilePath != path || len(kept) > 16<<10 {
+		t.Errorf("the journal keeps %d bytes of the write %s: %d characters of its content (want its head, at most 2000 and the cut mark), file %q",
+			len(kept), w.CallID, n, body.Args.FilePath)
+	}
+	t.Logf("step 8: write %s of %d bytes (opencode's event: %d bytes of input) is entry %s, pending; the journal keeps %d bytes of it, %d characters of its content, output %q",
+		path, size, len(w.State.Input), w.CallID, len(kept), utf8.RuneCountInString(body.Args.Content), body.Output)
+	after := x.status()
+	if after.Rejected != before.Rejected || after.Gaps != before.Gaps {
+		t.Errorf("thatch status counts %d dead-lettered events and %d gaps, %d and %d before the write", after.Rejected, after.Gaps, before.Rejected, before.Gaps)
+	}
+	for _, l := range x.logSince(logAt) {
+		switch {
+		case strings.Contains(l, "events lost upstream") || strings.Contains(l, "dead-lettered"):
+			t.Errorf("thatch logged: %s", l)
+		case strings.Contains(l, "fit the broker"):
+			t.Logf("thatch log: %.300s", l)
+		}
+	}
+	release()
+	x.extracted(c, s, []string{w.CallID})
+}
+
+// subAgentWhileDown: thatch is stopped (SIGTERM) when a session's model hands a command
+// to a sub-agent: opencode creates the task's child session, which runs the command,
+// while nothing listens. Started again, thatch tracks the child as its parent's, in the
+// parent's directory, and holds the child's call under the parent's root with the task
+// call, pending; the parent's next idle extracts them.
+func (x *e2e) subAgentWhileDown(t *testing.T) {
+	must(t, x.thatch.Process.Signal(syscall.SIGTERM))
+	if err := x.thatch.Wait(); err != nil {
+		t.Fatalf("thatch serve did not stop cleanly on SIGTERM: %v", err)
+	}
+	from := x.count()
+	p := x.session(x.proj, "e2e task parent")
+	task, child, sub := x.subAgent(p, "echo thatch-e2e-sub-down", from)
+	x.waitEvent("session.idle of "+p+" while thatch is down", idle(p), from)
+	t.Logf("step 9: thatch stopped; %s's task call %s ran sub-agent %s (%q), whose bash call %s completed", p, task.CallID, child.ID, child.Title, sub.CallID)
+	held, release := x.llm.HoldExtractions()
+	defer release()
+	x.startThatch()
+	from = x.count()
+	call := x.runTool(p, "echo thatch-e2e-after-sub")
+	c := x.extractionChild(p, held, from)
+	// The bridge publishes what it caught up on before the stream's events: thatch took
+	// it all in before the idle it extracts at.
+	if v, ok := x.sessions()[child.ID]; !ok || v.ParentID != p || v.Kind != runtime.KindTask || v.Directory != child.Directory {
+		t.Errorf("thatch tracks the sub-agent %s as %+v (tracked: %v), want a task child of %s in %s; its own entries: %v",
+			child.ID, v, ok, p, child.Directory, x.openEntries(child.ID, "pending", func(e runtime.EntryView) string { return e.ID }))
+	}
+	want := slices.Sorted(slices.Values([]string{task.CallID, sub.CallID, call}))
+	if got := x.openEntries(p, "pending", func(e runtime.EntryView) string { return e.ID }); !slices.Equal(got, want) {
+		t.Fatalf("entries of %s: %v, want %v pending (the task call, the sub-agent's and the new one)", p, got, want)
+	}
+	t.Logf("step 9: restarted, thatch tracks %s as a task child of %s and holds %v pending under %s", child.ID, p, want, p)
+	release()
+	x.extracted(c, p, want)
+}
+
+// collidingCallIDs: the model restarts before each of two sessions' turns, so both number
+// their calls from call_1, and the second session's sub-agent runs on a model of its own,
+// which numbers from call_1 too: three calls named call_1, in three sessions under two
+// roots. Each is its own entry of its own root, and each root's extraction claims its own.
+func (x *e2e) collidingCallIDs(t *testing.T) {
+	held, release := x.llm.HoldExtractions()
+	defer release()
+	x.llm.Restart()
+	from := x.count()
+	a := x.session(x.proj, "e2e call ids a")
+	callA := x.runTool(a, "echo thatch-e2e-ids-a")
+	cA := x.extractionChild(a, held, from)
+	x.llm.Restart()
+	from = x.count()
+	b := x.session(x.proj, "e2e call ids b")
+	task, child, sub := x.subAgent(b, "echo thatch-e2e-ids-b", from)
+	cB := x.extractionChild(b, held, from)
+	if callA != "call_1" || task.CallID != "call_1" || sub.CallID != "call_1" {
+		t.Fatalf("the call ids did not collide: bash %s in %s, task %s in %s, bash %s in its sub-agent %s", callA, a, task.CallID, b, sub.CallID, child.ID)
+	}
+	t.Logf("step 10: bash %s in %s, task %s in %s and bash %s in its sub-agent %s", callA, a, task.CallID, b, sub.CallID, child.ID)
+	// Each root's idle came after its calls: thatch's entries are settled.
+	byTool := func(e runtime.EntryView) string { return e.Tool }
+	if got := x.openEntries(a, "pending", byTool); !slices.Equal(got, []string{"bash"}) {
+		t.Errorf("entries of %s by tool: %v, want [bash] pending", a, got)
+	}
+	if got := x.openEntries(b, "pending", byTool); !slices.Equal(got, []string{"bash", "task"}) {
+		t.Errorf("entries of %s by tool: %v, want [bash task] pending (its task call and its sub-agent's bash call)", b, got)
+	}
+	release()
+	idsA, payloadA := x.extraction(cA, a)
+	if len(idsA) != 1 || !strings.Contains(payloadA, "thatch-e2e-ids-a") || strings.Contains(payloadA, "thatch-e2e-ids-b") {
+		t.Errorf("%s claimed %v of %s, want its one call:\n%s", cA, idsA, a, payloadA)
+	}
+	idsB, payloadB := x.extraction(cB, b)
+	if len(idsB) != 2 || idsB[0] == idsB[1] || !regexp.MustCompile(`(?m)^## \d+\. bash \(`).MatchString(payloadB) ||
+		!regexp.MustCompile(`(?m)^## \d+\. task \(`).MatchString(payloadB) || strings.Contains(payloadB, "thatch-e2e-ids-a") {
+		t.Errorf("%s claimed %v of %s, want its task call and its sub-agent's bash call:\n%s", cB, idsB, b, payloadB)
+	}
+	t.Logf("step 10: %s's extraction claimed %v, %s's claimed %v", a, idsA, b, idsB)
+}
+
+// withoutPlugin: opencode runs without thatch's plugin (removed from its config folder,
+// as before thatch install). Tool calls and idles start no extraction child; thatch logs
+// one error naming the missing tools and what to do, and thatch status names the host.
+// With the plugin installed again and opencode restarted, the next idle extracts them.
+func (x *e2e) withoutPlugin(t *testing.T) {
+	plugin := filepath.Join(x.root, "home", ".config", "opencode", "plugin", "thatch.js")
+	must(t, os.Remove(plugin))
+	logAt := x.logSize()
+	x.restartOpencode()
+	var tools []string
+	x.get("/experimental/tool/ids", &tools)
+	if slices.Contains(tools, runtime.ToolPayload) {
+		t.Fatalf("opencode serves %s without thatch's plugin: %v", runtime.ToolPayload, tools)
+	}
+	host := opencode.HostIDFor(x.ocURL)
+	if st := x.status(); !slices.Contains(st.HostsMissingTools, host) {
+		t.Errorf("thatch status --json names %v as missing thatch's tools, want %s", st.HostsMissingTools, host)
+	}
+	text, err := x.cli("status")
+	if err != nil || !strings.Contains(strings.ToLower(string(text)), "missing") || !strings.Contains(string(text), host) {
+		t.Errorf("thatch status does not say that %s misses thatch's tools (%v):\n%s", host, err, text)
+	}
+	held, release := x.llm.HoldExtractions()
+	defer release()
+	from := x.count()
+	s := x.session(x.proj, "e2e without the plugin")
+	call1 := x.runTool(s, "echo thatch-e2e-noplugin-one")
+	x.waitEvent("session.idle of "+s, idle(s), from)
+	next := x.count()
+	call2 := x.runTool(s, "echo thatch-e2e-noplugin-two")
+	x.waitEvent("session.idle of "+s, idle(s), next)
+	x.waitEntries(s, []string{call1, call2}, "pending")
+	t.Logf("step 11: without the plugin, bash calls %s and %s of %s went idle twice; both pending", call1, call2, s)
+
+	if out, err := x.cli("install"); err != nil {
+		t.Fatalf("thatch install: %v\n%s", err, out)
+	}
+	x.restartOpencode()
+	x.get("/experimental/tool/ids", &tools)
+	if !slices.Contains(tools, runtime.ToolPayload) {
+		t.Fatalf("opencode lacks %s after thatch install and a restart: %v", runtime.ToolPayload, tools)
+	}
+	if st := x.status(); len(st.HostsMissingTools) != 0 {
+		t.Errorf("with the plugin loaded, thatch status --json names %v as missing thatch's tools", st.HostsMissingTools)
+	}
+	next = x.count()
+	call3 := x.runTool(s, "echo thatch-e2e-noplugin-three")
+	c := x.extractionChild(s, held, next)
+	// By this idle thatch took the two before it: it created no child at either.
+	var children []ocInfo
+	x.get("/session/"+s+"/children", &children)
+	created := 0
+	x.mu.Lock()
+	for _, e := range x.events[from:] {
+		var p struct{ Info ocInfo }
+		if e.Payload.Type == "session.created" && json.Unmarshal(e.Payload.Properties, &p) == nil && p.Info.ParentID == s {
+			created++
+		}
+	}
+	x.mu.Unlock()
+	if created != 1 || len(children) != 1 || children[0].ID != c {
+		t.Errorf("%s had %d children created and has %v, want only the extraction child %s of the first idle with the plugin", s, created, children, c)
+	}
+	var errs []string
+	for _, l := range x.logSince(logAt) {
+		if strings.Contains(l, `"level":"ERROR"`) && strings.Contains(l, runtime.ToolPayload) {
+			errs = append(errs, l)
+		}
+	}
+	if len(errs) != 1 || !strings.Contains(errs[0], "restart opencode") {
+		t.Errorf("thatch logged %d errors naming the missing tools over a boot without them and two idles, want one that says to restart opencode:\n%s",
+			len(errs), strings.Join(errs, "\n"))
+	} else {
+		t.Logf("step 11: thatch logged once: %.400s", errs[0])
+	}
+	release()
+	x.extracted(c, s, []string{call1, call2, call3})
+	t.Logf("step 11: after thatch install and a restart of opencode, the next idle extracted all three")
+}
+
+// subAgent makes the session's model hand command to a sub-agent with the task tool. It
+// returns the parent's task call, the child session opencode created for the sub-agent,
+// and the child's bash call, once the task has completed.
+func (x *e2e) subAgent(parent, command string, from int) (task ocTool, child ocInfo, sub ocTool) {
+	x.t.Helper()
+	x.prompt(parent, "TASK "+command)
+	x.waitEvent("the sub-agent session of "+parent, func(e ocEvent) bool {
+		var p struct{ Info ocInfo }
+		if e.Payload.Type != "session.created" || json.Unmarshal(e.Payload.Properties, &p) != nil {
+			return false
+		}
+		child = p.Info
+		return child.ParentID == parent && child.Title != runtime.ExtractionTitle
+	}, from)
+	sub = x.toolDone(child.ID, "bash", from)
+	task = x.toolDone(parent, "task", from)
+	if !strings.Contains(sub.State.Output, strings.TrimPrefix(command, "echo ")) {
+		x.t.Fatalf("the sub-agent's bash %q printed %q", command, sub.State.Output)
+	}
+	return task, child, sub
+}
+
+// restartOpencode kills opencode, starts it again, and waits until the test's event
+// stream and thatch both see it.
+func (x *e2e) restartOpencode() {
+	x.t.Helper()
+	boots, from := len(x.boots()), x.count()
+	x.killOpencode()
+	x.launchOpencode()
+	x.waitEvent("the test's own event stream to reconnect", func(e ocEvent) bool { return e.Payload.Type == "server.connected" }, from)
+	x.eventually("thatch to see opencode's new boot", func() bool { return len(x.boots()) > boots })
+}
+
+// prompt sends the session a user message; the turn goes on after it returns.
+func (x *e2e) prompt(session, text string) {
+	x.t.Helper()
+	x.post("/session/"+session+"/prompt_async", map[string]any{"parts": []any{map[string]string{"type": "text", "text": text}}}, nil)
+}
+
+// journalEntry reads the body that thatch's journal keeps of the entry of root made by a
+// call of tool, from the running thatch's database, read-only.
+func (x *e2e) journalEntry(root, tool string) []byte {
+	x.t.Helper()
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(x.root, "thatch", "thatch.db")+"?mode=ro&_pragma=busy_timeout(5000)")
+	must(x.t, err)
+	defer db.Close()
+	var body []byte
+	if err := db.QueryRow(`SELECT body FROM entries WHERE root_id = ? AND tool = ?`, root, tool).Scan(&body); err != nil {
+		x.t.Fatalf("the journal's entry of the %s call of %s: %v", tool, root, err)
+	}
+	return body
+}
+
+// logSize is the length of thatch's log so far.
+func (x *e2e) logSize() int64 {
+	fi, err := os.Stat(x.thatchLog)
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
+}
+
+// logSince returns the lines thatch logged after the log was at bytes.
+func (x *e2e) logSince(at int64) []string {
+	data, _ := os.ReadFile(x.thatchLog)
+	if at > int64(len(data)) {
+		return nil
+	}
+	return strings.FieldsFunc(string(data[at:]), func(r rune) bool { return r == '\n' })
+}
+
 // startOpencode runs opencode serve in a private world: HOME and every XDG folder under
 // the test's folder, the fake model as the only provider, its plugin package pre-installed.
 func (x *e2e) startOpencode(bin, modules, llmURL, home string) {
@@ -380,9 +682,15 @@ func (x *e2e) startOpencode(bin, modules, llmURL, home string) {
 			// Prices per million tokens: opencode computes each message's cost from them.
 			"models": map[string]any{
 				"fake-model": map[string]any{"limit": map[string]int{"context": 32000, "output": 4000}, "cost": map[string]float64{"input": 3, "output": 15}},
-				"fake-small": map[string]any{"limit": map[string]int{"context": 32000, "output": 4000}, "cost": map[string]float64{"input": smallIn, "output": smallOut}}}}},
+				"fake-small": map[string]any{"limit": map[string]int{"context": 32000, "output": 4000}, "cost": map[string]float64{"input": smallIn, "output": smallOut}},
+				"fake-sub":   map[string]any{"limit": map[string]int{"context": 32000, "output": 4000}, "cost": map[string]float64{"input": 2, "output": 8}}}}},
 		"model": "fake/fake-model", "small_model": "fake/fake-small", "enabled_providers": []string{"fake"},
 		"permission": map[string]string{"bash": "allow", "edit": "allow"},
+		// The task tool's sub-agent runs on a model of its own: a second model process,
+		// whose call ids count from call_1 like the first's.
+		"agent": map[string]any{"general": map[string]string{"model": "fake/fake-sub"}},
+		// The fake model counts a 1.2 MB write as 300k tokens: no automatic compaction.
+		"compaction": map[string]bool{"auto": false},
 	}
 	data, _ := json.Marshal(config)
 	must(t, os.WriteFile(filepath.Join(cfg, "opencode.json"), data, 0o644))
@@ -409,7 +717,7 @@ func (x *e2e) launchOpencode() {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // its tool processes go with it
 	must(t, cmd.Start())
 	x.oc = cmd
-	t.Cleanup(func() {
+	x.main.Cleanup(func() {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		_ = cmd.Wait()
 		logf.Close()
@@ -538,6 +846,12 @@ func (x *e2e) eventually(what string, cond func() bool) {
 	}
 }
 
+func idle(id string) func(ocEvent) bool {
+	return func(e ocEvent) bool {
+		return e.Payload.Type == "session.idle" && strings.Contains(string(e.Payload.Properties), id)
+	}
+}
+
 func deleted(id string) func(ocEvent) bool {
 	return func(e ocEvent) bool {
 		var p struct{ Info ocInfo }
@@ -571,7 +885,7 @@ func (x *e2e) session(dir, title string) string {
 func (x *e2e) runTool(session, command string) string {
 	x.t.Helper()
 	from := x.count()
-	x.post("/session/"+session+"/prompt_async", map[string]any{"parts": []any{map[string]string{"type": "text", "text": "RUN " + command}}}, nil)
+	x.prompt(session, "RUN "+command)
 	part := x.toolDone(session, "bash", from)
 	if !strings.Contains(part.State.Output, strings.TrimPrefix(command, "echo ")) {
 		x.t.Fatalf("bash %q printed %q", command, part.State.Output)
@@ -609,6 +923,17 @@ func (x *e2e) extractionChild(parent string, held <-chan struct{}, from int) str
 // be deleted, leaving the parent with no open entry.
 func (x *e2e) extracted(child, parent string, want []string) {
 	x.t.Helper()
+	want = slices.Sorted(slices.Values(want))
+	if got, _ := x.extraction(child, parent); !slices.Equal(got, want) {
+		x.t.Fatalf("%s claimed %v of %s, want %v", child, got, parent, want)
+	}
+}
+
+// extraction waits for the child to claim entries of parent through the shim, complete
+// all it claimed and be deleted, leaving the parent with no open entry. It returns the
+// entry ids claimed, sorted, and the payload the child read.
+func (x *e2e) extraction(child, parent string) ([]string, string) {
+	x.t.Helper()
 	payload := x.toolDone(child, "thatch_get_extraction_payload", 0)
 	var meta struct {
 		ParentID string   `json:"parentID"`
@@ -616,19 +941,19 @@ func (x *e2e) extracted(child, parent string, want []string) {
 	}
 	_ = json.Unmarshal(payload.State.Metadata, &meta)
 	slices.Sort(meta.EntryIDs)
-	want = slices.Sorted(slices.Values(want))
-	if meta.ParentID != parent || !slices.Equal(meta.EntryIDs, want) {
-		x.t.Fatalf("%s claimed %v of %q, want %v of %s", child, meta.EntryIDs, meta.ParentID, want, parent)
+	if meta.ParentID != parent {
+		x.t.Fatalf("%s claimed %v of %q, want entries of %s", child, meta.EntryIDs, meta.ParentID, parent)
 	}
 	done := x.toolDone(child, "thatch_extraction_done", 0)
 	var dm struct{ Completed int }
 	_ = json.Unmarshal(done.State.Metadata, &dm)
-	if dm.Completed != len(want) {
-		x.t.Fatalf("%s completed %d entries, want %d (%s)", child, dm.Completed, len(want), done.State.Output)
+	if dm.Completed != len(meta.EntryIDs) {
+		x.t.Fatalf("%s claimed %v and completed %d entries (%s)", child, meta.EntryIDs, dm.Completed, done.State.Output)
 	}
 	x.waitEvent("session.deleted of "+child, deleted(child), 0)
 	x.waitEntries(parent, nil, "")
 	x.t.Logf("%s claimed %v through the shim, completed %d, and thatch deleted it; %s has no open entry", child, meta.EntryIDs, dm.Completed, parent)
+	return meta.EntryIDs, payload.State.Output
 }
 
 // extractionCost checks the first extraction, by child: it ran on the host's small model
@@ -695,19 +1020,27 @@ func (x *e2e) waitEntries(session string, ids []string, state string) {
 	want := slices.Sorted(slices.Values(ids))
 	var got []string
 	if !poll(90*time.Second, func() bool {
-		got = got[:0]
-		for _, e := range x.entries(session) {
-			if e.State == state {
-				got = append(got, e.ID)
-			} else {
-				got = append(got, e.ID+"("+e.State+")")
-			}
-		}
-		slices.Sort(got)
+		got = x.openEntries(session, state, func(e runtime.EntryView) string { return e.ID })
 		return slices.Equal(got, want)
 	}) {
 		x.t.Fatalf("entries of %s: %v, want %v %s", session, got, want, state)
 	}
+}
+
+// openEntries names the session's open entries by name, sorted, each not in state
+// followed by its state in parentheses.
+func (x *e2e) openEntries(session, state string, name func(runtime.EntryView) string) []string {
+	x.t.Helper()
+	var out []string
+	for _, e := range x.entries(session) {
+		if e.State == state {
+			out = append(out, name(e))
+		} else {
+			out = append(out, name(e)+"("+e.State+")")
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // status is thatch status --json.
@@ -762,7 +1095,7 @@ func (x *e2e) startThatch() {
 	must(x.t, err)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	must(x.t, cmd.Start())
-	x.t.Cleanup(func() {
+	x.main.Cleanup(func() {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 		logf.Close()

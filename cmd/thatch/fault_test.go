@@ -45,7 +45,7 @@ func extractionWorkload(ctx context.Context, r *rig, seed uint64, sessions int) 
 			}
 			for c := range 2 + rng.IntN(5) {
 				id := fmt.Sprintf("%s_t%d_c%d", sid, turn, c)
-				entries[sid] = append(entries[sid], id)
+				entries[sid] = append(entries[sid], runtime.EntryID(sid, owner, id)) // a sub-agent's call is <child>/<callID>
 				if err := r.host.ToolExecuted(ctx, owner, id, "bash", strings.Repeat("x", 300)); err != nil {
 					return nil, nil, err
 				}
@@ -263,8 +263,9 @@ func TestCrashAtAnyPoint(t *testing.T) {
 }
 
 // A host that times out, answers garbage, answers errors and lacks methods degrades
-// alone: its calls fail once each and are never retried in a loop, while another host's
-// extraction runs end to end meanwhile.
+// alone: its calls fail once each and are never retried in a loop (a call to a method it
+// lacks waits in the outbox for its next hello, rule 12), while another host's extraction
+// runs end to end meanwhile.
 func TestHostFaults(t *testing.T) {
 	r := newRig(t, "v1", "session.create", "session.prompt", "session.delete", "tui.showToast") // no session.list, no session.messages
 	r.cfg.StrandSweep = false
@@ -313,6 +314,9 @@ func TestHostFaults(t *testing.T) {
 	// No call is retried by itself: once every committed call is answered, nothing new
 	// can start without an event, and the faulty host has seen each call once.
 	waitFor(t, "every host call to be answered", func() bool { return r.status().OutstandingCalls == 0 })
+	if n := r.status().WaitingCalls; n != 1 {
+		t.Errorf("%d calls wait for the faulty host, want 1 (the wrap-up's session.messages, which it lacks)", n)
+	}
 	for method, want := range map[string]int{"session.create": 1, "session.prompt": 1} {
 		if n := len(bad.CallsTo(method)); n != want {
 			t.Errorf("%s called %d times on the faulty host, want %d", method, n, want)

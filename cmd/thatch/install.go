@@ -12,8 +12,8 @@ import (
 	"github.com/thatch-dev/thatch/commands"
 )
 
-// install writes the command files into opencode's config folder, logging what changed
-// when log is set.
+// install writes the slash commands and the plugin shim into opencode's config folder,
+// logging what changed when log is set.
 func install(c Config, log *slog.Logger) ([]commands.Change, error) {
 	if c.OpencodeDir == "" {
 		return nil, fmt.Errorf("no opencode config folder: set XDG_CONFIG_HOME or HOME")
@@ -22,11 +22,15 @@ func install(c Config, log *slog.Logger) ([]commands.Change, error) {
 	if err != nil {
 		return nil, err
 	}
-	files := append(commands.Files(), commands.Plugin("http://"+c.ShimListen, tokenFile))
-	changes, err := commands.Install(c.OpencodeDir, files)
+	plugin := commands.Plugin("http://"+c.ShimListen, tokenFile)
+	changes, err := commands.Install(c.OpencodeDir, append(commands.Files(), plugin))
 	if log != nil {
 		for _, ch := range changes {
-			log.Info("installed slash command", "path", ch.Path, "created", ch.Created)
+			what := "installed slash command"
+			if ch.Path == filepath.Join(c.OpencodeDir, plugin.Path) {
+				what = "installed plugin"
+			}
+			log.Info(what, "path", ch.Path, "created", ch.Created)
 		}
 	}
 	return changes, err

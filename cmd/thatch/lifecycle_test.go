@@ -235,9 +235,14 @@ func TestToolCallSeesEveryPriorEvent(t *testing.T) {
 	}
 }
 
-// A host that does not serve session.create: thatch logs it once and carries on.
+// A host that does not serve session.create (rule 12): the create finds no responder and
+// waits in the outbox, counted in status.waitingCalls, with the session still extracting
+// and its entry pending; later idles start nothing more (no retry in a loop). Each hello of
+// the same boot sends it once more; a new boot answers it as moot (HostRestartedError),
+// after which the next idle tries again; the session's deletion ends the wait.
 func TestHostWithoutCreate(t *testing.T) {
 	r := newRig(t, "v1", "session.prompt")
+	logs := r.captureLog()
 	ctx := r.ctx()
 	r.start()
 	must(t, r.host.Hello(ctx, "b1"))
@@ -248,9 +253,53 @@ func TestHostWithoutCreate(t *testing.T) {
 		must(t, r.host.Status(ctx, "ses_a", "idle"))
 	}
 	r.waitApplied(1 + 2 + 3*3)
-	waitFor(t, "the extracting flag to clear", func() bool { return !r.sessions()["ses_a"].Extracting })
+	waitFor(t, "the create to wait for the host", func() bool { return r.status().WaitingCalls == 1 })
+	if s := r.status(); s.OutstandingCalls != 0 {
+		t.Fatalf("status %+v: the waiting create still counts as outstanding", s)
+	}
+	if !r.sessions()["ses_a"].Extracting {
+		t.Fatal("ses_a is not extracting while its create waits")
+	}
 	if e := r.entries("ses_a"); len(e) != 1 || e[0].State != "pending" {
 		t.Fatalf("entries %+v, want c1 still pending", e)
+	}
+	woken := func() int { return strings.Count(string(logs.Bytes()), "host is back: sending the calls that waited for it") }
+
+	// A hello of the same boot: the create goes out once more, finds no responder, waits.
+	must(t, r.host.Hello(ctx, "b1"))
+	waitFor(t, "the waiting create to be sent again", func() bool { return woken() == 1 })
+	waitFor(t, "the create to wait again", func() bool {
+		s := r.status()
+		return s.WaitingCalls == 1 && s.OutstandingCalls == 0
+	})
+
+	// A new boot: the create is moot. The next idle starts an extraction again, whose
+	// create waits in its turn.
+	must(t, r.host.Hello(ctx, "b2"))
+	waitFor(t, "the moot create to be answered", func() bool {
+		s := r.status()
+		return woken() == 2 && s.WaitingCalls == 0 && s.OutstandingCalls == 0
+	})
+	if !strings.Contains(string(logs.Bytes()), "moot_after_restart=1") {
+		t.Fatal("the new boot did not answer the waiting create as moot")
+	}
+	if r.sessions()["ses_a"].Extracting {
+		t.Fatal("ses_a still extracting after the host's new boot")
+	}
+	must(t, r.host.Status(ctx, "ses_a", "busy"))
+	must(t, r.host.Status(ctx, "ses_a", "idle"))
+	waitFor(t, "the next idle's create to wait", func() bool { return r.status().WaitingCalls == 1 })
+
+	// The session is deleted: its create stops waiting, and the outbox is empty.
+	_, err := r.host.Publish(ctx, "session.deleted", map[string]any{"sessionID": "ses_a", "info": map[string]any{"id": "ses_a", "title": "t", "directory": r.host.Dir}})
+	must(t, err)
+	waitFor(t, "the deleted session's create to stop waiting", func() bool {
+		s := r.status()
+		return s.WaitingCalls == 0 && s.OutstandingCalls == 0
+	})
+	r.stop()
+	if dump := r.journalDump(); strings.Contains(dump, "outbox ") {
+		t.Fatalf("calls left in the outbox:\n%s", dump)
 	}
 }
 

@@ -3,6 +3,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -23,17 +25,40 @@ Usage:
   thatch sweep [--dry-run] [--host ID]
                                      one strand sweep now, printing its plan
   thatch costs [--days N] [--json]   what extraction cost, by UTC day and project (default: 30 days)
-  thatch memories [--project P] [--search Q] [--kind K] [--json]
+  thatch memories [--project P] [--search Q] [--kind K] [--limit N] [--json]
                                      the memories thatch keeps (show ID, forget ID, export, import FILE: see thatch memories --help)
-  thatch install                     install the /thatch/compact and /thatch/exit commands for opencode
+  thatch install                     install the /thatch/compact and /thatch/exit commands and the plugin for opencode
   thatch bench [--quick] [--out FILE] measure thatch against the bare pipeline (see the README)
   thatch version                     print the version
 
-Configuration is by THATCH_* environment variables: see the README.
+thatch COMMAND --help describes one command. Configuration is by THATCH_* environment
+variables: see the README.
 `
 
+// commandUsage is the --help of the commands that take no flags.
+var commandUsage = map[string]string{
+	"serve": `usage: thatch serve
+  run the daemon: the embedded NATS broker on THATCH_NATS_LISTEN (none with THATCH_NATS_URL),
+  the journal and memories in THATCH_DATA_DIR, the sweeps, and the opencode bridge when
+  THATCH_OPENCODE_URL is set. It takes no arguments: configuration is by THATCH_*
+  environment variables (see the README).`,
+	"bridge": `usage: thatch bridge
+  bridge the opencode server at THATCH_OPENCODE_URL to a thatch that is already running
+  (thatch serve does it itself when THATCH_OPENCODE_URL is set). It takes no arguments:
+  configuration is by THATCH_* environment variables (see the README).`,
+	"install": `usage: thatch install
+  write the /thatch/compact and /thatch/exit commands (command/thatch/) and thatch's plugin
+  (plugin/thatch.js, which gives opencode's models the memory and extraction tools) into
+  opencode's config folder, $XDG_CONFIG_HOME/opencode, printing what changed. Restart
+  opencode afterwards so it loads them. thatch serve does the same at start unless
+  THATCH_INSTALL_COMMANDS=off.`,
+	"version": `usage: thatch version
+  print the version`,
+}
+
 func main() {
-	if err := run(os.Args[1:]); err != nil {
+	// A --help answered by the flag package (thatch bench --help) is not a failure.
+	if err := run(os.Args[1:]); err != nil && !errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintln(os.Stderr, "thatch:", err)
 		os.Exit(1)
 	}
@@ -45,13 +70,13 @@ func run(args []string) error {
 		return fmt.Errorf("no command given")
 	}
 	cmd, args := args[0], args[1:]
-	if (cmd == "serve" || cmd == "bridge" || cmd == "install") && len(args) > 0 {
+	if help, ok := commandUsage[cmd]; ok && len(args) > 0 {
 		// These take no flags: a --help must not start a daemon or write files.
 		if args[0] == "-h" || args[0] == "--help" || args[0] == "-help" {
-			fmt.Print(usage)
+			fmt.Println(help)
 			return nil
 		}
-		return fmt.Errorf("thatch %s takes no arguments (configuration is by THATCH_* variables: see the README), got %q", cmd, args)
+		return fmt.Errorf("thatch %s takes no arguments (configuration is by THATCH_* variables: see the README), got %q\n%s", cmd, args, help)
 	}
 	switch cmd {
 	case "version", "--version", "-v":
@@ -66,7 +91,7 @@ func run(args []string) error {
 	switch cmd {
 	case "bench":
 		var progress io.Writer
-		if fi, err := os.Stderr.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+		if isTerminal(os.Stderr) {
 			progress = os.Stderr
 		}
 		return bench(ctx, args, os.Stdout, progress)
@@ -100,7 +125,7 @@ func run(args []string) error {
 		if len(changes) == 0 {
 			fmt.Printf("up to date in %s\n", c.OpencodeDir)
 		} else {
-			fmt.Println("restart opencode to load new commands")
+			fmt.Println("restart opencode (or POST /instance/dispose) so it loads the new files")
 		}
 		return nil
 	case "status", "sessions", "entries", "sweep", "costs":

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/thatch-dev/thatch/journal/memory"
+	"github.com/thatch-dev/thatch/runtime"
 )
 
 const memoriesUsage = `usage:
@@ -67,7 +68,7 @@ func memoriesCmd(ctx context.Context, c Config, args []string, out io.Writer) er
 		return fmt.Errorf("unknown subcommand %q\n%s", sub, memoriesUsage)
 	}
 	if len(pos) != n {
-		return fmt.Errorf("thatch memories %s takes %d argument(s), got %q\n%s", sub, n, pos, memoriesUsage)
+		return fmt.Errorf("thatch memories %s takes %d %s, got %q\n%s", sub, n, runtime.Plural(n, "argument", "arguments"), pos, memoriesUsage)
 	}
 	nc, err := dial(c)
 	if err != nil {
@@ -184,7 +185,7 @@ func memoriesCmd(ctx context.Context, c Config, args []string, out io.Writer) er
 		if err := w.Flush(); err != nil {
 			return err
 		}
-		fmt.Fprintf(os.Stderr, "exported %d memories\n", total)
+		fmt.Fprintf(os.Stderr, "exported %d %s\n", total, runtime.Plural(total, "memory", "memories"))
 		return nil
 	case "import":
 		return importMemories(ctx, nc, c, pos[0], out)
@@ -270,7 +271,8 @@ func importMemories(ctx context.Context, nc *nats.Conn, c Config, path string, o
 		added += r.Added
 		start = end
 	}
-	fmt.Fprintf(out, "imported %d of %d memories (%d already here, live or forgotten: thatch memories restore ID brings a forgotten one back)\n", added, len(ms), len(ms)-added)
+	fmt.Fprintf(out, "imported %d of %d %s (%d already here, live or forgotten: thatch memories restore ID brings a forgotten one back)\n",
+		added, len(ms), runtime.Plural(len(ms), "memory", "memories"), len(ms)-added)
 	return nil
 }
 

@@ -71,6 +71,13 @@ func newRig(t *testing.T, api string, methods ...string) *rig {
 	return r
 }
 
+// captureLog makes serve log at info level, as text, to the buffer it returns.
+func (r *rig) captureLog() *syncBuf {
+	logs := &syncBuf{}
+	r.log = slog.New(slog.NewTextHandler(logs, nil))
+	return logs
+}
+
 // start runs thatch and waits until it answers status.
 func (r *rig) start() {
 	r.t.Helper()

@@ -48,7 +48,7 @@ func serveWith(ctx context.Context, c Config, log *slog.Logger, tune func(*runti
 	defer unlock()
 	if c.InstallCommands {
 		if _, err := install(c, log); err != nil {
-			log.Warn("could not install the slash commands; run thatch install to retry", "err", err)
+			log.Warn("could not install the slash commands and the plugin; run thatch install to retry", "err", err)
 		}
 	}
 	store, err := journal.Open(filepath.Join(c.DataDir, "thatch.db"))
@@ -167,7 +167,11 @@ func serveWith(ctx context.Context, c Config, log *slog.Logger, tune func(*runti
 	if watch != nil {
 		add("broker watch", watch.Run)
 	}
-	add("status file", func(ctx context.Context) error { return writeStatusFile(ctx, srv, c.DataDir, log) })
+	brokerURL := ""
+	if ns != nil {
+		brokerURL = ns.ClientURL()
+	}
+	add("status file", func(ctx context.Context) error { return writeStatusFile(ctx, srv, c.DataDir, brokerURL, log) })
 	add("thatch API", func(ctx context.Context) error {
 		select { // ready once the stream exists and the journal is loaded
 		case <-consumer.Started():
@@ -278,10 +282,13 @@ const StatusFile = "status.json"
 type statusFile struct {
 	At     time.Time          `json:"at"`
 	Status runtime.StatusView `json:"status"`
+	// BrokerURL is the embedded broker's address, so the CLI finds a daemon started
+	// with another THATCH_NATS_LISTEN; never an external URL, which can hold credentials.
+	BrokerURL string `json:"brokerURL,omitempty"`
 }
 
 // writeStatusFile rewrites the status file every second until ctx ends.
-func writeStatusFile(ctx context.Context, srv *natsbus.Server, dir string, log *slog.Logger) error {
+func writeStatusFile(ctx context.Context, srv *natsbus.Server, dir, brokerURL string, log *slog.Logger) error {
 	path := filepath.Join(dir, StatusFile)
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
@@ -296,7 +303,7 @@ func writeStatusFile(ctx context.Context, srv *natsbus.Server, dir string, log *
 		if err != nil {
 			continue // the loop is stopping
 		}
-		data, _ := json.Marshal(statusFile{At: time.Now().UTC(), Status: st})
+		data, _ := json.Marshal(statusFile{At: time.Now().UTC(), Status: st, BrokerURL: brokerURL})
 		tmp := path + ".tmp"
 		err = os.WriteFile(tmp, data, 0o600)
 		if err == nil {

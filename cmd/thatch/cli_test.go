@@ -1,0 +1,231 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/thatch-dev/thatch/adapters/natsbus"
+	"github.com/thatch-dev/thatch/runtime"
+)
+
+// cliConfig is the defaults with a data folder of the test's own and a broker address
+// where nothing listens.
+func cliConfig(t *testing.T) Config {
+	t.Helper()
+	c, err := loadConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.DataDir = t.TempDir()
+	c.NATSListen = fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	return c
+}
+
+// TestCLIHelp: --help on a subcommand prints that subcommand's usage, with its own flags
+// only, and succeeds; a flag of another subcommand is an error that shows the usage.
+func TestCLIHelp(t *testing.T) {
+	c := cliConfig(t)
+	ctx := context.Background()
+	for cmd, flags := range map[string][]string{
+		"status":   {"--json"},
+		"sessions": {"--host", "--json"},
+		"entries":  {"--json"},
+		"sweep":    {"--dry-run", "--host", "--json"},
+		"costs":    {"--days", "--json"},
+	} {
+		for _, help := range []string{"--help", "-h"} {
+			var out bytes.Buffer
+			if err := client(ctx, c, cmd, []string{help}, &out); err != nil {
+				t.Errorf("thatch %s %s: %v", cmd, help, err)
+			}
+			text := out.String()
+			if !strings.HasPrefix(text, "usage: thatch "+cmd+" ") {
+				t.Errorf("thatch %s %s printed %q, want its usage", cmd, help, text)
+			}
+			for _, f := range []string{"--days", "--host", "--dry-run", "--json"} {
+				if strings.Contains(text, f) != strings.Contains(strings.Join(flags, " "), f) {
+					t.Errorf("thatch %s --help mentions %s: %v, want %v:\n%s", cmd, f, !strings.Contains(strings.Join(flags, " "), f), strings.Contains(strings.Join(flags, " "), f), text)
+				}
+			}
+		}
+	}
+	err := client(ctx, c, "status", []string{"--days", "3"}, &bytes.Buffer{})
+	if err == nil || !strings.Contains(err.Error(), "-days") || !strings.Contains(err.Error(), "usage: thatch status") {
+		t.Errorf("thatch status --days 3: %v, want the unknown flag and the usage", err)
+	}
+	var out bytes.Buffer
+	if err := memoriesCmd(ctx, c, []string{"--help"}, &out); err != nil || !strings.Contains(out.String(), "--limit N") {
+		t.Errorf("thatch memories --help: %v\n%s", err, out.String())
+	}
+	for _, cmd := range []string{"serve", "bridge", "install", "version"} {
+		if err := run([]string{cmd, "--help"}); err != nil {
+			t.Errorf("thatch %s --help: %v", cmd, err)
+		}
+	}
+	if !strings.Contains(commandUsage["install"], "plugin") || !strings.Contains(usage, "--limit N") {
+		t.Errorf("the install help or the top-level help is incomplete:\n%s\n%s", commandUsage["install"], usage)
+	}
+	// The flag package answers bench's --help; main takes that for success.
+	if err := run([]string{"bench", "--help"}); !errors.Is(err, flag.ErrHelp) {
+		t.Errorf("thatch bench --help: %v, want flag.ErrHelp (exit 0)", err)
+	}
+}
+
+// TestCLICostsDays: --days out of range is refused before anything is asked, in the
+// user's words.
+func TestCLICostsDays(t *testing.T) {
+	c := cliConfig(t)
+	for _, days := range []string{"0", "-1", "401"} {
+		err := client(context.Background(), c, "costs", []string{"--days", days}, &bytes.Buffer{})
+		if err == nil || !strings.HasPrefix(err.Error(), "--days must be between 1 and 400") {
+			t.Errorf("thatch costs --days %s: %v, want \"--days must be between 1 and 400\"", days, err)
+		}
+	}
+}
+
+// writeStatus writes a status file as thatch serve does, with brokerURL when not "".
+func writeStatus(t *testing.T, dir string, at time.Time, st runtime.StatusView, brokerURL string) {
+	t.Helper()
+	data, err := json.Marshal(map[string]any{"at": at, "status": st, "brokerURL": brokerURL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, StatusFile), data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCLIFindsBrokerInStatusFile: a daemon whose broker listens elsewhere than this
+// shell's THATCH_NATS_LISTEN says is found through the broker URL of its status file;
+// without one, the error says which variables to set.
+func TestCLIFindsBrokerInStatusFile(t *testing.T) {
+	ns, err := natsbus.StartEmbedded("127.0.0.1:-1", filepath.Join(t.TempDir(), "broker"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	// The daemon's status method, answering as thatch does.
+	sub, err := nc.Subscribe("thatch.api.status", func(m *nats.Msg) {
+		_ = m.Respond([]byte(`{"result":{"version":"live","sessions":3}}`))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	must(t, nc.Flush())
+
+	c := cliConfig(t)
+	ctx := context.Background()
+	err = client(ctx, c, "status", []string{"--json"}, &bytes.Buffer{})
+	if err == nil || !strings.Contains(err.Error(), "cannot reach the broker at nats://"+c.NATSListen) ||
+		!strings.Contains(err.Error(), "THATCH_NATS_LISTEN") || !strings.Contains(err.Error(), "THATCH_DATA_DIR") {
+		t.Fatalf("no daemon found: %v, want an error naming the address and the variables", err)
+	}
+	writeStatus(t, c.DataDir, time.Now(), runtime.StatusView{Version: "file"}, ns.ClientURL())
+	var out bytes.Buffer
+	if err := client(ctx, c, "status", []string{"--json"}, &out); err != nil {
+		t.Fatalf("status with the broker URL in the status file: %v\n%s", err, out.String())
+	}
+	var st runtime.StatusView
+	if err := json.Unmarshal(out.Bytes(), &st); err != nil || st.Version != "live" || st.Sessions != 3 {
+		t.Fatalf("status printed %s (%v), want the live daemon's", out.String(), err)
+	}
+	// An explicit THATCH_NATS_URL is taken as it is.
+	c.NATSURL = "nats://user:s3cret@" + c.NATSListen
+	err = client(ctx, c, "sessions", nil, &bytes.Buffer{})
+	if err == nil || strings.Contains(err.Error(), "s3cret") || !strings.Contains(err.Error(), "nats://"+c.NATSListen) {
+		t.Errorf("with THATCH_NATS_URL: %v, want an unreachable broker, named without its password", err)
+	}
+}
+
+// TestCLIStatusText: the status table counts in words that agree with their numbers,
+// says when there is no daily limit, and names the extraction model even when
+// THATCH_EXTRACT_MODEL is unset. (Read from the status file: no daemon answers.)
+func TestCLIStatusText(t *testing.T) {
+	c := cliConfig(t)
+	one := runtime.Spend{Extractions: 1, Tokens: 1, TokensIn: 1, USD: 0.0001}
+	for _, tc := range []struct {
+		x    runtime.ExtractionView
+		want []string
+	}{
+		{runtime.ExtractionView{Today: one, Week: runtime.Spend{Extractions: 2, Tokens: 1600, TokensIn: 1300, TokensOut: 300, USD: 0.0084}},
+			[]string{"extraction today (UTC) 1 extraction, 1 token (1 in, 0 out), $0.0001",
+				"extraction last 7 days 2 extractions, 1.6k tokens (1.3k in, 300 out), $0.0084",
+				"extraction budget no limit (THATCH_EXTRACT_DAILY_TOKENS unset)",
+				"extraction model the host's small model, else the session's own (THATCH_EXTRACT_MODEL unset)"}},
+		{runtime.ExtractionView{Today: one, DailyTokens: 1, BudgetReached: true, Model: "anthropic/claude-haiku-4-5"},
+			[]string{"extraction budget 1 token a day, 1 used today: REACHED",
+				"extraction model anthropic/claude-haiku-4-5 (THATCH_EXTRACT_MODEL)"}},
+	} {
+		x := tc.x
+		writeStatus(t, c.DataDir, time.Now(), runtime.StatusView{Version: "v", Extraction: &x}, "")
+		var out bytes.Buffer
+		if err := client(context.Background(), c, "status", nil, &out); err == nil || !strings.Contains(err.Error(), "unreachable") {
+			t.Errorf("status from the file: %v, want the stale error", err)
+		}
+		text := squash(out.String())
+		for _, w := range tc.want {
+			if !strings.Contains(text, w) {
+				t.Errorf("thatch status lacks %q:\n%s", w, text)
+			}
+		}
+	}
+}
+
+// TestInstallLogsPlugin: thatch serve's install logs the plugin as a plugin.
+func TestInstallLogsPlugin(t *testing.T) {
+	c := cliConfig(t)
+	c.OpencodeDir = t.TempDir()
+	var logs bytes.Buffer
+	changes, err := install(c, slog.New(slog.NewTextHandler(&logs, nil)))
+	if err != nil || len(changes) != 3 {
+		t.Fatalf("install: %+v, %v", changes, err)
+	}
+	lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
+	var plugin, commands int
+	for _, l := range lines {
+		switch {
+		case strings.Contains(l, `msg="installed plugin"`) && strings.Contains(l, filepath.Join("plugin", "thatch.js")):
+			plugin++
+		case strings.Contains(l, `msg="installed slash command"`) && strings.Contains(l, filepath.Join("command", "thatch")):
+			commands++
+		}
+	}
+	if plugin != 1 || commands != 2 {
+		t.Errorf("install logged:\n%s\nwant one plugin line and two slash-command lines", logs.String())
+	}
+}
+
+// TestLoggerNoColorInFile: THATCH_LOG_FORMAT=text into a file writes no colour codes;
+// auto into a file is JSON.
+func TestLoggerNoColorInFile(t *testing.T) {
+	for format, want := range map[string]string{"text": "INF hello n=1", "auto": `"msg":"hello"`} {
+		f, err := os.Create(filepath.Join(t.TempDir(), "log"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		newLogger(f, "info", format).Info("hello", "n", 1)
+		f.Close()
+		data, _ := os.ReadFile(f.Name())
+		if bytes.Contains(data, []byte("\x1b[")) || !bytes.Contains(data, []byte(want)) {
+			t.Errorf("THATCH_LOG_FORMAT=%s into a file wrote %q, want %q without colour codes", format, data, want)
+		}
+	}
+}

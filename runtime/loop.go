@@ -546,11 +546,13 @@ func (l *Loop) commit(ctx, wctx context.Context, build func(time.Time) (*Batch, 
 				l.pos = b.StreamSeq
 			}
 			l.logNotes(b.Effects.Notes)
-			for _, c := range b.Effects.Calls {
-				l.dispatch(wctx, c)
-			}
+			// Hellos first: the waiting calls are older than this batch's, and a call this
+			// batch implies is sent after its hellos, under their count.
 			for _, a := range b.Effects.Awake {
 				l.wake(wctx, a)
+			}
+			for _, c := range b.Effects.Calls {
+				l.dispatch(wctx, c)
 			}
 			for _, h := range b.Effects.Hellos {
 				select {

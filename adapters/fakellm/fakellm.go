@@ -2,14 +2,22 @@
 // real opencode offline: it answers POST /v1/chat/completions with streamed chunks
 // (server-sent events ending with [DONE]). Its script: a title request gets a title; a
 // turn whose last user text contains "RUN <command>" calls the bash tool with that
-// command, then answers once the tool result comes back; a message containing
-// "END WITH <token>" ends the reply with that token on its own line; a thatch extraction
+// command, then answers once the tool result comes back; "TASK <command>" hands the
+// command to a sub-agent with the task tool (the sub-agent's prompt is "RUN <command>" and
+// SubAgentNote); "WRITE <path> <bytes>" calls the write tool with a file of that many
+// bytes; a message containing "END WITH <token>" ends the reply with that token on its
+// own line; a thatch extraction
 // prompt, when the tools are offered, calls thatch_get_extraction_payload, then (when
 // memory_remember is offered and the payload shows a bash command) memory_remember with
 // "The project ran: <that command>", then thatch_extraction_done; anything else gets a
 // short reply. Every answer ends with a usage chunk, as OpenAI's do with
 // stream_options.include_usage, its token counts derived from the request and the answer.
 // It logs what each request carried, and the usage reported (Log), for the tests to check.
+//
+// Each model it serves answers as its own process would: it numbers its tool call ids
+// from call_1, and Restart starts every model's numbering again, as a restart of those
+// processes would. Call ids are thus unique per model between restarts, and no more: some
+// real providers do the same.
 package fakellm
 
 import (
@@ -17,6 +25,7 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -24,10 +33,34 @@ import (
 
 // Server is the fake model.
 type Server struct {
-	calls atomic.Int64
-	mu    sync.Mutex
-	log   []Request
-	hold  *hold
+	requests atomic.Int64
+	mu       sync.Mutex
+	log      []Request
+	hold     *hold
+	calls    map[string]int // tool calls answered per model since the last Restart
+}
+
+// SubAgentNote ends the prompt a TASK hands to the sub-agent, so that a test can tell the
+// sub-agent's requests apart.
+const SubAgentNote = "A scripted sub-agent's task."
+
+// Restart makes every model number its tool call ids from call_1 again, as a new process
+// of a model server that numbers them from 1 would.
+func (s *Server) Restart() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls = nil
+}
+
+// callID numbers a tool call of model.
+func (s *Server) callID(model string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.calls == nil {
+		s.calls = map[string]int{}
+	}
+	s.calls[model]++
+	return "call_" + strconv.Itoa(s.calls[model])
 }
 
 // Request is what one chat-completions request carried.
@@ -126,8 +159,10 @@ func (m message) text() string {
 }
 
 var (
-	runPattern = regexp.MustCompile(`RUN ([^\n]+)`)
-	endPattern = regexp.MustCompile(`END WITH ([A-Z_]+)`)
+	runPattern   = regexp.MustCompile(`RUN ([^\n]+)`)
+	taskPattern  = regexp.MustCompile(`TASK ([^\n]+)`)
+	writePattern = regexp.MustCompile(`WRITE (\S+) (\d+)`)
+	endPattern   = regexp.MustCompile(`END WITH ([A-Z_]+)`)
 	// bashEntry heads a bash call in thatch's extraction payload ("## 1. bash (call_1)"),
 	// and commandArg finds the command in the entry's "args:" line.
 	bashEntry  = regexp.MustCompile(`^## \d+\. bash \(`)
@@ -185,7 +220,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, `{"error":{"message":"bad request"}}`, http.StatusBadRequest)
 		return
 	}
-	n := s.calls.Add(1)
+	n := s.requests.Add(1)
 	var systems []string
 	var lastUser, lastCall, payload string
 	last := message{}
@@ -253,6 +288,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		reply("Extracted.") // a wrap-up: flush, then the greenlight token
 	case last.Role == "tool":
 		reply("The command ran.")
+	case taskPattern.MatchString(lastUser) && offered["task"]:
+		call("task", map[string]string{"description": "scripted task", "subagent_type": "general",
+			"prompt": "RUN " + strings.TrimSpace(taskPattern.FindStringSubmatch(lastUser)[1]) + "\n" + SubAgentNote})
+	case writePattern.MatchString(lastUser) && offered["write"]:
+		m := writePattern.FindStringSubmatch(lastUser)
+		size, _ := strconv.Atoi(m[2])
+		call("write", map[string]string{"filePath": m[1], "content": Content(size)})
 	case runPattern.MatchString(lastUser) && len(req.Tools) > 0:
 		call("bash", map[string]string{"command": strings.TrimSpace(runPattern.FindStringSubmatch(lastUser)[1]), "description": "scripted"})
 	default:
@@ -291,7 +333,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		send(map[string]any{"choices": []any{map[string]any{"index": 0, "delta": delta, "finish_reason": finish}}})
 	}
 	if ans.tool != "" {
-		chunk(map[string]any{"role": "assistant", "tool_calls": []any{map[string]any{"index": 0, "id": fmt.Sprintf("call_%d", n),
+		// Numbered when answered: a held request takes its number after its release.
+		chunk(map[string]any{"role": "assistant", "tool_calls": []any{map[string]any{"index": 0, "id": s.callID(req.Model),
 			"type": "function", "function": map[string]any{"name": ans.tool, "arguments": ans.args}}}}, nil)
 		chunk(map[string]any{}, "tool_calls")
 	} else {
@@ -303,4 +346,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	send(map[string]any{"choices": []any{}, "usage": map[string]int{"prompt_tokens": prompt, "completion_tokens": completion,
 		"total_tokens": prompt + completion}})
 	fmt.Fprint(w, "data: [DONE]\n\n")
+}
+
+// Content is the text a WRITE of size bytes writes: numbered lines, plain ASCII, with
+// nothing a redaction rule could take for a secret.
+func Content(size int) string {
+	var b strings.Builder
+	b.Grow(size + 32)
+	for i := 1; b.Len() < size; i++ {
+		fmt.Fprintf(&b, "thatch-e2e-big line %07d\n", i)
+	}
+	return b.String()[:size]
 }

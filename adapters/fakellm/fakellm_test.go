@@ -301,3 +301,112 @@ func TestUsage(t *testing.T) {
 		t.Fatalf("the held request logged as %+v", l[len(l)-1])
 	}
 }
+
+// callIDs posts one chat-completions request and returns the ids of the tool calls its
+// answer carries.
+func callIDs(t *testing.T, url, body string) []string {
+	t.Helper()
+	resp, err := http.Post(url+"/v1/chat/completions", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var ids []string
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		var c struct {
+			Choices []struct {
+				Delta struct {
+					ToolCalls []struct {
+						ID string `json:"id"`
+					} `json:"tool_calls"`
+				} `json:"delta"`
+			} `json:"choices"`
+		}
+		data, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok || data == "[DONE]" {
+			continue
+		}
+		if err := json.Unmarshal([]byte(data), &c); err != nil {
+			t.Fatalf("a chunk that is not JSON: %s", data)
+		}
+		for _, ch := range c.Choices {
+			for _, tc := range ch.Delta.ToolCalls {
+				ids = append(ids, tc.ID)
+			}
+		}
+	}
+	return ids
+}
+
+// Each model numbers its tool call ids from call_1, text answers take no number, and
+// Restart starts every model's numbering again; a held extraction takes its number when
+// it is answered.
+func TestCallIDs(t *testing.T) {
+	s := &Server{}
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	run := func(model string) string {
+		ids := callIDs(t, srv.URL, `{"model":"`+model+`","stream":true,"tools":[{}],"messages":[{"role":"user","content":"RUN echo hi"}]}`)
+		if len(ids) != 1 {
+			t.Fatalf("a RUN on %s answered %d tool calls", model, len(ids))
+		}
+		return ids[0]
+	}
+	if got := []string{run("a"), run("a"), run("b")}; !slices.Equal(got, []string{"call_1", "call_2", "call_1"}) {
+		t.Fatalf("call ids %v, want call_1 and call_2 of a, call_1 of b", got)
+	}
+	if ids := callIDs(t, srv.URL, `{"model":"a","stream":true,"messages":[{"role":"user","content":"hi"}]}`); len(ids) != 0 {
+		t.Fatalf("a text answer carried tool calls %v", ids)
+	}
+	if id := run("a"); id != "call_3" {
+		t.Fatalf("after a text answer, a's next call id is %s, want call_3", id)
+	}
+	held, release := s.HoldExtractions()
+	got := make(chan []string, 1)
+	go func() {
+		got <- callIDs(t, srv.URL, `{"model":"a","stream":true,"tools":[{"type":"function","function":{"name":"thatch_get_extraction_payload"}}],`+
+			`"messages":[{"role":"user","content":"Call thatch_get_extraction_payload once."}]}`)
+	}()
+	<-held
+	s.Restart()
+	if id := run("a"); id != "call_1" {
+		t.Fatalf("after Restart, a's call id is %s, want call_1", id)
+	}
+	release()
+	if ids := <-got; !slices.Equal(ids, []string{"call_2"}) {
+		t.Fatalf("the extraction held across the restart answered %v, want call_2", ids)
+	}
+}
+
+// TASK hands a RUN to a sub-agent through the task tool; the sub-agent's prompt runs the
+// command. WRITE writes a file of the size asked with the write tool.
+func TestTaskAndWrite(t *testing.T) {
+	s := &Server{}
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	offer := `"tools":[{"type":"function","function":{"name":"bash"}},{"type":"function","function":{"name":"task"}},{"type":"function","function":{"name":"write"}}]`
+	_, tools, f := stream(t, srv.URL, `{"stream":true,`+offer+`,"messages":[{"role":"user","content":"TASK echo sub"}]}`)
+	var task struct{ Description, Prompt, Subagent_type string }
+	if len(tools) != 1 || f != "tool_calls" || !strings.HasPrefix(tools[0], "task ") || json.Unmarshal([]byte(strings.TrimPrefix(tools[0], "task ")), &task) != nil ||
+		task.Subagent_type != "general" || task.Prompt != "RUN echo sub\n"+SubAgentNote || task.Description == "" {
+		t.Fatalf("TASK answered %v %q", tools, f)
+	}
+	prompt, _ := json.Marshal(task.Prompt)
+	if _, tools, _ := stream(t, srv.URL, `{"stream":true,`+offer+`,"messages":[{"role":"user","content":`+string(prompt)+`}]}`); len(tools) != 1 ||
+		!strings.HasPrefix(tools[0], `bash {"command":"echo sub"`) {
+		t.Fatalf("the sub-agent's prompt answered %v", tools)
+	}
+	if _, tools, _ := stream(t, srv.URL, `{"stream":true,"tools":[{"type":"function","function":{"name":"bash"}}],"messages":[{"role":"user","content":"TASK echo sub"}]}`); len(tools) != 0 {
+		t.Fatalf("TASK without the task tool answered %v", tools)
+	}
+	_, tools, _ = stream(t, srv.URL, `{"stream":true,`+offer+`,"messages":[{"role":"user","content":"WRITE /w/big.txt 20000"}]}`)
+	var write struct{ FilePath, Content string }
+	if len(tools) != 1 || !strings.HasPrefix(tools[0], "write ") || json.Unmarshal([]byte(strings.TrimPrefix(tools[0], "write ")), &write) != nil ||
+		write.FilePath != "/w/big.txt" || write.Content != Content(20000) {
+		t.Fatalf("WRITE answered %.200v", tools)
+	}
+	if c := Content(1000); len(c) != 1000 || !strings.HasPrefix(c, "thatch-e2e-big line 0000001\n") {
+		t.Fatalf("Content(1000) is %d bytes: %.60q", len(c), c)
+	}
+}

@@ -184,8 +184,8 @@ func (s *Store) Commit(b *runtime.Batch) error {
 			return err
 		}
 		for _, r := range fx.Ledger {
-			if _, err := tx.Exec(`INSERT OR IGNORE INTO ledger (child_id, root_id, project, day, at, entries, tokens_in, tokens_out, cost, model, turns)
-				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, r.Child, r.Root, r.Project, r.Day, ms(r.At), r.Entries,
+			if _, err := tx.Exec(`INSERT OR IGNORE INTO ledger (child_id, root_id, project, directory, day, at, entries, tokens_in, tokens_out, cost, model, turns)
+				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, r.Child, r.Root, r.Project, r.Directory, r.Day, ms(r.At), r.Entries,
 				r.TokensIn, r.TokensOut, r.USD, r.Model, r.Turns); err != nil {
 				return fmt.Errorf("ledger row of %s: %w", r.Child, err)
 			}
@@ -523,10 +523,12 @@ func (s *Store) Payload(root, claimant string) ([]runtime.PayloadEntry, error) {
 const LedgerRetention = 400 * 24 * time.Hour
 
 // Costs returns the ledger's extraction spending from the UTC day since (2006-01-02) on,
-// one row per day and project, newest day first. It is safe to call from any goroutine.
+// one row per day and project, newest day first, with one of the project's folders that
+// day (empty when its rows predate the folder). It is safe to call from any goroutine.
 func (s *Store) Costs(since string) ([]runtime.CostRow, error) {
-	rows, err := s.db.Query(`SELECT day, project, count(*), sum(entries), sum(tokens_in), sum(tokens_out), sum(cost),
-		group_concat(DISTINCT NULLIF(model, '')) FROM ledger WHERE day >= ? GROUP BY day, project ORDER BY day DESC, project`, since)
+	rows, err := s.db.Query(`SELECT day, project, coalesce(max(NULLIF(directory, '')), ''), count(*), sum(entries), sum(tokens_in),
+		sum(tokens_out), sum(cost), group_concat(DISTINCT NULLIF(model, '')) FROM ledger WHERE day >= ?
+		GROUP BY day, project ORDER BY day DESC, project`, since)
 	if err != nil {
 		return nil, fmt.Errorf("read the ledger: %w", err)
 	}
@@ -535,7 +537,7 @@ func (s *Store) Costs(since string) ([]runtime.CostRow, error) {
 	for rows.Next() {
 		var r runtime.CostRow
 		var models sql.NullString
-		if err := rows.Scan(&r.Day, &r.Project, &r.Extractions, &r.Entries, &r.TokensIn, &r.TokensOut, &r.USD, &models); err != nil {
+		if err := rows.Scan(&r.Day, &r.Project, &r.Directory, &r.Extractions, &r.Entries, &r.TokensIn, &r.TokensOut, &r.USD, &models); err != nil {
 			return nil, fmt.Errorf("read the ledger: %w", err)
 		}
 		r.Tokens = r.TokensIn + r.TokensOut

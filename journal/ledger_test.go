@@ -25,6 +25,12 @@ func row(child, project, day string, entries int, in, out int64, usd float64, mo
 		Cost: runtime.Cost{TokensIn: in, TokensOut: out, USD: usd, Model: model, Turns: 1}}
 }
 
+// inDir is r with the folder of its root session.
+func inDir(dir string, r runtime.LedgerRow) runtime.LedgerRow {
+	r.Directory = dir
+	return r
+}
+
 func commitLedger(t *testing.T, s *journal.Store, rows ...runtime.LedgerRow) {
 	t.Helper()
 	fx := runtime.NewEffects()
@@ -47,7 +53,7 @@ func costs(t *testing.T, s *journal.Store, since string) []runtime.CostRow {
 }
 
 func sameCost(a, b runtime.CostRow) bool {
-	return a.Day == b.Day && a.Project == b.Project && a.Extractions == b.Extractions && a.Entries == b.Entries &&
+	return a.Day == b.Day && a.Project == b.Project && a.Directory == b.Directory && a.Extractions == b.Extractions && a.Entries == b.Entries &&
 		a.Tokens == b.Tokens && a.TokensIn == b.TokensIn && a.TokensOut == b.TokensOut &&
 		math.Abs(a.USD-b.USD) < 1e-12 && slices.Equal(a.Models, b.Models)
 }
@@ -66,8 +72,9 @@ func checkCosts(t *testing.T, got, want []runtime.CostRow) {
 
 // TestLedgerCosts: ledger rows committed in batches come back from Costs as one row per UTC
 // day and project, newest day first, with their extractions, entries, tokens and cost
-// summed and their distinct models listed; since bounds the days; a second row for a child
-// already in the ledger counts for nothing.
+// summed, their distinct models listed and one of their folders named (none when no row
+// has one); since bounds the days; a second row for a child already in the ledger counts
+// for nothing.
 func TestLedgerCosts(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "thatch.db")
 	s, err := journal.Open(path)
@@ -75,12 +82,12 @@ func TestLedgerCosts(t *testing.T) {
 		t.Fatal(err)
 	}
 	commitLedger(t, s,
-		row("c1", "/p/a", "2026-03-02", 3, 1000, 200, 0.01, "anthropic/claude-haiku-4-5"),
-		row("c2", "/p/a", "2026-03-02", 2, 500, 100, 0.005, "openai/gpt-5-mini"),
+		inDir("/home/u/a", row("c1", "/p/a", "2026-03-02", 3, 1000, 200, 0.01, "anthropic/claude-haiku-4-5")),
+		row("c2", "/p/a", "2026-03-02", 2, 500, 100, 0.005, "openai/gpt-5-mini"), // journaled before the folder was kept
 		row("c3", "/p/b", "2026-03-02", 1, 10, 5, 0, "anthropic/claude-haiku-4-5"),
 	)
 	commitLedger(t, s,
-		row("c4", "/p/a", "2026-03-01", 4, 7, 3, 0.001, "anthropic/claude-haiku-4-5"),
+		inDir("/home/u/a", row("c4", "/p/a", "2026-03-01", 4, 7, 3, 0.001, "anthropic/claude-haiku-4-5")),
 		row("c5", "/p/a", "2026-02-27", 1, 70, 30, 0.002, ""),
 		// The same child again, with other figures: the first row stands.
 		row("c1", "/p/a", "2026-03-02", 99, 99999, 99999, 9.99, "other/model"),
@@ -88,11 +95,11 @@ func TestLedgerCosts(t *testing.T) {
 	// Within one batch too.
 	commitLedger(t, s, row("c6", "/p/b", "2026-03-01", 1, 1, 1, 0, "x/y"), row("c6", "/p/b", "2026-03-01", 1, 1, 1, 0, "x/y"))
 
-	a2 := runtime.CostRow{Day: "2026-03-02", Project: "/p/a", Extractions: 2, Entries: 5, Tokens: 1800, TokensIn: 1500, TokensOut: 300, USD: 0.015,
+	a2 := runtime.CostRow{Day: "2026-03-02", Project: "/p/a", Directory: "/home/u/a", Extractions: 2, Entries: 5, Tokens: 1800, TokensIn: 1500, TokensOut: 300, USD: 0.015,
 		Models: []string{"anthropic/claude-haiku-4-5", "openai/gpt-5-mini"}}
 	b2 := runtime.CostRow{Day: "2026-03-02", Project: "/p/b", Extractions: 1, Entries: 1, Tokens: 15, TokensIn: 10, TokensOut: 5,
 		Models: []string{"anthropic/claude-haiku-4-5"}}
-	a1 := runtime.CostRow{Day: "2026-03-01", Project: "/p/a", Extractions: 1, Entries: 4, Tokens: 10, TokensIn: 7, TokensOut: 3, USD: 0.001,
+	a1 := runtime.CostRow{Day: "2026-03-01", Project: "/p/a", Directory: "/home/u/a", Extractions: 1, Entries: 4, Tokens: 10, TokensIn: 7, TokensOut: 3, USD: 0.001,
 		Models: []string{"anthropic/claude-haiku-4-5"}}
 	b1 := runtime.CostRow{Day: "2026-03-01", Project: "/p/b", Extractions: 1, Entries: 1, Tokens: 2, TokensIn: 1, TokensOut: 1, Models: []string{"x/y"}}
 	// A row whose model is unknown ("") lists none, not [""].
@@ -162,7 +169,7 @@ func TestLedgerFromStep(t *testing.T) {
 	}
 	ended := func(child string, m []runtime.Message) runtime.Result {
 		return runtime.Result{Call: runtime.Call{Host: "h1", Op: runtime.OpMessages, Purpose: runtime.PurposeLedger, SessionID: child,
-			Ledger: &runtime.LedgerRef{Root: "ses_a", Project: "/p/a", Entries: 2}}, Messages: m}
+			Ledger: &runtime.LedgerRef{Root: "ses_a", Project: "4b0ea68d", Directory: "/p/a", Entries: 2}}, Messages: m}
 	}
 	for i, child := range []string{"ses_c1", "ses_c2"} {
 		fx := rules.Step(st, ended(child, msgs(1200, 300, 100)), now.Add(time.Duration(i)*time.Minute))
@@ -194,7 +201,7 @@ func TestLedgerFromStep(t *testing.T) {
 		t.Errorf("reloaded budget: reached today %v, tomorrow %v; want true, false",
 			got.BudgetReached(rules.DailyTokens, now), got.BudgetReached(rules.DailyTokens, now.Add(24*time.Hour)))
 	}
-	checkCosts(t, costs(t, s, "2026-03-03"), []runtime.CostRow{{Day: "2026-03-03", Project: "/p/a", Extractions: 2, Entries: 4,
+	checkCosts(t, costs(t, s, "2026-03-03"), []runtime.CostRow{{Day: "2026-03-03", Project: "4b0ea68d", Directory: "/p/a", Extractions: 2, Entries: 4,
 		Tokens: 3200, TokensIn: 2600, TokensOut: 600, USD: 0.0084, Models: []string{"anthropic/claude-haiku-4-5"}}})
 }
 
@@ -289,8 +296,8 @@ func TestMigrationSizesOldEntries(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if err := s.DB().QueryRow(`SELECT max(version) FROM schema_migrations`).Scan(&version); err != nil || version != 5 {
-		t.Fatalf("migrated journal at version %d (%v), want 5", version, err)
+	if err := s.DB().QueryRow(`SELECT max(version) FROM schema_migrations`).Scan(&version); err != nil || version != 6 {
+		t.Fatalf("migrated journal at version %d (%v), want 6", version, err)
 	}
 	got, _, _, err := s.Load()
 	if err != nil {
@@ -307,4 +314,35 @@ func TestMigrationSizesOldEntries(t *testing.T) {
 	if rows := costs(t, s, "2000-01-01"); len(rows) != 1 {
 		t.Errorf("the migrated ledger after one row: %+v", rows)
 	}
+}
+
+// TestMigrationLedgerDirectory: a journal from before the ledger kept folders (version 5)
+// keeps its ledger rows, which name only their project key; a new row of the same day and
+// project names the folder for them all.
+func TestMigrationLedgerDirectory(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "thatch.db")
+	db, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := migrate.Apply(db, os.DirFS("."), "migrations/00[1-5]_*.sql", "journal"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`INSERT INTO ledger (child_id, root_id, project, day, at, entries, tokens_in, tokens_out, cost, model, turns)
+		VALUES ('c1', 'ses_a', '4b0ea68d', '2026-03-02', 1, 2, 100, 20, 0.001, 'x/y', 1)`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+
+	s, err := journal.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	old := runtime.CostRow{Day: "2026-03-02", Project: "4b0ea68d", Extractions: 1, Entries: 2, Tokens: 120, TokensIn: 100, TokensOut: 20,
+		USD: 0.001, Models: []string{"x/y"}}
+	checkCosts(t, costs(t, s, "2026-03-02"), []runtime.CostRow{old})
+	commitLedger(t, s, inDir("/home/u/a", row("c2", "4b0ea68d", "2026-03-02", 1, 10, 2, 0, "x/y")))
+	old.Directory, old.Extractions, old.Entries, old.Tokens, old.TokensIn, old.TokensOut = "/home/u/a", 2, 3, 132, 110, 22
+	checkCosts(t, costs(t, s, "2026-03-02"), []runtime.CostRow{old})
 }

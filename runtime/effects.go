@@ -81,8 +81,11 @@ type Call struct {
 type LedgerRef struct {
 	Root    string `json:"root"`
 	Project string `json:"project"`
-	Model   string `json:"model,omitempty"` // the model thatch asked for
-	Entries int    `json:"entries"`         // entries it completed
+	// Directory is the root session's folder, which thatch costs shows for the project:
+	// the project key may be a hash. Outbox rows written before it load without it.
+	Directory string `json:"directory,omitempty"`
+	Model     string `json:"model,omitempty"` // the model thatch asked for
+	Entries   int    `json:"entries"`         // entries it completed
 	// Toast is rule 4's toast message when the child wrote memories; the cost is added
 	// to it once the messages are read.
 	Toast string `json:"toast,omitempty"`
@@ -102,12 +105,13 @@ func (c Cost) Tokens() int64 { return c.TokensIn + c.TokensOut }
 
 // LedgerRow is one extraction's cost, journaled once per child.
 type LedgerRow struct {
-	Child   string
-	Root    string
-	Project string
-	Day     string // UTC, 2006-01-02
-	At      time.Time
-	Entries int
+	Child     string
+	Root      string
+	Project   string
+	Directory string // the root session's folder; empty when unknown
+	Day       string // UTC, 2006-01-02
+	At        time.Time
+	Entries   int
 	Cost
 }
 

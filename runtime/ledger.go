@@ -105,7 +105,7 @@ func (t *step) ledger(c Call, res Result) {
 			cost.Model = ref.Model
 		}
 		if cost.Tokens() > 0 || cost.USD > 0 || ref.Entries > 0 { // a child interrupted before its first answer cost nothing known
-			row := LedgerRow{Child: c.SessionID, Root: ref.Root, Project: ref.Project, Day: Day(t.now), At: t.now, Entries: ref.Entries, Cost: cost}
+			row := LedgerRow{Child: c.SessionID, Root: ref.Root, Project: ref.Project, Directory: ref.Directory, Day: Day(t.now), At: t.now, Entries: ref.Entries, Cost: cost}
 			t.fx.Ledger = append(t.fx.Ledger, row)
 			if t.s.Counters.Day != row.Day {
 				t.s.Counters.Day, t.s.Counters.DayTokens = row.Day, 0
@@ -115,7 +115,7 @@ func (t *step) ledger(c Call, res Result) {
 				"tokens_in", cost.TokensIn, "tokens_out", cost.TokensOut, "cost_usd", RoundUSD(cost.USD))
 		}
 	} else if !res.Err.NoResponder && res.Err.Name != "NotFoundError" {
-		t.note(slog.LevelWarn, "could not read an extraction child's messages: its cost is not in the ledger", "host", c.Host, "child", c.SessionID, "error", res.Err.Error())
+		t.note(slog.LevelWarn, "could not read an extraction child's messages: its cost is not in the ledger", "host", c.Host, "session", ref.Root, "child", c.SessionID, "error", res.Err.Error())
 	}
 	if ref.Toast != "" {
 		msg := ref.Toast

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 )
 
@@ -134,5 +135,73 @@ func TestFormatCostAndPlural(t *testing.T) {
 	}
 	if got := RoundUSD(0.12345678); got != 0.123457 {
 		t.Errorf("RoundUSD(0.12345678) = %v, want 0.123457", got)
+	}
+}
+
+// TestLedgerDirectory: an ended extraction child's cost names its root's project key (here
+// opencode's project id, a hash) and the root's folder, which thatch costs shows; a
+// LedgerRef journaled before the folder was kept loads without it.
+func TestLedgerDirectory(t *testing.T) {
+	const project, dir = "4b0ea68d7af9a6031a7ffda7ad66e0cb83315750", "/home/u/proj"
+	s, now := NewState(), time.Date(2026, 3, 2, 12, 0, 0, 0, time.UTC)
+	step := func(in Input) *Effects {
+		t.Helper()
+		now = now.Add(time.Second)
+		return DefaultRules.Step(s, in, now)
+	}
+	call := func(fx *Effects, op Op, purpose Purpose) Call {
+		t.Helper()
+		for _, c := range fx.Calls {
+			if c.Op == op && c.Purpose == purpose {
+				return c
+			}
+		}
+		t.Fatalf("no %s call of purpose %q in %+v", op, purpose, fx.Calls)
+		return Call{}
+	}
+	step(Event{ID: "e1", Type: "host.hello", HostID: "h1", Hello: &Hello{HostID: "h1", API: "v1", BootID: "b1", Caps: Capabilities{Context: true}}})
+	step(Event{ID: "e2", Type: "session.created", HostID: "h1", SessionID: "ses_a", Info: &SessionInfo{ID: "ses_a", Title: "t", Directory: dir, ProjectID: project}})
+	step(Event{ID: "e3", Type: "tool.execute.after", HostID: "h1", SessionID: "ses_a",
+		Tool: &ToolExec{CallID: "c1", Tool: "bash", Args: json.RawMessage(`{"command":"go test ./..."}`), Output: "ok: all tests passed"}})
+	create := call(step(Event{ID: "e4", Type: "session.idle", HostID: "h1", SessionID: "ses_a"}), OpCreate, PurposeExtract)
+	step(Result{Call: create, Session: &SessionInfo{ID: "ses_x", ParentID: "ses_a", Title: ExtractionTitle, Directory: dir, ProjectID: project}})
+	read := call(step(Event{ID: "e5", Type: "session.error", HostID: "h1", SessionID: "ses_x", Error: &ErrorInfo{Name: "APIError"}}), OpMessages, PurposeLedger)
+	if ref := read.Ledger; ref == nil || ref.Root != "ses_a" || ref.Project != project || ref.Directory != dir {
+		t.Fatalf("the ledger read names %+v, want root ses_a, project %s, directory %s", ref, project, dir)
+	}
+	usd := 0.001
+	fx := step(Result{Call: read, Messages: []Message{{Info: MessageInfo{ID: "m1", Role: "assistant", Tokens: &Tokens{Input: 10, Output: 2}, Cost: &usd}}}})
+	if len(fx.Ledger) != 1 || fx.Ledger[0].Project != project || fx.Ledger[0].Directory != dir {
+		t.Fatalf("ledger rows %+v, want one of project %s in %s", fx.Ledger, project, dir)
+	}
+
+	var old Call
+	if err := json.Unmarshal([]byte(`{"op":"session.messages","ledger":{"root":"ses_a","project":"/p","entries":1}}`), &old); err != nil ||
+		old.Ledger == nil || old.Ledger.Project != "/p" || old.Ledger.Directory != "" {
+		t.Errorf("an outbox call from before the folder: %+v (%v)", old.Ledger, err)
+	}
+}
+
+// TestReminderHygieneCounts: the reminder's hygiene line counts in words that agree with
+// the numbers, and its counters restart from zero once reported.
+func TestReminderHygieneCounts(t *testing.T) {
+	for _, c := range []struct {
+		stale, healed, swept int64
+		want                 string
+	}{
+		{1, 1, 1, "Hygiene since the last session: 1 stale claim requeued, 1 stranded session healed, 1 session's journal rows swept."},
+		{2, 3, 4, "Hygiene since the last session: 2 stale claims requeued, 3 stranded sessions healed, 4 sessions' journal rows swept."},
+		{0, 1, 0, "Hygiene since the last session: 1 stranded session healed."},
+	} {
+		s := NewState()
+		s.Counters.StaleRequeued, s.Counters.Healed, s.Counters.Swept = c.stale, c.healed, c.swept
+		tt := &step{Rules: DefaultRules, s: s, fx: NewEffects()}
+		text := tt.reminder()
+		if _, line, _ := strings.Cut(text, "\nHygiene"); "Hygiene"+line != c.want {
+			t.Errorf("counters %d, %d, %d: reminder ends %q, want %q", c.stale, c.healed, c.swept, "Hygiene"+line, c.want)
+		}
+		if s.Counters.StaleRequeued+s.Counters.Healed+s.Counters.Swept != 0 || !tt.fx.Counters {
+			t.Errorf("counters %d, %d, %d: not reset once reported: %+v", c.stale, c.healed, c.swept, s.Counters)
+		}
 	}
 }

@@ -380,7 +380,9 @@ func TestLoopStopAbandonsACallInFlight(t *testing.T) {
 
 type callerFunc func(ctx context.Context, c runtime.Call) runtime.Result
 
-func (f callerFunc) Do(ctx context.Context, _ string, c runtime.Call) runtime.Result { return f(ctx, c) }
+func (f callerFunc) Do(ctx context.Context, _ string, c runtime.Call) runtime.Result {
+	return f(ctx, c)
+}
 
 // A stream deleted and created again counts from 1: its events are not taken for stale
 // redeliveries of the old one (rule 12), and the position follows the new stream.

@@ -186,3 +186,33 @@ func TestRepublishedEventIsNoGap(t *testing.T) {
 		t.Fatalf("%d entries after a republished call, want 1", n)
 	}
 }
+
+// A hello of the same boot (the opencode bridge says it again when the tools it lacks
+// change) restarts nothing and takes its Host-Seq number like any event, also when it is
+// republished: the numbers are no gap.
+func TestSameBootHelloIsNoGap(t *testing.T) {
+	s := runtime.NewState()
+	seen := map[string]bool{}
+	hello := func(id string, seq int64, missing ...string) runtime.Event {
+		return runtime.Event{ID: id, Type: "host.hello", HostID: "h1", HostSeq: seq,
+			Hello: &runtime.Hello{HostID: "h1", API: "v1", BootID: "b1", MissingTools: missing}}
+	}
+	status := func(id string, seq int64, st runtime.Status) runtime.Event {
+		return runtime.Event{ID: id, Type: "session.status", HostID: "h1", SessionID: "ses_a", HostSeq: seq, Status: st}
+	}
+	runtime.DefaultRules.ApplyEvents(s, []runtime.Event{
+		hello("hello_b1", 1, runtime.ToolPayload),
+		{ID: "evt_1", Type: "session.created", HostID: "h1", SessionID: "ses_a", HostSeq: 2, Info: &runtime.SessionInfo{ID: "ses_a", Title: "t", Directory: "/w"}},
+		status("evt_2", 3, runtime.StatusBusy),
+		hello("hello_b1_1", 4),
+		hello("hello_b1_1", 5), // republished
+		status("evt_3", 6, runtime.StatusBusy),
+	}, seen, scenario.Epoch)
+	h := s.Hosts["h1"]
+	if s.Counters.Gaps != 0 || h.Seq != 6 || len(h.MissingTools) != 0 {
+		t.Fatalf("gaps=%d seq=%d missing=%v: want no gap, seq 6, no missing tools", s.Counters.Gaps, h.Seq, h.MissingTools)
+	}
+	if st := s.Sessions["ses_a"].Status; st != runtime.StatusBusy {
+		t.Fatalf("ses_a is %s after a hello of its boot, want busy (no restart)", st)
+	}
+}

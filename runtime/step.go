@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"cmp"
 	"log/slog"
 	"strings"
 	"time"
@@ -43,8 +44,9 @@ func (r Rules) ApplyEvents(s *State, events []Event, seen map[string]bool, now t
 	for _, ev := range events {
 		if seen[ev.ID] {
 			// Republished (a bridge catching up): its Host-Seq still counts, or the
-			// number it took would look like a lost event.
-			if h := s.Hosts[ev.HostID]; h != nil && ev.Type != "host.hello" {
+			// number it took would look like a lost event. A hello's counts only within
+			// its own boot: one of another boot sets no baseline when it is a repeat.
+			if h := s.Hosts[ev.HostID]; h != nil && (ev.Type != "host.hello" || ev.Hello != nil && ev.Hello.BootID == h.BootID) {
 				t.hostSeq(h, ev)
 			}
 			continue
@@ -185,10 +187,15 @@ func (t *step) event(ev Event) {
 }
 
 // hello handles a host.hello: the host's record, its restart when the bootID is new, and
-// the tools it lacks.
+// the tools it lacks. A hello of the same boot (the opencode bridge says it again when the
+// tools it lacks change) restarts nothing: sessions keep their status, and its Host-Seq
+// counts like any event's.
 func (t *step) hello(h *Host, ev Event) {
 	hi := ev.Hello
 	restarted := h.BootID != hi.BootID
+	if !restarted {
+		t.hostSeq(h, ev)
+	}
 	h.API, h.Version, h.BootID = hi.API, hi.Version, hi.BootID
 	h.Directory, h.Worktree, h.ProjectID = hi.Directory, hi.Worktree, hi.ProjectID
 	h.Caps, h.Resumed, h.Online = hi.Caps, hi.Resumed, true
@@ -357,7 +364,7 @@ func (t *step) upsert(ev Event) {
 		_, parentGone := t.s.Gone[info.ParentID]
 		machinery := info.Title == ExtractionTitle && t.s.Sessions[info.ParentID] == nil
 		if machinery {
-			t.note(slog.LevelWarn, "deleting an extraction child of an unknown parent", "session", info.ID, "parent", info.ParentID)
+			t.note(slog.LevelWarn, "deleting an extraction child of an unknown parent", "session", info.ParentID, "child", info.ID)
 			t.call(Call{Host: ev.HostID, Op: OpDelete, SessionID: info.ID})
 		}
 		if machinery || parentGone {
@@ -425,7 +432,7 @@ func (t *step) adoptExtraction(parent, child *Session, fromResult bool) bool {
 		t.dirty(parent)
 		for _, other := range t.s.children(parent.ID) { // children a repeated create left waiting
 			if other.Kind == KindExtraction && other.ID != child.ID {
-				t.note(slog.LevelWarn, "deleting a stray extraction child", "session", other.ID, "parent", parent.ID)
+				t.note(slog.LevelWarn, "deleting a stray extraction child", "session", parent.ID, "child", other.ID)
 				t.forget(other)
 				t.call(Call{Host: other.HostID, Op: OpDelete, SessionID: other.ID})
 			}
@@ -434,7 +441,7 @@ func (t *step) adoptExtraction(parent, child *Session, fromResult bool) bool {
 	case parent.Extracting && parent.Child == "":
 		return false // the create's result will say whether it is ours
 	}
-	t.note(slog.LevelWarn, "deleting a stray extraction child", "session", child.ID, "parent", parent.ID)
+	t.note(slog.LevelWarn, "deleting a stray extraction child", "session", parent.ID, "child", child.ID)
 	t.forget(child)
 	t.call(Call{Host: child.HostID, Op: OpDelete, SessionID: child.ID})
 	return false
@@ -618,9 +625,10 @@ func (t *step) endExtraction(child *Session, del bool, completed int, toast, out
 		parent.Extracting, parent.Child = false, ""
 		t.dirty(parent)
 	}
-	ref := &LedgerRef{Root: child.ParentID, Project: child.Directory, Model: t.extractModel(child.HostID), Entries: completed, Toast: toast}
+	ref := &LedgerRef{Root: child.ParentID, Project: child.Directory, Directory: child.Directory, Model: t.extractModel(child.HostID), Entries: completed, Toast: toast}
 	if who := Identify(t.s, child.ID); who != nil {
 		ref.Root, ref.Project = who.Root, who.Project
+		ref.Directory = cmp.Or(who.Directory, ref.Directory)
 	}
 	t.forget(child)
 	if del {
@@ -691,7 +699,7 @@ func (t *step) errored(ev Event) {
 		if ev.Error != nil {
 			msg = ev.Error.Name + ": " + ev.Error.Data.Message
 		}
-		t.note(slog.LevelWarn, "extraction child failed; its entries go back to pending", "session", sess.ID, "parent", sess.ParentID, "error", msg)
+		t.note(slog.LevelWarn, "extraction child failed; its entries go back to pending", "session", sess.ParentID, "child", sess.ID, "error", msg)
 	}
 	t.endWith(sess, true, "failed")
 }
@@ -843,8 +851,13 @@ func (t *step) result(res Result) {
 		t.created(c, res)
 	case PurposeInstruct:
 		if res.Err != nil {
-			t.note(slog.LevelWarn, "extraction prompt failed; the next idle retries", "host", c.Host, "session", c.SessionID, "error", res.Err.Error())
-			if child := t.s.Sessions[c.SessionID]; child != nil {
+			child := t.s.Sessions[c.SessionID] // the prompt is the child's
+			parent := ""
+			if child != nil {
+				parent = child.ParentID
+			}
+			t.note(slog.LevelWarn, "extraction prompt failed; the next idle retries", "host", c.Host, "session", parent, "child", c.SessionID, "error", res.Err.Error())
+			if child != nil {
 				t.endExtraction(child, true, 0, "", "prompt_failed")
 			}
 		}
@@ -910,7 +923,7 @@ func (t *step) created(c Call, res Result) {
 		t.dirty(child)
 	}
 	if parent == nil {
-		t.note(slog.LevelWarn, "deleting an extraction child whose parent is gone", "session", child.ID)
+		t.note(slog.LevelWarn, "deleting an extraction child whose parent is gone", "session", c.SessionID, "child", child.ID)
 		t.forget(child)
 		t.call(Call{Host: c.Host, Op: OpDelete, SessionID: child.ID})
 		return

@@ -35,13 +35,13 @@ func (t *step) reminder() string {
 	c := &t.s.Counters
 	var parts []string
 	if c.StaleRequeued > 0 {
-		parts = append(parts, fmt.Sprintf("%d stale claims requeued", c.StaleRequeued))
+		parts = append(parts, fmt.Sprintf("%d stale %s requeued", c.StaleRequeued, Plural(c.StaleRequeued, "claim", "claims")))
 	}
 	if c.Healed > 0 {
-		parts = append(parts, fmt.Sprintf("%d stranded sessions healed", c.Healed))
+		parts = append(parts, fmt.Sprintf("%d stranded %s healed", c.Healed, Plural(c.Healed, "session", "sessions")))
 	}
 	if c.Swept > 0 {
-		parts = append(parts, fmt.Sprintf("%d sessions' journal rows swept", c.Swept))
+		parts = append(parts, fmt.Sprintf("%d %s journal rows swept", c.Swept, Plural(c.Swept, "session's", "sessions'")))
 	}
 	if len(parts) > 0 {
 		c.StaleRequeued, c.Healed, c.Swept = 0, 0, 0

@@ -67,8 +67,11 @@ type Spend struct {
 
 // CostRow is one UTC day's extraction spending for one project: a row of thatch costs.
 type CostRow struct {
-	Day         string   `json:"day"`
-	Project     string   `json:"project"`
+	Day     string `json:"day"`
+	Project string `json:"project"`
+	// Directory is a folder of the project's sessions, to show instead of the project key
+	// (a hash); empty for rows journaled before thatch kept it.
+	Directory   string   `json:"directory,omitempty"`
 	Extractions int      `json:"extractions"`
 	Entries     int      `json:"entries"`
 	Tokens      int64    `json:"tokens"`

@@ -86,6 +86,13 @@ type Bridge struct {
 	wg       sync.WaitGroup // host API requests in flight
 
 	tools toolCheck
+
+	// helloMu guards the current boot's hello, which the bridge says again (same bootID)
+	// when the tools thatch was told are missing change. It is taken before pubMu.
+	helloMu  sync.Mutex
+	boot     *runtime.Hello // the current boot's last hello; nil before it and after the server went away
+	told     []string       // the missing tools thatch was last told of: by that hello, or by a refused create
+	rehellos int            // hellos said again in this boot, which name their event ids
 }
 
 // maxAnswered bounds the idempotency memory.
@@ -184,6 +191,13 @@ func (b *Bridge) Run(ctx context.Context) error {
 		}
 	}
 	defer b.Close()
+	wctx, stopWatch := context.WithCancel(ctx)
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		b.watchTools(wctx)
+	}()
+	defer func() { stopWatch(); <-watched }()
 	b.Log.Info("bridging opencode", "url", b.Client.BaseURL, "host", b.HostID)
 	// needHello: the next stream starts a new boot (the first one, and the first after the
 	// server was unreachable: it restarted), until a hello is published.
@@ -200,6 +214,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 			b.pubMu.Unlock()
 		} else if !down {
 			down, needHello = true, true
+			b.endBoot()
 			b.Log.Warn("cannot stream opencode's events; retrying", "url", b.Client.BaseURL, "err", err)
 		}
 		select {
@@ -291,6 +306,13 @@ func (b *Bridge) stream(ctx context.Context, needHello *bool) (bool, error) {
 			continue
 		}
 		for _, ev := range events {
+			if idle(ev) {
+				// An idle is when thatch would extract: it should know of tools opencode
+				// loaded meanwhile. The look holds ToolsTTL.
+				if err := b.recheckTools(ctx, false); err != nil {
+					return true, err
+				}
+			}
 			if err := b.publish(ctx, ev); err != nil {
 				return true, err
 			}
@@ -447,7 +469,8 @@ type publishError struct{ err error }
 func (e *publishError) Error() string { return "publish: " + e.err.Error() }
 func (e *publishError) Unwrap() error { return e.err }
 
-// hello announces a new boot: a fresh bootID, Host-Seq from 1.
+// hello announces a new boot: a fresh bootID, Host-Seq from 1. recheckTools says it again
+// within the boot when the tools opencode lacks change.
 func (b *Bridge) hello(ctx context.Context) error {
 	var health struct {
 		Version string `json:"version"`
@@ -471,14 +494,101 @@ func (b *Bridge) hello(ctx context.Context) error {
 	var raw [6]byte
 	_, _ = rand.Read(raw[:])
 	boot := hex.EncodeToString(raw[:])
-	props, _ := json.Marshal(runtime.Hello{HostID: b.HostID, API: "v1", Version: health.Version, BootID: boot,
+	hi := &runtime.Hello{HostID: b.HostID, API: "v1", Version: health.Version, BootID: boot,
 		Directory: path.Directory, Worktree: path.Worktree, Caps: runtime.Capabilities{TUI: true, Compact: true, Move: true, List: true, Context: true},
-		Resumed: []string{}, SmallModel: small, MissingTools: missing})
+		Resumed: []string{}, SmallModel: small, MissingTools: missing}
+	props, _ := json.Marshal(hi)
 	b.Log.Info("opencode connected", "version", health.Version, "boot_id", boot, "small_model", small)
+	b.helloMu.Lock()
+	defer b.helloMu.Unlock()
 	b.pubMu.Lock() // held from the reset to the hello: no shim event slips in between
 	defer b.pubMu.Unlock()
 	b.seq = 0
-	return b.publishLocked(ctx, Event{ID: "hello_" + boot, Type: "host.hello", Properties: props})
+	if err := b.publishLocked(ctx, Event{ID: "hello_" + boot, Type: "host.hello", Properties: props}); err != nil {
+		return err
+	}
+	b.boot, b.told, b.rehellos = hi, missing, 0
+	return nil
+}
+
+// endBoot forgets the current boot's hello once the server went away: the next boot
+// starts with a hello of its own, and none is said again for the old one.
+func (b *Bridge) endBoot() {
+	b.helloMu.Lock()
+	defer b.helloMu.Unlock()
+	b.boot, b.told = nil, nil
+}
+
+// ToolsRecheck is how often the bridge looks at opencode's tools again while thatch was
+// told that some are missing.
+var ToolsRecheck = 10 * time.Second
+
+// watchTools looks at opencode's tools every ToolsRecheck while thatch was told that some
+// are missing (recheckTools), until ctx ends.
+func (b *Bridge) watchTools(ctx context.Context) {
+	tick := time.NewTicker(ToolsRecheck)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			if err := b.recheckTools(ctx, true); err != nil && ctx.Err() == nil {
+				b.Log.Warn("could not tell thatch that opencode's tools changed; the next look tries again", "err", err)
+			}
+		}
+	}
+}
+
+// recheckTools says the boot's hello again, with the same bootID, when the tools opencode
+// lacks are no longer the ones thatch was told of. While a host's last hello names missing
+// tools thatch starts no extraction, and opencode can load thatch's plugin without a
+// restart (POST /instance/dispose after thatch install): without a new hello the block
+// would last as long as the connection. It does nothing unless thatch was told of missing
+// tools, so a bridge whose opencode has them makes no request; fresh looks again whatever
+// the age of the last look. An error is the broker's: a look that fails says nothing.
+func (b *Bridge) recheckTools(ctx context.Context, fresh bool) error {
+	b.helloMu.Lock()
+	defer b.helloMu.Unlock()
+	if b.boot == nil || len(b.told) == 0 {
+		return nil
+	}
+	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	missing, err := b.missingTools(lctx, fresh)
+	cancel()
+	if err != nil || slices.Equal(missing, b.told) {
+		return nil
+	}
+	hi := *b.boot
+	hi.MissingTools = missing
+	props, _ := json.Marshal(hi)
+	b.rehellos++
+	if err := b.publish(ctx, Event{ID: fmt.Sprintf("hello_%s_%d", hi.BootID, b.rehellos), Type: "host.hello", Properties: props}); err != nil {
+		return err
+	}
+	b.boot, b.told = &hi, missing
+	if len(missing) == 0 {
+		b.Log.Info("opencode loaded thatch's tools: said hello again so that extraction resumes", "boot_id", hi.BootID)
+	} else {
+		b.Log.Warn(b.toolsMissing(missing).Message, "boot_id", hi.BootID)
+	}
+	return nil
+}
+
+// idle says whether ev tells that a session went idle.
+func idle(ev Event) bool {
+	switch ev.Type {
+	case "session.idle":
+		return true
+	case "session.status":
+		var p struct {
+			Status struct {
+				Type string `json:"type"`
+			} `json:"status"`
+		}
+		return json.Unmarshal(ev.Properties, &p) == nil && p.Status.Type == "idle"
+	}
+	return false
 }
 
 // publish puts one event on the stream, retrying until it is acknowledged.
@@ -543,6 +653,7 @@ func (b *Bridge) serve(m *nats.Msg) {
 		if title == runtime.ExtractionTitle {
 			// A child that cannot call thatch's tools would run the extraction for nothing.
 			if missing, err := b.missingTools(ctx, false); err == nil && len(missing) > 0 {
+				b.refused(missing)
 				b.respond(m, key, nil, b.toolsMissing(missing))
 				return
 			}
@@ -733,6 +844,16 @@ func (b *Bridge) missingTools(ctx context.Context, fresh bool) ([]string, error)
 	}
 	b.tools.at, b.tools.missing, b.tools.err = time.Now(), missing, err
 	return missing, err
+}
+
+// refused records that thatch was told of missing tools by a refused create: thatch then
+// holds them missing until the next hello, which recheckTools says when they change.
+func (b *Bridge) refused(missing []string) {
+	b.helloMu.Lock()
+	defer b.helloMu.Unlock()
+	if b.boot != nil {
+		b.told = missing
+	}
 }
 
 // toolsMissing is the answer to an extraction child's creation when opencode has not

@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -1099,5 +1100,138 @@ func TestExtractionPromptTools(t *testing.T) {
 	fake.setTools(nil) // an opencode without GET /experimental/tool/ids
 	if body := prompt("ses_x", nil); body["tools"] != nil {
 		t.Errorf("without the tool list: tools %s, want none (every tool offered)", body["tools"])
+	}
+}
+
+// storedHello is a stored event as TestToolsLoadedWithoutRestart reads it.
+type storedHello struct {
+	typ, id, seq string
+	hello        runtime.Hello
+}
+
+// nextHello returns the next host.hello of stream from *seq on, and the event before it.
+func nextHello(t *testing.T, ctx context.Context, stream jetstream.Stream, seq *uint64) (hello, before storedHello) {
+	t.Helper()
+	for ; ; *seq++ {
+		m := storedEvent(t, ctx, stream, *seq)
+		var ev struct {
+			Type       string
+			Properties json.RawMessage
+		}
+		must(t, json.Unmarshal(m.Data, &ev))
+		got := storedHello{typ: ev.Type, id: m.Header.Get(jetstream.MsgIDHeader), seq: m.Header.Get("Host-Seq")}
+		if ev.Type == "host.hello" {
+			must(t, json.Unmarshal(ev.Properties, &got.hello))
+			*seq++
+			return got, before
+		}
+		before = got
+	}
+}
+
+// TestToolsLoadedWithoutRestart: opencode can load thatch's plugin without a restart (POST
+// /instance/dispose after thatch install). While the last hello named missing tools, the
+// bridge looks at opencode's tools every ToolsRecheck and, when they change, says hello
+// again for the same boot (same bootID, the next Host-Seq, an event id of its own); with
+// the tools there it looks no more. A create refused for missing tools starts the looks
+// again.
+func TestToolsLoadedWithoutRestart(t *testing.T) {
+	nc, js, stream := broker(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	oldTTL, oldRecheck := ToolsTTL, ToolsRecheck
+	defer func() { ToolsTTL, ToolsRecheck = oldTTL, oldRecheck }()
+	ToolsTTL, ToolsRecheck = 0, 50*time.Millisecond
+	fake := &fakeOpencode{events: make(chan string), tools: []string{"bash", "read"}}
+	srv := httptest.NewServer(fake)
+	defer srv.Close()
+	b := &Bridge{Client: &Client{BaseURL: srv.URL}, NC: nc, JS: js, Prefix: "opencode", HostID: "oc-test", Log: quiet()}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- b.Run(runCtx) }()
+	defer func() { stop(); <-done }()
+
+	seq := uint64(1)
+	first, _ := nextHello(t, ctx, stream, &seq)
+	if !slices.Equal(first.hello.MissingTools, thatchTools) || first.seq != "1" {
+		t.Fatalf("first hello at Host-Seq %s: missingTools %v, want %v", first.seq, first.hello.MissingTools, thatchTools)
+	}
+	all := append([]string{"bash", "read"}, thatchTools...)
+	fake.setTools(all)
+	again, before := nextHello(t, ctx, stream, &seq)
+	if again.hello.BootID != first.hello.BootID || again.hello.MissingTools != nil || again.id != "hello_"+first.hello.BootID+"_1" {
+		t.Fatalf("hello once the tools are loaded: id %s, boot %s, missingTools %v; want id hello_%s_1, the same boot, none missing",
+			again.id, again.hello.BootID, again.hello.MissingTools, first.hello.BootID)
+	}
+	if prev, _ := strconv.Atoi(before.seq); again.seq != strconv.Itoa(prev+1) {
+		t.Fatalf("the second hello at Host-Seq %s after %s: thatch would count a gap", again.seq, before.seq)
+	}
+	if again.hello.API != first.hello.API || again.hello.Caps != first.hello.Caps || again.hello.Directory != first.hello.Directory {
+		t.Fatalf("the second hello changed the boot's record: %+v, was %+v", again.hello, first.hello)
+	}
+
+	// With the tools there, the bridge looks no more.
+	looks := func() int {
+		n := 0
+		for _, r := range fake.seen() {
+			if strings.HasPrefix(r, "GET /experimental/tool/ids") {
+				n++
+			}
+		}
+		return n
+	}
+	n := looks()
+	time.Sleep(10 * ToolsRecheck) // the absence of a look cannot be waited for
+	if looks() != n {
+		t.Fatalf("%d looks at the tools while none is missing", looks()-n)
+	}
+
+	// The tools go missing again: the refused create starts the looks, and the tools back
+	// make a third hello of the boot.
+	fake.setTools([]string{"bash"})
+	msg, err := nc.Request("opencode.oc-test.api.session.create", []byte(`{"parentID":"ses_a","title":"thatch-extraction"}`), 5*time.Second)
+	must(t, err)
+	if !strings.Contains(string(msg.Data), "ToolsMissingError") {
+		t.Fatalf("create without the tools: %s", msg.Data)
+	}
+	fake.setTools(all)
+	third, _ := nextHello(t, ctx, stream, &seq)
+	if third.hello.BootID != first.hello.BootID || third.hello.MissingTools != nil || third.id != "hello_"+first.hello.BootID+"_2" {
+		t.Fatalf("hello once the tools are back: id %s, boot %s, missingTools %v", third.id, third.hello.BootID, third.hello.MissingTools)
+	}
+}
+
+// TestToolsLoadedBeforeAnIdle: a session going idle is when thatch would extract, so the
+// bridge looks at the tools before it publishes the idle, and a new hello precedes it.
+func TestToolsLoadedBeforeAnIdle(t *testing.T) {
+	nc, js, stream := broker(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	oldTTL, oldRecheck := ToolsTTL, ToolsRecheck
+	defer func() { ToolsTTL, ToolsRecheck = oldTTL, oldRecheck }()
+	ToolsTTL, ToolsRecheck = 0, time.Hour // only the idle looks
+	fake := &fakeOpencode{events: make(chan string, 4), tools: []string{"bash"}}
+	srv := httptest.NewServer(fake)
+	defer srv.Close()
+	b := &Bridge{Client: &Client{BaseURL: srv.URL}, NC: nc, JS: js, Prefix: "opencode", HostID: "oc-test", Log: quiet()}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- b.Run(runCtx) }()
+	defer func() { stop(); <-done }()
+
+	seq := uint64(1)
+	first, _ := nextHello(t, ctx, stream, &seq)
+	if len(first.hello.MissingTools) == 0 {
+		t.Fatal("the first hello names no missing tools")
+	}
+	fake.setTools(append([]string{"bash"}, thatchTools...))
+	fake.events <- `{"payload":{"id":"evt_busy","type":"session.status","properties":{"sessionID":"ses_a","status":{"type":"busy"}}}}`
+	fake.events <- `{"payload":{"id":"evt_idle","type":"session.status","properties":{"sessionID":"ses_a","status":{"type":"idle"}}}}`
+	again, before := nextHello(t, ctx, stream, &seq)
+	if again.hello.BootID != first.hello.BootID || again.hello.MissingTools != nil || before.id != "evt_busy" {
+		t.Fatalf("hello after %s (want evt_busy): boot %s, missingTools %v", before.id, again.hello.BootID, again.hello.MissingTools)
+	}
+	if m := storedEvent(t, ctx, stream, seq); m.Header.Get(jetstream.MsgIDHeader) != "evt_idle" {
+		t.Fatalf("after the hello: %s, want evt_idle", m.Header.Get(jetstream.MsgIDHeader))
 	}
 }

@@ -202,7 +202,13 @@ func client(ctx context.Context, c Config, cmd string, args []string, out io.Wri
 		fmt.Fprintln(tw, "DAY (UTC)\tPROJECT\tEXTRACTIONS\tENTRIES\tTOKENS IN\tTOKENS OUT\tCOST\tMODELS")
 		var total runtime.CostRow
 		for _, r := range rows {
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", r.Day, r.Project, r.Extractions, r.Entries,
+			// The project key may be a hash (opencode's project id): a folder of the
+			// project says more; rows journaled before thatch kept one have only the key.
+			project := r.Project
+			if r.Directory != "" {
+				project = r.Directory
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", r.Day, project, r.Extractions, r.Entries,
 				runtime.FormatTokens(r.TokensIn), runtime.FormatTokens(r.TokensOut), runtime.FormatUSD(r.USD), strings.Join(r.Models, ","))
 			total.Extractions, total.Entries = total.Extractions+r.Extractions, total.Entries+r.Entries
 			total.TokensIn, total.TokensOut, total.USD = total.TokensIn+r.TokensIn, total.TokensOut+r.TokensOut, total.USD+r.USD

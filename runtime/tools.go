@@ -65,8 +65,8 @@ func (t *step) tool(c ToolCall) *Reply {
 		t.dirty(caller)
 		n := t.complete(root, caller.ID)
 		caller.Completed += n
-		return &Reply{Output: fmt.Sprintf("Extraction recorded: %d entries completed (%d new, %d updated, %d deleted memories).",
-			n, m.New, m.Updated, m.Deleted), Metadata: map[string]any{"completed": n}}
+		return &Reply{Output: fmt.Sprintf("Extraction recorded: %d %s completed (%d new, %d updated, %d deleted memories).",
+			n, Plural(n, "entry", "entries"), m.New, m.Updated, m.Deleted), Metadata: map[string]any{"completed": n}}
 	}
 	return toolError("BadRequestError", "unknown tool %q: thatch serves %s, %s, %s, %s, %s and %s",
 		c.Name, ToolPayload, ToolDone, ToolRemember, ToolSearch, ToolUpdate, ToolForget)

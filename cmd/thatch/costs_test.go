@@ -156,11 +156,15 @@ func fakeTurn(h *fakehost.Host) {
 	h.Cost = 0.0042
 }
 
+// costsProject is an opencode project id, as TestExtractionCostLedger's session has one.
+const costsProject = "4b0ea68d7af9a6031a7ffda7ad66e0cb83315750"
+
 // TestExtractionCostLedger: an extraction child's cost, as the host reports it on the
 // child's assistant message, reaches the ledger before the child is deleted, and costs
-// (API, thatch costs --json and its table), status --json and the status table show it.
-// The child's prompt names THATCH_EXTRACT_MODEL when set, else the hello's smallModel,
-// else no model (the host's choice, "fake/session-model" in the fake).
+// (API, thatch costs --json and its table, which names the session's folder rather than
+// its project id), status --json and the status table show it. The child's prompt names
+// THATCH_EXTRACT_MODEL when set, else the hello's smallModel, else no model (the host's
+// choice, "fake/session-model" in the fake).
 func TestExtractionCostLedger(t *testing.T) {
 	for _, tc := range []struct {
 		api, small, setting string
@@ -184,6 +188,11 @@ func TestExtractionCostLedger(t *testing.T) {
 			day := runtime.Day(time.Now())
 			must(t, helloSmallModel(ctx, r.host, "b1", tc.small))
 			must(t, r.host.Created(ctx, "ses_a", "", "t", r.host.Dir))
+			// opencode's project id is a hash: the ledger keys the cost by it, and thatch
+			// costs shows the session's folder.
+			_, err := r.host.Publish(ctx, "session.updated", map[string]any{"sessionID": "ses_a",
+				"info": runtime.SessionInfo{ID: "ses_a", Title: "t", Directory: r.host.Dir, ProjectID: costsProject}})
+			must(t, err)
 			must(t, r.host.ToolExecuted(ctx, "ses_a", "c1", "bash", "deployed with scripts/deploy.sh --dry-run"))
 			must(t, r.host.Status(ctx, "ses_a", "idle"))
 			child, prompt := r.extractedOnce()
@@ -226,7 +235,7 @@ func TestExtractionCostLedger(t *testing.T) {
 			}
 
 			sameDay(t, day)
-			want := runtime.CostRow{Day: day, Project: r.host.Dir, Extractions: 1, Entries: 1, Tokens: 1600, TokensIn: 1300, TokensOut: 300,
+			want := runtime.CostRow{Day: day, Project: costsProject, Directory: r.host.Dir, Extractions: 1, Entries: 1, Tokens: 1600, TokensIn: 1300, TokensOut: 300,
 				USD: 0.0042, Models: []string{ledgerModel}}
 			var api []runtime.CostRow
 			must(t, r.tryAPI("costs", map[string]any{"days": 1}, &api))

@@ -320,8 +320,9 @@ func TestOpencodeEndToEnd(t *testing.T) {
 
 	// Every extraction child ran on the small model, across thatch's kill and opencode's
 	// restart, every sub-agent on its own model, and every turn of the user's sessions (the
-	// wrap-ups and the compaction included) on the session's model; the ledger counts the 4 completed extractions (at
-	// least: the interrupted child of step 2 and the swept one of step 4 may count too).
+	// wrap-ups and the compaction included) on the session's model; the ledger counts the
+	// 4 completed extractions (at least: the interrupted child of step 2 and the swept one
+	// of step 4 may count too).
 	kinds := map[string][]string{}
 	for _, r := range x.llm.Log() {
 		kind, want := "turn", "fake-model"
@@ -414,10 +415,11 @@ func (x *e2e) bigWrite(t *testing.T) {
 	}
 	kept := x.journalEntry(s, "write")
 	must(t, json.Unmarshal(kept, &body))
-	head := fakellm.Content(1000)
-	if n := utf8.RuneCountInString(body.Args.Content); n > 2001 || !strings.HasPrefix(body.Args.Content, head) || body.Args.FilePath != path || len(kept) > 16<<10 {
-		t.Errorf("the journal keeps %d bytes of the write %s: %d characters of its content (want its head, at most 2000 and the cut mark), file %q",
-			len(kept), w.CallID, n, body.Args.FilePath)
+	const outputMax = 2000 // THATCH_INTERACTION_OUTPUT_MAX's default, and the cut's "…"
+	if n := utf8.RuneCountInString(body.Args.Content); n > outputMax+1 || !strings.HasPrefix(body.Args.Content, fakellm.Content(outputMax/2)) ||
+		body.Args.FilePath != path || len(kept) > 16<<10 {
+		t.Errorf("the journal keeps %d bytes of the write %s: %d characters of its content (want its head, at most %d and the cut mark), file %q",
+			len(kept), w.CallID, n, outputMax, body.Args.FilePath)
 	}
 	t.Logf("step 8: write %s of %d bytes (opencode's event: %d bytes of input) is entry %s, pending; the journal keeps %d bytes of it, %d characters of its content, output %q",
 		path, size, len(w.State.Input), w.CallID, len(kept), utf8.RuneCountInString(body.Args.Content), body.Output)
@@ -464,7 +466,8 @@ func (x *e2e) subAgentWhileDown(t *testing.T) {
 		t.Errorf("thatch tracks the sub-agent %s as %+v (tracked: %v), want a task child of %s in %s; its own entries: %v",
 			child.ID, v, ok, p, child.Directory, x.openEntries(child.ID, "pending", func(e runtime.EntryView) string { return e.ID }))
 	}
-	want := slices.Sorted(slices.Values([]string{task.CallID, sub.CallID, call}))
+	// The sub-agent's call is an entry of its root, named by its session and call id.
+	want := slices.Sorted(slices.Values([]string{task.CallID, runtime.EntryID(p, child.ID, sub.CallID), call}))
 	if got := x.openEntries(p, "pending", func(e runtime.EntryView) string { return e.ID }); !slices.Equal(got, want) {
 		t.Fatalf("entries of %s: %v, want %v pending (the task call, the sub-agent's and the new one)", p, got, want)
 	}

@@ -6,11 +6,11 @@ package natsbus
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -26,8 +26,26 @@ import (
 )
 
 // StartEmbedded starts a nats-server with JetStream, its store under dir, listening on
-// listen (host:port; port 0 or -1 picks a free one).
+// listen (host:port; port 0 or -1 picks a free one), open to every client: a broker of a
+// test or a benchmark. thatch serve's broker is StartBroker's.
 func StartEmbedded(listen, dir string) (*server.Server, error) {
+	return StartBroker(Embedded{Listen: listen, Dir: dir})
+}
+
+// Embedded configures the embedded broker.
+type Embedded struct {
+	Listen string // host:port; port 0 or -1 picks a free one
+	Dir    string // the JetStream store's folder
+	// Token, when set, is required of every client, in-process ones included (§7).
+	Token string
+	// TLS, when its Cert and Key are set, makes the broker serve TLS and require it of
+	// every client over the network (in-process clients need none).
+	TLS TLSFiles
+}
+
+// StartBroker starts the embedded nats-server with JetStream that e describes.
+func StartBroker(e Embedded) (*server.Server, error) {
+	listen, dir := e.Listen, e.Dir
 	host, portStr, err := net.SplitHostPort(listen)
 	if err != nil {
 		return nil, fmt.Errorf("listen address %q is not host:port: %w", listen, err)
@@ -42,7 +60,7 @@ func StartEmbedded(listen, dir string) (*server.Server, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create broker store: %w", err)
 	}
-	ns, err := server.NewServer(&server.Options{
+	opts := &server.Options{
 		ServerName: "thatch-embedded",
 		Host:       host,
 		Port:       port,
@@ -53,7 +71,17 @@ func StartEmbedded(listen, dir string) (*server.Server, error) {
 		// Above the 1 MiB event limit, so an oversized event reaches thatch and is
 		// dead-lettered with its reason instead of vanishing at publish.
 		MaxPayload: 8 << 20,
-	})
+	}
+	if e.Token != "" {
+		opts.Authorization = e.Token
+	}
+	if e.TLS.Cert != "" || e.TLS.Key != "" {
+		if opts.TLSConfig, err = serverTLS(e.TLS); err != nil {
+			return nil, err
+		}
+		opts.TLS, opts.TLSTimeout = true, 2
+	}
+	ns, err := server.NewServer(opts)
 	if err != nil {
 		return nil, fmt.Errorf("configure embedded broker: %w", err)
 	}
@@ -72,6 +100,11 @@ type ConnectOptions struct {
 	CredsFile string
 	Token     string
 	Name      string
+	// TLS, when set, is the TLS configuration over the network (not used in-process).
+	TLS *tls.Config
+	// InboxPrefix, when set, replaces _INBOX as the prefix of the connection's reply
+	// subjects, so that a broker's permissions can give each user inboxes of its own.
+	InboxPrefix string
 }
 
 // Connect connects to NATS, reconnecting forever with backoff and logging each
@@ -89,7 +122,7 @@ func Connect(o ConnectOptions, log *slog.Logger) (*nats.Conn, error) {
 			}
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
-			log.Info("broker connection restored", "url", hideCredentials(nc.ConnectedUrl()))
+			log.Info("broker connection restored", "url", RedactURLs(nc.ConnectedUrl()))
 		}),
 		nats.ClosedHandler(func(*nats.Conn) { log.Debug("broker connection closed") }),
 	}
@@ -99,43 +132,107 @@ func Connect(o ConnectOptions, log *slog.Logger) (*nats.Conn, error) {
 	if o.Token != "" {
 		opts = append(opts, nats.Token(o.Token))
 	}
+	if o.InboxPrefix != "" {
+		opts = append(opts, nats.CustomInboxPrefix(o.InboxPrefix))
+	}
 	url := o.URL
 	if o.Embedded != nil {
 		opts = append(opts, nats.InProcessServer(o.Embedded))
-		url = o.Embedded.ClientURL()
+		// In process, the broker requires no TLS: ask for none (its URL says tls:// when
+		// it serves TLS over the network).
+		url = "nats://" + strings.TrimPrefix(strings.TrimPrefix(o.Embedded.ClientURL(), "tls://"), "nats://")
+	} else if o.TLS != nil {
+		opts = append(opts, nats.Secure(o.TLS))
 	}
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("connect to NATS at %s: %w", hideCredentials(url), err)
+		return nil, fmt.Errorf("connect to NATS at %s: %w", RedactURLs(url), err)
 	}
 	return nc, nil
 }
 
-// hideCredentials hides credentials in (comma-separated) URLs for logs.
-func hideCredentials(urls string) string {
-	parts := strings.Split(urls, ",")
-	for i, u := range parts {
-		if p, err := url.Parse(strings.TrimSpace(u)); err == nil && p.User != nil {
-			p.User = url.User("***")
-			parts[i] = p.String()
-		}
-	}
-	return strings.Join(parts, ",")
-}
-
-// StreamConfig names the stream and the consumer.
+// StreamConfig names the stream and the consumer, and bounds the stream.
 type StreamConfig struct {
 	Stream   string // OPENCODE_EVENTS
 	Consumer string // thatch
 	Prefix   string // opencode: the stream holds <prefix>.*.event.>
+	// MaxBytes bounds the stream's size on disk (zero means DefaultStreamMaxBytes): past
+	// it the oldest events go (see EnsureStream for why the oldest).
+	MaxBytes int64
+	// MaxMsgBytes bounds one message, headers included (zero means
+	// DefaultStreamMaxMsgBytes): the broker refuses a larger publish instead of storing it.
+	MaxMsgBytes int32
+	// Log is where EnsureStream says that it bounded the stream below MaxBytes, the
+	// broker having too little storage; nil says it nowhere.
+	Log *slog.Logger
+}
+
+// The stream's default bounds. A host's event body is at most 1 MiB (contract rule 11;
+// the opencode bridge cuts larger ones to 1 MiB − 8 KiB), so DefaultStreamMaxMsgBytes
+// stores every valid event with room for its headers, and still stores a body a little
+// over 1 MiB, which thatch then dead-letters with its reason instead of it vanishing at
+// publish. DefaultStreamMaxBytes keeps days of a busy machine's events.
+const (
+	DefaultStreamMaxBytes    = 1 << 30
+	DefaultStreamMaxMsgBytes = 1<<20 + 64<<10
+)
+
+// limits returns the stream's bounds, defaults filled in.
+func (c StreamConfig) limits() (maxBytes int64, maxMsgBytes int32) {
+	maxBytes, maxMsgBytes = c.MaxBytes, c.MaxMsgBytes
+	if maxBytes == 0 {
+		maxBytes = DefaultStreamMaxBytes
+	}
+	if maxMsgBytes == 0 {
+		maxMsgBytes = DefaultStreamMaxMsgBytes
+	}
+	return maxBytes, maxMsgBytes
 }
 
 // EnsureStream returns the event stream, creating it when absent with the protocol's
-// settings. An existing stream's settings are left alone.
+// settings and c's bounds. An existing stream gets c's bounds (MaxBytes, MaxMsgSize,
+// DiscardOld) when it has others; its other settings are left alone, and it is not
+// created again (its creation time is its identity).
+//
+// A single nats-server reserves a stream's MaxBytes out of its storage, by default three
+// quarters of the disk space free when it started. When it cannot reserve MaxBytes,
+// EnsureStream halves the bound until the broker can (down to 8 messages' worth) and says
+// so in c.Log: a nearly full disk gets a smaller history, not a thatch that cannot start.
+//
+// The stream discards its oldest events when full (DiscardOld), not new ones
+// (DiscardNew). Its retention is by limits: thatch acknowledges an event within
+// milliseconds of its arrival, but the stream keeps it for MaxAge (7 days), so a stream
+// at its byte limit is, in the normal case, full of events thatch has already applied.
+// With DiscardNew every publish would then fail until enough of them aged out, up to 7
+// days: one burst of events (a runaway host, or anyone who can publish filling it on
+// purpose) would stop thatch hearing of anything for days. With DiscardOld the applied
+// history goes first, and what is lost is only an unapplied event older than the newest
+// MaxBytes of the stream (thatch down while hosts published that much); the consumer then
+// starts at the oldest event kept, and a host that numbers its events (Host-Seq) shows the
+// hole as a gap, which makes thatch resync that host's sessions (contract rule 10).
 func EnsureStream(ctx context.Context, js jetstream.JetStream, c StreamConfig) (jetstream.Stream, error) {
+	want, maxMsgBytes := c.limits()
+	for maxBytes := want; ; maxBytes /= 2 {
+		s, err := ensureStream(ctx, js, c, maxBytes, maxMsgBytes)
+		if insufficientStorage(err) && maxBytes/2 >= 8*int64(maxMsgBytes) {
+			continue
+		}
+		if insufficientStorage(err) {
+			return nil, fmt.Errorf("%w: the broker cannot reserve even %d bytes for the stream; free disk space", err, maxBytes)
+		}
+		if err == nil && maxBytes < want && c.Log != nil {
+			c.Log.Warn("the broker has too little storage for the event stream's byte limit: bounded it lower; free disk space and restart for the full limit",
+				"stream", c.Stream, "limit", want, "bounded_to", maxBytes)
+		}
+		return s, err
+	}
+}
+
+// ensureStream is EnsureStream with the byte limit maxBytes.
+func ensureStream(ctx context.Context, js jetstream.JetStream, c StreamConfig, maxBytes int64, maxMsgBytes int32) (jetstream.Stream, error) {
 	s, err := js.Stream(ctx, c.Stream)
 	if err == nil {
-		return s, nil
+		return bound(ctx, js, s, maxBytes, maxMsgBytes)
 	}
 	if !errors.Is(err, jetstream.ErrStreamNotFound) {
 		return nil, fmt.Errorf("look up stream %s: %w", c.Stream, err)
@@ -147,14 +244,45 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, c StreamConfig) (
 		Retention:  jetstream.LimitsPolicy,
 		MaxAge:     7 * 24 * time.Hour,
 		Duplicates: 2 * time.Minute,
+		MaxBytes:   maxBytes,
+		MaxMsgSize: maxMsgBytes,
+		Discard:    jetstream.DiscardOld,
 	})
 	if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-		return js.Stream(ctx, c.Stream) // another thatch created it first
+		// Another thatch created it first, perhaps with other bounds.
+		if s, err = js.Stream(ctx, c.Stream); err != nil {
+			return nil, fmt.Errorf("look up stream %s: %w", c.Stream, err)
+		}
+		return bound(ctx, js, s, maxBytes, maxMsgBytes)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("create stream %s: %w", c.Stream, err)
+		return nil, fmt.Errorf("create stream %s with THATCH_STREAM_MAX_BYTES=%d: %w", c.Stream, maxBytes, err)
 	}
 	return s, nil
+}
+
+// bound gives the existing stream s the bounds thatch is configured with, when it has
+// others (a stream created before thatch set any has none). Lowering MaxBytes below what
+// the stream holds drops its oldest events at once.
+func bound(ctx context.Context, js jetstream.JetStream, s jetstream.Stream, maxBytes int64, maxMsgBytes int32) (jetstream.Stream, error) {
+	cfg := s.CachedInfo().Config
+	if cfg.MaxBytes == maxBytes && cfg.MaxMsgSize == maxMsgBytes && cfg.Discard == jetstream.DiscardOld {
+		return s, nil
+	}
+	cfg.MaxBytes, cfg.MaxMsgSize, cfg.Discard = maxBytes, maxMsgBytes, jetstream.DiscardOld
+	u, err := js.UpdateStream(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("bound stream %s to THATCH_STREAM_MAX_BYTES=%d and THATCH_STREAM_MAX_MSG_BYTES=%d: %w",
+			cfg.Name, maxBytes, maxMsgBytes, err)
+	}
+	return u, nil
+}
+
+// insufficientStorage says whether err is the broker's refusal to reserve a stream's
+// MaxBytes.
+func insufficientStorage(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == 10047 // JSStorageResourcesExceededErr
 }
 
 // EnsureConsumer returns the durable pull consumer, creating it when absent. With
@@ -310,7 +438,7 @@ func (c *Consumer) handle(ctx context.Context, stream string) jetstream.MessageH
 		}
 		d := runtime.Delivery{Subject: m.Subject(), Data: m.Data(), HostSeq: m.Headers().Get("Host-Seq"), Stream: stream, Ack: m.Ack, Nak: m.Nak}
 		if md, err := m.Metadata(); err == nil {
-			d.StreamSeq = md.Sequence.Stream
+			d.StreamSeq, d.Published = md.Sequence.Stream, md.Timestamp
 		}
 		select {
 		case c.Out <- d:

@@ -7,18 +7,14 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"mime"
-	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -53,6 +49,8 @@ type Bridge struct {
 	// context methods, POST /event publishes a hook's event.
 	ShimListen string
 	TokenFile  string
+	// ShimLimits bound the shim's connections and requests (zero fields: the defaults).
+	ShimLimits ShimLimits
 	// CatchUp is how far back the first connection looks for tool calls the stream could
 	// not show (the bridge was not running); later connections look back to the last
 	// event seen. Zero means DefaultCatchUp.
@@ -83,7 +81,11 @@ type Bridge struct {
 	stopped  bool              // Close ran: no new request is served
 	sub      *nats.Subscription
 	shim     *http.Server
-	wg       sync.WaitGroup // host API requests in flight
+	// shimEvents bounds the hook events read at once; shimTokenBad is set while the token
+	// file is unusable, so that the refusal is logged once.
+	shimEvents   chan struct{}
+	shimTokenBad atomic.Bool
+	wg           sync.WaitGroup // host API requests in flight
 
 	tools toolCheck
 
@@ -687,129 +689,6 @@ func (b *Bridge) respond(m *nats.Msg, key string, res any, herr *runtime.HostErr
 		b.mu.Unlock()
 	}
 	_ = m.Respond(data)
-}
-
-// serveShim serves the plugin shim's endpoint on loopback.
-func (b *Bridge) serveShim() (*http.Server, error) {
-	l, err := net.Listen("tcp", b.ShimListen)
-	if err != nil {
-		cause := err // "listen tcp …: bind: address already in use" says the address twice
-		for u := errors.Unwrap(cause); u != nil; u = errors.Unwrap(cause) {
-			cause = u
-		}
-		return nil, fmt.Errorf("the plugin shim cannot listen on %s (THATCH_SHIM_LISTEN): %w; set THATCH_SHIM_LISTEN to a free loopback address", b.ShimListen, cause)
-	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("POST /tool/{name}", b.shimTool)
-	mux.HandleFunc("POST /api/{method}", b.shimAPI)
-	mux.HandleFunc("POST /event", b.shimEvent)
-	srv := &http.Server{Handler: b.shimAuth(mux), ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = srv.Serve(l) }()
-	return srv, nil
-}
-
-// shimAuth admits requests bearing the token of TokenFile, read at each request so a new
-// token takes effect without a restart.
-func (b *Bridge) shimAuth(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		want, err := os.ReadFile(b.TokenFile)
-		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		tok := strings.TrimSpace(string(want))
-		if err != nil || tok == "" || !ok || subtle.ConstantTimeCompare([]byte(got), []byte(tok)) != 1 {
-			shimError(w, http.StatusUnauthorized, "UnauthorizedError", "bad or missing token")
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
-}
-
-// shimTool forwards a tool call of the host's model to thatch and returns thatch's reply.
-// Only thatch's own tools go through: the endpoint is no way onto the rest of the bus.
-func (b *Bridge) shimTool(w http.ResponseWriter, r *http.Request) {
-	name := r.PathValue("name")
-	if name != runtime.ToolPayload && name != runtime.ToolDone && !runtime.MemoryTool(name) {
-		shimError(w, http.StatusNotFound, "NotFoundError", fmt.Sprintf("thatch serves no tool %q", name))
-		return
-	}
-	b.shimForward(w, r, b.APIPrefix+".tool."+name)
-}
-
-// shimAPI forwards one of thatch's context methods, which the plugin's hooks ask for
-// the text they add to a model request or a compaction, and returns thatch's reply.
-func (b *Bridge) shimAPI(w http.ResponseWriter, r *http.Request) {
-	method := r.PathValue("method")
-	if method != runtime.CallSessionContext && method != runtime.CallMemoryContext {
-		shimError(w, http.StatusNotFound, "NotFoundError", fmt.Sprintf("the shim forwards only %s and %s, not %q",
-			runtime.CallSessionContext, runtime.CallMemoryContext, method))
-		return
-	}
-	b.shimForward(w, r, b.APIPrefix+".api."+method)
-}
-
-// shimForward sends the request's body to subject and writes thatch's reply as is, or
-// an UnavailableError envelope when thatch does not answer.
-func (b *Bridge) shimForward(w http.ResponseWriter, r *http.Request, subject string) {
-	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
-	if err != nil {
-		shimError(w, http.StatusBadRequest, "BadRequestError", err.Error())
-		return
-	}
-	msg, err := b.NC.RequestWithContext(r.Context(), subject, body)
-	if err != nil {
-		shimError(w, http.StatusOK, "UnavailableError", "thatch did not answer: "+err.Error())
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	_, _ = w.Write(msg.Data)
-}
-
-// shimError writes the reply envelope's error, {"error": {name, message}}.
-func shimError(w http.ResponseWriter, code int, name, message string) {
-	data, _ := json.Marshal(map[string]any{"error": runtime.HostError{Name: name, Message: message}})
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	_, _ = w.Write(data)
-}
-
-// shimEventID names a hook's event. A tool call's is ToolEventID, the id the event
-// stream gives the same call, so that whichever of the two reaches thatch second is a
-// duplicate; any other hook's is random.
-func shimEventID(ev Event) string {
-	var p struct {
-		SessionID string `json:"sessionID"`
-		CallID    string `json:"callID"`
-	}
-	if ev.Type == "tool.execute.after" && json.Unmarshal(ev.Properties, &p) == nil && p.CallID != "" && p.SessionID != "" {
-		return ToolEventID(p.SessionID, p.CallID)
-	}
-	var id [8]byte
-	_, _ = rand.Read(id[:])
-	return "shim_" + hex.EncodeToString(id[:])
-}
-
-// maxShimEvent bounds a hook's event. The plugin on loopback sends a tool call whole,
-// however large the write; publish cuts it to fit the broker.
-const maxShimEvent = 64 << 20
-
-// shimEvent publishes a plugin hook's event ({type, properties}) as a host event.
-func (b *Bridge) shimEvent(w http.ResponseWriter, r *http.Request) {
-	var ev Event
-	err := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxShimEvent)).Decode(&ev)
-	if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-		shimError(w, http.StatusRequestEntityTooLarge, "BadRequestError", fmt.Sprintf("an event over %d MiB", maxShimEvent>>20))
-		return
-	}
-	if err != nil || ev.Type == "" {
-		shimError(w, http.StatusBadRequest, "BadRequestError", "want {type, properties}")
-		return
-	}
-	ev.ID = shimEventID(ev)
-	if err := b.publish(r.Context(), ev); err != nil {
-		shimError(w, http.StatusServiceUnavailable, "UnavailableError", "could not publish")
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	_, _ = io.WriteString(w, `{"result":true}`)
 }
 
 // thatchTools are the tools thatch's plugin gives opencode's models.

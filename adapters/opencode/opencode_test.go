@@ -466,7 +466,7 @@ func TestShimEndpoint(t *testing.T) {
 		defer sub.Unsubscribe()
 	}
 	token := filepath.Join(t.TempDir(), "shim.token")
-	if err := os.WriteFile(token, []byte("tok-123\n"), 0o600); err != nil {
+	if err := os.WriteFile(token, []byte(testToken+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	l, _ := net.Listen("tcp", "127.0.0.1:0")
@@ -497,25 +497,25 @@ func TestShimEndpoint(t *testing.T) {
 			t.Fatalf("token %q: HTTP %d, want 401", tok, code)
 		}
 	}
-	code, body := post("/tool/thatch_extraction_done", "tok-123", `{"sessionID":"ses_c","args":{"new":1}}`)
+	code, body := post("/tool/thatch_extraction_done", testToken, `{"sessionID":"ses_c","args":{"new":1}}`)
 	if code != 200 || body != `{"result":{"output":"got {'sessionID':'ses_c','args':{'new':1}}"}}` {
 		t.Fatalf("tool call: %d %s", code, body)
 	}
-	code, body = post("/tool/memory_search", "tok-123", `{"sessionID":"ses_c","callID":"c9","args":{"query":"make"}}`)
+	code, body = post("/tool/memory_search", testToken, `{"sessionID":"ses_c","callID":"c9","args":{"query":"make"}}`)
 	if code != 200 || body != `{"result":{"output":"got {'sessionID':'ses_c','callID':'c9','args':{'query':'make'}}"}}` {
 		t.Fatalf("memory tool call: %d %s", code, body)
 	}
-	code, body = post("/api/session.context", "tok-123", `{"sessionID":"ses_c","projectID":"prj_1","directory":"/w"}`)
+	code, body = post("/api/session.context", testToken, `{"sessionID":"ses_c","projectID":"prj_1","directory":"/w"}`)
 	if code != 200 || body != `{"result":{"text":"ses_c in prj_1 at /w"}}` {
 		t.Fatalf("session.context: %d %s", code, body)
 	}
 	// thatch down (here: nothing serves memory.context) is an answer the plugin can read.
-	code, body = post("/api/memory.context", "tok-123", `{"sessionID":"ses_c"}`)
+	code, body = post("/api/memory.context", testToken, `{"sessionID":"ses_c"}`)
 	if code != 200 || !strings.HasPrefix(body, `{"error":{"name":"UnavailableError","message":"thatch did not answer: `) {
 		t.Fatalf("memory.context with no responder: %d %s", code, body)
 	}
 	for _, path := range []string{"/api/status", "/api/memory.forget", "/tool/other", "/tool/memory_remember.x"} {
-		code, body := post(path, "tok-123", `{}`)
+		code, body := post(path, testToken, `{}`)
 		var reply struct{ Error runtime.HostError }
 		if code != http.StatusNotFound || json.Unmarshal([]byte(body), &reply) != nil || reply.Error.Name != "NotFoundError" || strings.Contains(body, "reached") {
 			t.Fatalf("%s: %d %s, want 404 with a NotFoundError", path, code, body)
@@ -524,7 +524,7 @@ func TestShimEndpoint(t *testing.T) {
 	if code, _ := post("/api/session.context", "wrong", `{}`); code != http.StatusUnauthorized {
 		t.Fatalf("api with a wrong token: HTTP %d, want 401", code)
 	}
-	if code, _ := post("/event", "tok-123", `{"type":"command.execute.before","properties":{"command":"thatch/compact","sessionID":"ses_a","arguments":""}}`); code != 200 {
+	if code, _ := post("/event", testToken, `{"type":"command.execute.before","properties":{"command":"thatch/compact","sessionID":"ses_a","arguments":""}}`); code != 200 {
 		t.Fatalf("event: HTTP %d", code)
 	}
 	m, err := stream.GetMsg(ctx, 1)
@@ -539,12 +539,12 @@ func TestShimEndpoint(t *testing.T) {
 	// The tool.execute.after hook and the event stream report the same call under one id:
 	// the second to arrive is not stored, and takes no Host-Seq number.
 	hook := `{"type":"tool.execute.after","properties":{"sessionID":"ses_a","callID":"call_1","tool":"bash","args":{"command":"echo hi"},"title":"echo hi","output":"hi\n","metadata":{}}}`
-	if code, _ := post("/event", "tok-123", hook); code != 200 {
+	if code, _ := post("/event", testToken, hook); code != 200 {
 		t.Fatalf("hook event: HTTP %d", code)
 	}
 	streamed, _ := Translate([]byte(`{"payload":{"id":"evt_p","type":"message.part.updated","properties":{"part":` + toolPartJSON + `}}}`))
 	must(t, b.publish(ctx, streamed[0]))
-	if code, _ := post("/event", "tok-123", `{"type":"session.compacting","properties":{"sessionID":"ses_a"}}`); code != 200 {
+	if code, _ := post("/event", testToken, `{"type":"session.compacting","properties":{"sessionID":"ses_a"}}`); code != 200 {
 		t.Fatalf("compacting event: HTTP %d", code)
 	}
 	var got []string
@@ -744,7 +744,7 @@ func TestStartShimAddressInUse(t *testing.T) {
 	defer taken.Close()
 	addr := taken.Addr().String()
 	token := filepath.Join(t.TempDir(), "shim.token")
-	must(t, os.WriteFile(token, []byte("tok"), 0o600))
+	must(t, os.WriteFile(token, []byte(testToken), 0o600))
 	b := &Bridge{Client: &Client{BaseURL: "http://127.0.0.1:1"}, NC: nc, JS: js, Prefix: "opencode", HostID: "oc-test",
 		ShimListen: addr, TokenFile: token, Log: quiet()}
 	err = b.Start()
@@ -908,7 +908,7 @@ func TestBridgeCutsLargeEvents(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	token := filepath.Join(t.TempDir(), "shim.token")
-	must(t, os.WriteFile(token, []byte("tok"), 0o600))
+	must(t, os.WriteFile(token, []byte(testToken), 0o600))
 	addr := freeAddr(t)
 	b := &Bridge{NC: nc, JS: js, Prefix: "opencode", HostID: "oc-test", ShimListen: addr, TokenFile: token, Log: quiet()}
 	must(t, b.Start())
@@ -926,7 +926,7 @@ func TestBridgeCutsLargeEvents(t *testing.T) {
 
 	hook := strings.Replace(string(ev.Body()), `"call_w"`, `"call_w2"`, 1)
 	req, _ := http.NewRequest("POST", "http://"+addr+"/event", strings.NewReader(hook))
-	req.Header.Set("Authorization", "Bearer tok")
+	req.Header.Set("Authorization", "Bearer "+testToken)
 	resp, err := http.DefaultClient.Do(req)
 	must(t, err)
 	body, _ := io.ReadAll(resp.Body)

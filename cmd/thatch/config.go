@@ -25,12 +25,17 @@ type Config struct {
 	DataDir              string `envconfig:"DATA_DIR" desc:"journal and embedded broker store (default $XDG_STATE_HOME/thatch, else ~/.local/state/thatch)"`
 	NATSURL              string `envconfig:"NATS_URL" desc:"external NATS server or cluster, comma-separated URLs; unset starts an embedded broker"`
 	NATSCreds            string `envconfig:"NATS_CREDS" desc:"credentials file for THATCH_NATS_URL"`
-	NATSToken            string `envconfig:"NATS_TOKEN" desc:"token for THATCH_NATS_URL"`
+	NATSToken            string `envconfig:"NATS_TOKEN" desc:"token for THATCH_NATS_URL; without it, the embedded broker's token instead of $THATCH_DATA_DIR/broker.token"`
 	NATSListen           string `envconfig:"NATS_LISTEN" default:"127.0.0.1:4222" desc:"where the embedded broker listens for hosts"`
+	NATSTLSCert          string `envconfig:"NATS_TLS_CERT" desc:"PEM certificate the embedded broker serves TLS with (needed beyond loopback)"`
+	NATSTLSKey           string `envconfig:"NATS_TLS_KEY" desc:"PEM private key of THATCH_NATS_TLS_CERT"`
+	NATSTLSCA            string `envconfig:"NATS_TLS_CA" desc:"PEM authority thatch's own connections trust instead of THATCH_NATS_TLS_CERT"`
 	SubjectPrefix        string `envconfig:"SUBJECT_PREFIX" default:"opencode" desc:"host subject prefix"`
 	APIPrefix            string `envconfig:"API_PREFIX" default:"thatch" desc:"thatch's own subject prefix"`
 	Stream               string `envconfig:"STREAM" default:"OPENCODE_EVENTS" desc:"JetStream stream of host events"`
 	Consumer             string `envconfig:"CONSUMER" default:"thatch" desc:"durable consumer name"`
+	StreamMaxBytes       int64  `envconfig:"STREAM_MAX_BYTES" default:"1073741824" desc:"bytes the event stream keeps at most; past it the oldest events go"`
+	StreamMaxMsgBytes    int64  `envconfig:"STREAM_MAX_MSG_BYTES" default:"1114112" desc:"bytes of one message (headers included) the event stream stores at most; the broker refuses a larger publish"`
 	HostTimeoutMS        int    `envconfig:"HOST_TIMEOUT_MS" default:"10000" desc:"host call timeout, and how long a tool call waits for the consumer"`
 	StaleAcceptedMS      int    `envconfig:"STALE_ACCEPTED_MS" default:"900000" desc:"age after which an accepted entry goes back to pending"`
 	InteractionOutputMax int    `envconfig:"INTERACTION_OUTPUT_MAX" default:"2000" desc:"characters kept of a tool output and of each top-level string arg"`
@@ -119,6 +124,15 @@ func loadConfig() (Config, error) {
 			return c, fmt.Errorf("THATCH_EXTRACT_MODEL=%q: must be provider/model, as opencode names models (e.g. anthropic/claude-haiku-4-5)", c.ExtractModel)
 		}
 	}
+	// The bridge publishes bodies of up to 1 MiB − 8 KiB: a smaller per-message limit would
+	// refuse its events forever. A byte limit under 64 MiB keeps too little history to
+	// ride out a stop of thatch while hosts publish.
+	if c.StreamMaxMsgBytes < 1<<20 || c.StreamMaxMsgBytes > 64<<20 {
+		return c, fmt.Errorf("THATCH_STREAM_MAX_MSG_BYTES=%d: must be from 1048576 (1 MiB, the largest event body) to 67108864 (64 MiB); the default is 1114112", c.StreamMaxMsgBytes)
+	}
+	if c.StreamMaxBytes < 64<<20 {
+		return c, fmt.Errorf("THATCH_STREAM_MAX_BYTES=%d: must be at least 67108864 (64 MiB); the default is 1073741824 (1 GiB)", c.StreamMaxBytes)
+	}
 	if c.RuntimeStateTTLMS <= 0 {
 		return c, fmt.Errorf("THATCH_RUNTIME_STATE_TTL_MS=%d: must be a positive integer", c.RuntimeStateTTLMS)
 	}
@@ -131,6 +145,9 @@ func loadConfig() (Config, error) {
 		if err := checkListen(name, addr); err != nil {
 			return c, err
 		}
+	}
+	if err := c.checkAccess(); err != nil {
+		return c, err
 	}
 	if _, err := parseLevel(c.LogLevel); err != nil {
 		return c, err
@@ -221,7 +238,8 @@ func parseLevel(s string) (slog.Level, error) {
 }
 
 // newLogger builds the one logger: tint on a terminal, JSON otherwise. Text written
-// elsewhere (THATCH_LOG_FORMAT=text into a file or a pipe) has no colour codes.
+// elsewhere (THATCH_LOG_FORMAT=text into a file or a pipe) has no colour codes. Every line
+// goes through redactingHandler: no credentials of a URL reach the log.
 func newLogger(w *os.File, level, format string) *slog.Logger {
 	l, _ := parseLevel(level)
 	tty := isTerminal(w)
@@ -232,9 +250,9 @@ func newLogger(w *os.File, level, format string) *slog.Logger {
 		}
 	}
 	if format == "text" {
-		return slog.New(tint.NewTextHandler(w, &tint.Options{Level: l, TimeFormat: time.TimeOnly, NoColor: !tty}))
+		return slog.New(redactingHandler{tint.NewTextHandler(w, &tint.Options{Level: l, TimeFormat: time.TimeOnly, NoColor: !tty})})
 	}
-	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l}))
+	return slog.New(redactingHandler{slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l})})
 }
 
 // isTerminal reports whether f is a terminal.

@@ -1,31 +1,32 @@
 package main
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/thatch-dev/thatch/commands"
 )
 
 // install writes the slash commands and the plugin shim into opencode's config folder,
-// logging what changed when log is set.
+// after making sure the shim's token is sound (shimToken), logging what changed when log
+// is set. A token it had to repair is listed among the changes.
 func install(c Config, log *slog.Logger) ([]commands.Change, error) {
 	if c.OpencodeDir == "" {
 		return nil, fmt.Errorf("no opencode config folder: set XDG_CONFIG_HOME or HOME")
 	}
-	tokenFile, err := shimToken(c.DataDir)
+	tokenFile, repaired, err := ensureShimToken(c.DataDir, log)
 	if err != nil {
 		return nil, err
 	}
+	var changes []commands.Change
+	if repaired {
+		changes = append(changes, commands.Change{Path: tokenFile})
+	}
 	plugin := commands.Plugin("http://"+c.ShimListen, tokenFile)
-	changes, err := commands.Install(c.OpencodeDir, append(commands.Files(), plugin))
+	installed, err := commands.Install(c.OpencodeDir, append(commands.Files(), plugin))
 	if log != nil {
-		for _, ch := range changes {
+		for _, ch := range installed {
 			what := "installed slash command"
 			if ch.Path == filepath.Join(c.OpencodeDir, plugin.Path) {
 				what = "installed plugin"
@@ -33,25 +34,34 @@ func install(c Config, log *slog.Logger) ([]commands.Change, error) {
 			log.Info(what, "path", ch.Path, "created", ch.Created)
 		}
 	}
-	return changes, err
+	return append(changes, installed...), err
 }
 
 // shimToken returns the file holding the token the plugin shim presents to the bridge,
-// creating it (private to its user) when absent.
+// creating it, or replacing an unsafe one, by commands.EnsureToken's rule: the bridge
+// calls it when it starts, as thatch install does.
 func shimToken(dataDir string) (string, error) {
-	path := filepath.Join(dataDir, "shim.token")
-	if data, err := os.ReadFile(path); err == nil && len(strings.TrimSpace(string(data))) > 0 {
-		return path, nil
+	path, _, err := ensureShimToken(dataDir, nil)
+	return path, err
+}
+
+// ensureShimToken is shimToken, logging a repair when log is set. repaired reports that
+// an existing token was replaced or made private.
+func ensureShimToken(dataDir string, log *slog.Logger) (path string, repaired bool, err error) {
+	path = filepath.Join(dataDir, "shim.token")
+	action, why, err := commands.EnsureToken(path)
+	if err != nil {
+		return "", false, err
 	}
-	if err := os.MkdirAll(dataDir, 0o700); err != nil {
-		return "", fmt.Errorf("create data folder: %w", err)
+	if log != nil {
+		switch action {
+		case commands.TokenReplaced:
+			log.Warn("replaced the plugin shim's token: the old one was unsafe", "path", path, "reason", why)
+		case commands.TokenMadePrivate:
+			log.Info("made the plugin shim's token private (mode 0600)", "path", path, "was", why)
+		case commands.TokenCreated:
+			log.Info("created the plugin shim's token", "path", path)
+		}
 	}
-	var b [24]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", err
-	}
-	if err := os.WriteFile(path, []byte(hex.EncodeToString(b[:])+"\n"), 0o600); err != nil {
-		return "", fmt.Errorf("write the shim token: %w", err)
-	}
-	return path, nil
+	return path, action == commands.TokenReplaced || action == commands.TokenMadePrivate, nil
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -46,6 +47,15 @@ func serveWith(ctx context.Context, c Config, log *slog.Logger, tune func(*runti
 		return err
 	}
 	defer unlock()
+	// The broker token exists from the first start, embedded broker or not: the operator's
+	// web page (§8) takes it too.
+	fileToken, fixed, err := natsbus.EnsureToken(c.tokenPath())
+	if err != nil {
+		return err
+	}
+	if fixed != "" {
+		log.Warn(fixed)
+	}
 	if c.InstallCommands {
 		if _, err := install(c, log); err != nil {
 			log.Warn("could not install the slash commands and the plugin; run thatch install to retry", "err", err)
@@ -67,8 +77,12 @@ func serveWith(ctx context.Context, c Config, log *slog.Logger, tune func(*runti
 
 	var ns *server.Server
 	var watch *natsbus.JetStreamWatch // the embedded broker's JetStream health
+	// The token thatch presents: an external broker's, else the embedded broker's (§7).
+	token := c.NATSToken
 	if c.NATSURL == "" {
-		ns, err = natsbus.StartEmbedded(c.NATSListen, filepath.Join(c.DataDir, "nats"))
+		token = cmp.Or(c.NATSToken, fileToken)
+		ns, err = natsbus.StartBroker(natsbus.Embedded{Listen: c.NATSListen, Dir: filepath.Join(c.DataDir, "nats"),
+			Token: token, TLS: c.tlsFiles()})
 		if err != nil {
 			return err
 		}
@@ -76,13 +90,17 @@ func serveWith(ctx context.Context, c Config, log *slog.Logger, tune func(*runti
 			ns.Shutdown()
 			ns.WaitForShutdown()
 		}()
-		log.Info("embedded broker listening", "url", ns.ClientURL())
+		log.Info("embedded broker listening", "url", ns.ClientURL(), "token", c.tokenSource(), "tls", c.NATSTLSCert != "")
 		if watch, err = natsbus.NewJetStreamWatch(ns, log.With("component", "broker")); err != nil {
 			return err
 		}
 	}
+	clientTLS, err := c.clientTLS()
+	if err != nil {
+		return err
+	}
 	nc, err := natsbus.Connect(natsbus.ConnectOptions{URL: c.NATSURL, Embedded: ns, CredsFile: c.NATSCreds,
-		Token: c.NATSToken, Name: "thatch"}, log.With("component", "nats"))
+		Token: token, TLS: clientTLS, Name: "thatch"}, log.With("component", "nats"))
 	if err != nil {
 		return err
 	}
@@ -98,7 +116,8 @@ func serveWith(ctx context.Context, c Config, log *slog.Logger, tune func(*runti
 	if tune != nil {
 		tune(loop)
 	}
-	consumer := natsbus.NewConsumer(js, natsbus.StreamConfig{Stream: c.Stream, Consumer: c.Consumer, Prefix: c.SubjectPrefix},
+	consumer := natsbus.NewConsumer(js, natsbus.StreamConfig{Stream: c.Stream, Consumer: c.Consumer, Prefix: c.SubjectPrefix,
+		MaxBytes: c.StreamMaxBytes, MaxMsgBytes: int32(c.StreamMaxMsgBytes), Log: log.With("component", "consumer")},
 		loop.Deliveries(), log.With("component", "consumer"))
 	sweeper := &runtime.Sweeper{Loop: loop, Caller: caller, Every: time.Duration(c.StrandSweepMS) * time.Millisecond,
 		Strand: bool(c.StrandSweep), Log: log.With("component", "sweep"),
@@ -167,11 +186,11 @@ func serveWith(ctx context.Context, c Config, log *slog.Logger, tune func(*runti
 	if watch != nil {
 		add("broker watch", watch.Run)
 	}
-	brokerURL := ""
+	var broker statusFile // where the CLI finds the embedded broker; never its token
 	if ns != nil {
-		brokerURL = ns.ClientURL()
+		broker.BrokerURL, broker.BrokerCert = ns.ClientURL(), c.NATSTLSCert
 	}
-	add("status file", func(ctx context.Context) error { return writeStatusFile(ctx, srv, c.DataDir, brokerURL, log) })
+	add("status file", func(ctx context.Context) error { return writeStatusFile(ctx, srv, c.DataDir, broker, log) })
 	add("thatch API", func(ctx context.Context) error {
 		select { // ready once the stream exists and the journal is loaded
 		case <-consumer.Started():
@@ -285,10 +304,14 @@ type statusFile struct {
 	// BrokerURL is the embedded broker's address, so the CLI finds a daemon started
 	// with another THATCH_NATS_LISTEN; never an external URL, which can hold credentials.
 	BrokerURL string `json:"brokerURL,omitempty"`
+	// BrokerCert is the certificate file the embedded broker serves TLS with, so the CLI
+	// trusts it without THATCH_NATS_TLS_CERT of its own. The broker's token is never here.
+	BrokerCert string `json:"brokerCert,omitempty"`
 }
 
-// writeStatusFile rewrites the status file every second until ctx ends.
-func writeStatusFile(ctx context.Context, srv *natsbus.Server, dir, brokerURL string, log *slog.Logger) error {
+// writeStatusFile rewrites the status file every second until ctx ends, with broker's
+// address and certificate.
+func writeStatusFile(ctx context.Context, srv *natsbus.Server, dir string, broker statusFile, log *slog.Logger) error {
 	path := filepath.Join(dir, StatusFile)
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
@@ -303,7 +326,7 @@ func writeStatusFile(ctx context.Context, srv *natsbus.Server, dir, brokerURL st
 		if err != nil {
 			continue // the loop is stopping
 		}
-		data, _ := json.Marshal(statusFile{At: time.Now().UTC(), Status: st, BrokerURL: brokerURL})
+		data, _ := json.Marshal(statusFile{At: time.Now().UTC(), Status: st, BrokerURL: broker.BrokerURL, BrokerCert: broker.BrokerCert})
 		tmp := path + ".tmp"
 		err = os.WriteFile(tmp, data, 0o600)
 		if err == nil {

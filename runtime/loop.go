@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -22,8 +23,11 @@ type Delivery struct {
 	// Stream is the identity of the stream it came from (its creation time): a stream
 	// deleted and created again counts from 1 again.
 	Stream string
-	Ack    func() error
-	Nak    func() error // hands the message back for immediate redelivery
+	// Published is when the stream stored it (zero when unknown): a host that published
+	// is connected, which can wake its waiting calls.
+	Published time.Time
+	Ack       func() error
+	Nak       func() error // hands the message back for immediate redelivery
 }
 
 // Caller performs one host call for a host of the given API generation.
@@ -87,10 +91,12 @@ type Loop struct {
 	outstanding int    // host calls dispatched whose results are not committed
 	journalErr  string // the last commit error, while commits fail
 	// waiting holds, per host, the calls that found no responder: they stay in the outbox
-	// and go out again at the host's next hello (rule 12). moot holds the answers of those
-	// a new boot made pointless, to be stepped in the next round.
-	waiting  map[string][]Call
+	// and go out again at the host's next hello (rule 12), and once at the host's first
+	// event after they began to wait (nudge). moot holds the answers of those a new boot
+	// made pointless, to be stepped in the next round.
+	waiting  map[string][]waitingCall
 	nWaiting int
+	nudged   map[int64]bool // calls a nudge sent: if they find no responder again, only a hello sends them
 	moot     []Result
 	// heard counts each host's hellos (and new boots) applied by this run, and sent the
 	// count each call in flight was sent under: a call that finds no responder after a
@@ -100,6 +106,14 @@ type Loop struct {
 	sent    map[int64]helloCount
 	workers map[string]*worker
 	wg      sync.WaitGroup
+}
+
+// waitingCall is a call in the waiting room: since when, and whether a nudge already
+// sent it once since the last hello.
+type waitingCall struct {
+	Call
+	since  time.Time
+	nudged bool
 }
 
 // helloCount is how many hellos, and how many of them new boots, a host said.
@@ -140,7 +154,7 @@ func NewLoop(j Journal, c Caller, log *slog.Logger) *Loop {
 		inputs: make(chan Input), hellos: make(chan string, 64),
 		tools: make(chan *toolReq), queries: make(chan *query),
 		ready: make(chan struct{}), stopped: make(chan struct{}), draining: make(chan struct{}),
-		workers: map[string]*worker{}, waiting: map[string][]Call{},
+		workers: map[string]*worker{}, waiting: map[string][]waitingCall{}, nudged: map[int64]bool{},
 		heard: map[string]helloCount{}, sent: map[int64]helloCount{},
 	}
 }
@@ -267,6 +281,7 @@ func (l *Loop) Run(ctx context.Context) error {
 			}
 			l.outstanding -= answered
 			l.unwait(gone)
+			l.nudge(wctx, deliveries)
 			parked = slices.DeleteFunc(parked, func(q *toolReq) bool { return slices.Contains(ready, q) })
 			for i, q := range ready {
 				q.reply <- replies[i] // rendered by the caller's goroutine, off the loop
@@ -315,8 +330,9 @@ func (l *Loop) park(wctx context.Context, results []Result) []Result {
 	out := results[:0]
 	for _, r := range results {
 		c := r.Call
-		at := l.sent[c.ID]
+		at, nudged := l.sent[c.ID], l.nudged[c.ID]
 		delete(l.sent, c.ID)
+		delete(l.nudged, c.ID)
 		if r.Err == nil || !r.Err.NoResponder || !Parkable(c) {
 			out = append(out, r)
 			continue
@@ -335,7 +351,7 @@ func (l *Loop) park(wctx context.Context, results []Result) []Result {
 		if len(l.waiting[c.Host]) == 0 {
 			l.Log.Warn("host is not answering: its calls wait in the outbox for its next hello", "host", c.Host, "method", string(c.Op))
 		}
-		l.waiting[c.Host] = append(l.waiting[c.Host], c)
+		l.waiting[c.Host] = append(l.waiting[c.Host], waitingCall{Call: c, since: l.Now(), nudged: nudged})
 		l.nWaiting++
 		l.outstanding--
 	}
@@ -358,13 +374,13 @@ func (l *Loop) wake(wctx context.Context, a Awake) {
 	delete(l.waiting, a.Host)
 	l.nWaiting -= len(calls)
 	moot := 0
-	for _, c := range calls {
-		if a.Restarted && Moot(c) {
-			l.moot = append(l.moot, Result{Call: c, Err: HostRestarted(c)})
+	for _, w := range calls {
+		if a.Restarted && Moot(w.Call) {
+			l.moot = append(l.moot, Result{Call: w.Call, Err: HostRestarted(w.Call)})
 			moot++
 			continue
 		}
-		l.dispatch(wctx, c)
+		l.dispatch(wctx, w.Call)
 	}
 	l.Log.Info("host is back: sending the calls that waited for it", "host", a.Host, "calls", len(calls)-moot, "moot_after_restart", moot)
 }
@@ -379,10 +395,10 @@ func (l *Loop) goneWaiting(events []Event) []Result {
 		if ev.Type != "session.deleted" || ev.SessionID == "" {
 			continue
 		}
-		for _, c := range l.waiting[ev.HostID] {
-			if c.SessionID == ev.SessionID && !answered[c.ID] {
-				answered[c.ID] = true
-				out = append(out, Result{Call: c, Err: &HostError{Name: "NotFoundError", Message: "session " + c.SessionID + " was deleted while the call waited for its host"}})
+		for _, w := range l.waiting[ev.HostID] {
+			if w.SessionID == ev.SessionID && !answered[w.ID] {
+				answered[w.ID] = true
+				out = append(out, Result{Call: w.Call, Err: &HostError{Name: "NotFoundError", Message: "session " + w.SessionID + " was deleted while the call waited for its host"}})
 			}
 		}
 	}
@@ -393,7 +409,7 @@ func (l *Loop) goneWaiting(events []Event) []Result {
 func (l *Loop) unwait(answered []Result) {
 	for _, r := range answered {
 		c := r.Call
-		l.waiting[c.Host] = slices.DeleteFunc(l.waiting[c.Host], func(w Call) bool { return w.ID == c.ID })
+		l.waiting[c.Host] = slices.DeleteFunc(l.waiting[c.Host], func(w waitingCall) bool { return w.ID == c.ID })
 		if len(l.waiting[c.Host]) == 0 {
 			delete(l.waiting, c.Host)
 		}
@@ -402,6 +418,55 @@ func (l *Loop) unwait(answered []Result) {
 	if len(answered) > 0 {
 		l.Log.Info("calls that waited for their host are done: their session was deleted", "calls", len(answered))
 	}
+}
+
+// nudge sends once more the waiting calls of a host that published an event after they
+// began to wait: the host is connected, though it may say no hello (it reconnected to a
+// broker that restarted with thatch, after the calls thatch resumed at start found no
+// responder). A call a nudge sent that finds no responder again waits for a hello only,
+// so a host that lacks a method is not asked again at each of its events.
+func (l *Loop) nudge(wctx context.Context, ds []Delivery) {
+	if l.nWaiting == 0 {
+		return
+	}
+	latest := map[string]time.Time{}
+	for _, d := range ds {
+		if host := hostOf(l.Prefix, d.Subject); host != "" && d.Published.After(latest[host]) {
+			latest[host] = d.Published
+		}
+	}
+	for host, at := range latest {
+		sent := 0
+		l.waiting[host] = slices.DeleteFunc(l.waiting[host], func(w waitingCall) bool {
+			if w.nudged || !at.After(w.since) {
+				return false
+			}
+			l.nudged[w.ID] = true
+			l.dispatch(wctx, w.Call)
+			sent++
+			return true
+		})
+		if len(l.waiting[host]) == 0 {
+			delete(l.waiting, host)
+		}
+		if sent > 0 {
+			l.nWaiting -= sent
+			l.Log.Info("host published an event: sending once more the calls that waited for it", "host", host, "calls", sent)
+		}
+	}
+}
+
+// hostOf reads the host id of an event subject, prefix.<host>.event.<type>.
+func hostOf(prefix, subject string) string {
+	rest, ok := strings.CutPrefix(subject, prefix+".")
+	if !ok {
+		return ""
+	}
+	host, _, ok := strings.Cut(rest, ".event.")
+	if !ok {
+		return ""
+	}
+	return host
 }
 
 // finishCalls lets the calls in progress end for at most StopGrace and commits their

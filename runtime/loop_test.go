@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -153,7 +154,7 @@ func (r *loopRig) deliver(id, typ, props string) {
 	r.seq++
 	body := fmt.Sprintf(`{"id":%q,"type":%q,"properties":%s}`, id, typ, props)
 	r.loop.Deliveries() <- runtime.Delivery{Subject: "opencode.h1.event." + typ, Data: []byte(body), StreamSeq: r.seq, Stream: r.stream,
-		Ack: func() error { return nil }, Nak: func() error { return nil }}
+		Published: time.Now(), Ack: func() error { return nil }, Nak: func() error { return nil }}
 }
 
 func (r *loopRig) hello(boot string) {
@@ -415,5 +416,53 @@ func TestLoopFollowsARecreatedStream(t *testing.T) {
 	r.waitView("the new stream's events to be applied", func(v runtime.View) bool { return v.Pos == 2 && v.Outstanding == 0 })
 	if n := nCreates(); n != 2 {
 		t.Fatalf("%d creates: the new stream's idle was taken for a stale one", n)
+	}
+}
+
+// A host that publishes an event after its calls began to wait is connected, hello or
+// not (it reconnected to a broker that restarted with thatch): its waiting calls go out
+// once more. One that finds no responder again (the host lacks the method) then waits
+// for a hello only: the host's next events do not send it again.
+func TestLoopHostPublishingSendsItsCallsOnce(t *testing.T) {
+	t.Cleanup(func() { goleak.VerifyNone(t) })
+	host := &hostSwitch{away: true}
+	r := startLoop(t, t.TempDir(), host)
+	sends := func() int { ops, _ := host.sent(); return len(ops) }
+	settled := func(pos uint64, waiting int) func(runtime.View) bool {
+		return func(v runtime.View) bool { return v.Pos == pos && v.Outstanding == 0 && v.Waiting == waiting }
+	}
+	r.hello("b1")
+	r.created("ses_a")
+	r.waitView("the reminder to wait", settled(2, 1))
+	if n := sends(); n != 1 {
+		t.Fatalf("%d sends, want 1", n)
+	}
+
+	// Still away: the host's next event sends it once more, in vain; later events do not.
+	r.deliver("busy_1", "session.status", `{"sessionID":"ses_a","status":{"type":"busy"}}`)
+	r.waitView("the event", settled(3, 1))
+	if n := sends(); n != 2 {
+		t.Fatalf("%d sends after the host's event, want 2", n)
+	}
+	r.deliver("idle_1", "session.status", `{"sessionID":"ses_a","status":{"type":"idle"}}`)
+	r.waitView("the next event", settled(4, 1))
+	if n := sends(); n != 2 {
+		t.Fatalf("%d sends after another event, want still 2", n)
+	}
+
+	// A hello sends it again (the host still away), and makes it eligible again.
+	r.hello("b1")
+	r.waitView("the hello", settled(5, 1))
+	if n := sends(); n != 3 {
+		t.Fatalf("%d sends after the hello, want 3", n)
+	}
+
+	// Back, without a hello: its next event sends the reminder, which it answers.
+	host.set(false)
+	r.deliver("busy_2", "session.status", `{"sessionID":"ses_a","status":{"type":"busy"}}`)
+	r.waitView("the reminder to be answered", settled(6, 0))
+	ops, keys := host.sent()
+	if len(ops) != 4 || slices.Compact(slices.Clone(keys))[0] != keys[0] || len(slices.Compact(slices.Clone(keys))) != 1 {
+		t.Fatalf("calls %v keys %v: want the reminder 4 times with one key", ops, keys)
 	}
 }

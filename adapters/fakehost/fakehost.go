@@ -25,6 +25,8 @@ import (
 type Call struct {
 	Method string
 	Params map[string]any
+	Key    string // its idempotencyKey, "" when absent
+	Repeat bool   // the key was answered before: answered from memory (Requests only)
 }
 
 // String renders a call compactly for assertions.
@@ -81,24 +83,36 @@ type Host struct {
 	seq       int64
 	events    int
 	boot      string
+	hello     map[string]any // the last hello's properties
 	calls     []Call
+	requests  []Call // every request, repeats included
+	methods   []string
+	away      bool
 	sessions  map[string]runtime.SessionInfo
-	messages  map[string]string // session → last assistant text
-	played    map[string]string // extraction child → the model its prompt asked for
-	extracted map[string]int    // entry id → times the model completed it
-	answered  map[string][]byte // idempotency key → the reply it got
-	repeats   map[string]int    // method → calls answered from memory
-	turns     int               // extractions the model played
+	messages  map[string]string        // session → last assistant text
+	played    map[string]string        // extraction child → the model its prompt asked for
+	extracted map[string]int           // entry id → times the model completed it
+	answered  map[string][]byte        // idempotency key → the reply it got
+	acting    map[string]chan struct{} // idempotency key → closed once its first request is answered
+	repeats   map[string]int           // method → calls answered from memory
+	turns     int                      // extractions the model played
 	nextID    int
 	subs      []*nats.Subscription
 
 	ctx    context.Context // ends at Close: the host's own goroutines stop with it
 	cancel context.CancelFunc
+	runMu  sync.Mutex // guards closed and wg.Add against Close (h.mu may be held by goRun's callers)
+	closed bool
 	wg     sync.WaitGroup
 }
 
-// goRun runs fn in a goroutine the host waits for at Close.
+// goRun runs fn in a goroutine the host waits for at Close; after Close, nothing.
 func (h *Host) goRun(fn func(ctx context.Context)) {
+	h.runMu.Lock()
+	defer h.runMu.Unlock()
+	if h.closed {
+		return
+	}
 	h.wg.Add(1)
 	go func() {
 		defer h.wg.Done()
@@ -124,26 +138,77 @@ func New(nc *nats.Conn, id, api string, methods ...string) (*Host, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	h := &Host{ID: id, API: api, Prefix: "opencode", NC: nc, JS: js, Dir: os.TempDir(), ctx: ctx, cancel: cancel,
 		sessions: map[string]runtime.SessionInfo{}, messages: map[string]string{}, played: map[string]string{}, extracted: map[string]int{},
-		answered: map[string][]byte{}, repeats: map[string]int{}}
+		answered: map[string][]byte{}, acting: map[string]chan struct{}{}, repeats: map[string]int{}}
 	if len(methods) == 0 {
 		methods = Methods(api)
 	}
-	for _, m := range methods {
-		sub, err := nc.Subscribe(h.Prefix+"."+id+".api."+m, h.serve)
+	h.methods = methods
+	return h, h.subscribe()
+}
+
+func (h *Host) subscribe() error {
+	for _, m := range h.methods {
+		sub, err := h.NC.Subscribe(h.Prefix+"."+h.ID+".api."+m, h.serve)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		h.subs = append(h.subs, sub)
 	}
-	return h, nc.Flush()
+	return h.flush()
+}
+
+// flush makes sure the broker has the subscriptions; a connection that is reconnecting
+// sends them when it is back.
+func (h *Host) flush() error {
+	if !h.NC.IsConnected() {
+		return nil
+	}
+	return h.NC.Flush()
+}
+
+// Away stops serving the host API, as a host that went away does: thatch's calls find no
+// responder until Back. The session table and the idempotency memory stay.
+func (h *Host) Away() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.away {
+		return nil
+	}
+	h.away = true
+	for _, s := range h.subs {
+		if err := s.Unsubscribe(); err != nil {
+			return err
+		}
+	}
+	h.subs = nil
+	return h.flush()
+}
+
+// Back serves the host API again after Away. A host that comes back says hello: the
+// caller publishes it (Hello with the same boot, or a new one).
+func (h *Host) Back() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.away {
+		return nil
+	}
+	h.away = false
+	return h.subscribe()
 }
 
 // Close stops answering and waits for the host's own goroutines.
 func (h *Host) Close() {
-	for _, s := range h.subs {
+	h.mu.Lock()
+	subs := h.subs
+	h.subs = nil
+	h.mu.Unlock()
+	for _, s := range subs {
 		_ = s.Unsubscribe()
 	}
 	h.cancel()
+	h.runMu.Lock()
+	h.closed = true
+	h.runMu.Unlock()
 	h.wg.Wait()
 }
 
@@ -153,13 +218,32 @@ func (h *Host) serve(m *nats.Msg) {
 	_ = json.Unmarshal(m.Data, &params)
 	key, _ := params["idempotencyKey"].(string)
 	h.mu.Lock()
+	// A repeat that arrives while the first request is still being answered (thatch
+	// restarted meanwhile) waits for that answer instead of acting twice.
+	for first := h.acting[key]; first != nil && key != ""; first = h.acting[key] {
+		h.mu.Unlock()
+		<-first
+		h.mu.Lock()
+	}
 	if old, ok := h.answered[key]; ok && key != "" {
 		h.repeats[method]++ // a repeated call: answered from memory, not acted on twice
+		h.requests = append(h.requests, Call{Method: method, Params: params, Key: key, Repeat: true})
 		h.mu.Unlock()
 		_ = m.Respond(old)
 		return
 	}
-	h.calls = append(h.calls, Call{Method: method, Params: params})
+	if key != "" {
+		done := make(chan struct{})
+		h.acting[key] = done
+		defer func() {
+			h.mu.Lock()
+			delete(h.acting, key)
+			h.mu.Unlock()
+			close(done)
+		}()
+	}
+	h.calls = append(h.calls, Call{Method: method, Params: params, Key: key})
+	h.requests = append(h.requests, Call{Method: method, Params: params, Key: key})
 	reply, raw := h.Reply, h.Raw
 	h.mu.Unlock()
 	if raw != nil {
@@ -435,6 +519,13 @@ func (h *Host) Calls() []Call {
 	return append([]Call(nil), h.calls...)
 }
 
+// Requests returns every request received so far, repeats of an answered key included.
+func (h *Host) Requests() []Call {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]Call(nil), h.requests...)
+}
+
 // CallsTo returns the calls of one method.
 func (h *Host) CallsTo(method string) []Call {
 	var out []Call
@@ -491,17 +582,51 @@ func (h *Host) Hello(ctx context.Context, boot string, resumed ...string) error 
 
 // PublishHello is Hello with the capabilities the host declares.
 func (h *Host) PublishHello(ctx context.Context, boot string, caps runtime.Capabilities, resumed ...string) error {
-	h.mu.Lock()
-	h.boot, h.seq = boot, 0
-	h.mu.Unlock()
 	if resumed == nil {
 		resumed = []string{}
 	}
-	hello := map[string]any{"hostID": h.ID, "api": h.API, "version": "fake",
+	h.mu.Lock()
+	h.boot, h.seq = boot, 0
+	h.hello = map[string]any{"hostID": h.ID, "api": h.API, "version": "fake",
 		"bootID": boot, "directory": h.Dir, "worktree": h.Dir, "projectID": "p1",
 		"capabilities": caps, "resumed": resumed}
 	if h.SmallModel != "" {
-		hello["smallModel"] = h.SmallModel
+		h.hello["smallModel"] = h.SmallModel
+	}
+	hello := h.hello
+	h.mu.Unlock()
+	_, err := h.Publish(ctx, "host.hello", hello)
+	return err
+}
+
+// HelloOnReconnect makes the host say hello again (HelloAgain) each time its connection
+// to the broker comes back, unless it is away. It takes the connection's reconnect
+// handler.
+func (h *Host) HelloOnReconnect() {
+	h.NC.SetReconnectHandler(func(*nats.Conn) {
+		h.goRun(func(ctx context.Context) {
+			h.mu.Lock()
+			away := h.away
+			h.mu.Unlock()
+			if away {
+				return
+			}
+			ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			_ = h.HelloAgain(ctx)
+		})
+	})
+}
+
+// HelloAgain repeats the last hello, same boot and Host-Seq going on, as a host does when
+// its connection to the broker comes back (thatch's embedded broker restarts with thatch):
+// the calls thatch kept for it while it could not answer go out (rule 12).
+func (h *Host) HelloAgain(ctx context.Context) error {
+	h.mu.Lock()
+	hello := h.hello
+	h.mu.Unlock()
+	if hello == nil {
+		return fmt.Errorf("host %s never said hello", h.ID)
 	}
 	_, err := h.Publish(ctx, "host.hello", hello)
 	return err

@@ -139,6 +139,7 @@ type benchRun struct {
 	progress   io.Writer
 	report     BenchReport
 	ns         *server.Server
+	token      string // the bench broker's
 	nc         *nats.Conn
 	js         jetstream.JetStream
 }
@@ -157,13 +158,13 @@ func (b *benchRun) add(f Figure) {
 }
 
 func (b *benchRun) run(ctx context.Context) error {
-	ns, err := natsbus.StartEmbedded("127.0.0.1:-1", filepath.Join(b.dir, "broker"))
+	ns, err := b.startBroker()
 	if err != nil {
 		return err
 	}
 	defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
 	b.ns = ns
-	if b.nc, err = nats.Connect(ns.ClientURL()); err != nil {
+	if b.nc, err = nats.Connect(ns.ClientURL(), nats.Token(b.token)); err != nil {
 		return err
 	}
 	defer b.nc.Close()
@@ -223,7 +224,7 @@ func workloadEvents(rng *rand.Rand, host string, sessions int, dir string, w *wo
 				add("session.created", map[string]any{"sessionID": task, "info": map[string]any{"id": task, "parentID": sid, "title": "explore", "directory": dir}})
 				add("session.status", map[string]any{"sessionID": task, "status": map[string]any{"type": "busy"}})
 				for c := range 3 {
-					w.entries[sid] = append(w.entries[sid], fmt.Sprintf("%s_c%d", task, c))
+					w.entries[sid] = append(w.entries[sid], runtime.EntryID(sid, task, fmt.Sprintf("%s_c%d", task, c)))
 					add("tool.execute.after", map[string]any{"sessionID": task, "callID": fmt.Sprintf("%s_c%d", task, c), "tool": "read",
 						"args": map[string]any{"filePath": dir + "/x.go"}, "output": out(sizes[rng.IntN(4)]), "metadata": map[string]any{}})
 				}
@@ -289,6 +290,16 @@ func publishAll(ctx context.Context, js jetstream.JetStream, subjectOf func(i in
 	return flush()
 }
 
+// startBroker starts the bench's own broker, which like thatch's requires a token (§7):
+// the bench's hosts and thatch get it, no other account on the machine does.
+func (b *benchRun) startBroker() (*server.Server, error) {
+	var err error
+	if b.token, err = natsbus.NewToken(); err != nil {
+		return nil, err
+	}
+	return natsbus.StartBroker(natsbus.BrokerConfig{Listen: "127.0.0.1:-1", Dir: filepath.Join(b.dir, "broker"), Token: b.token})
+}
+
 // startThatch runs the daemon's own wiring against the bench broker.
 func (b *benchRun) startThatch(name string, tune func(*runtime.Loop)) (Config, func() error, error) {
 	return b.startThatchAs(name, "thatch", tune)
@@ -301,6 +312,7 @@ func (b *benchRun) startThatchAs(name, consumer string, tune func(*runtime.Loop)
 		return c, nil, err
 	}
 	c.DataDir, c.NATSURL, c.InstallCommands, c.StrandSweep = filepath.Join(b.dir, name), b.ns.ClientURL(), false, false
+	c.NATSToken = b.token
 	c.Consumer = consumer
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -985,12 +997,12 @@ func cpus() int         { return goruntime.NumCPU() }
 // timer, and samples that process's memory, goroutines and journal every 10 s: what grows
 // without bound shows here (thatch bench --soak 10m).
 func (b *benchRun) soak(ctx context.Context, d time.Duration, out io.Writer) error {
-	ns, err := natsbus.StartEmbedded("127.0.0.1:-1", filepath.Join(b.dir, "broker"))
+	ns, err := b.startBroker()
 	if err != nil {
 		return err
 	}
 	defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
-	if b.nc, err = nats.Connect(ns.ClientURL()); err != nil {
+	if b.nc, err = nats.Connect(ns.ClientURL(), nats.Token(b.token)); err != nil {
 		return err
 	}
 	defer b.nc.Close()
@@ -1003,7 +1015,7 @@ func (b *benchRun) soak(ctx context.Context, d time.Duration, out io.Writer) err
 		return err
 	}
 	cmd := exec.CommandContext(ctx, self, "serve")
-	cmd.Env = append(os.Environ(), "THATCH_NATS_URL="+ns.ClientURL(), "THATCH_DATA_DIR="+data, "THATCH_INSTALL_COMMANDS=off",
+	cmd.Env = append(os.Environ(), "THATCH_NATS_URL="+ns.ClientURL(), "THATCH_NATS_TOKEN="+b.token, "THATCH_DATA_DIR="+data, "THATCH_INSTALL_COMMANDS=off",
 		"THATCH_STRAND_SWEEP_MS=5000", "THATCH_RUNTIME_STATE_TTL_MS=60000", "THATCH_LOG_LEVEL=error")
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {

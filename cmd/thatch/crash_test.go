@@ -45,12 +45,18 @@ func goBuild(t *testing.T, name string, args ...string) string {
 // binary builds cmd/thatch, with the race detector.
 func binary(t *testing.T) string { return goBuild(t, "thatch", "-race", ".") }
 
-// process runs the thatch binary against the rig's broker and data folder.
+// process runs the thatch binary against the rig's broker (its own embedded one for an
+// embedded rig) and data folder.
 func (r *rig) process(bin string) *exec.Cmd {
 	r.t.Helper()
 	cmd := exec.Command(bin, "serve")
-	cmd.Env = append(os.Environ(), "THATCH_DATA_DIR="+r.dataDir, "THATCH_NATS_URL="+r.url,
-		"THATCH_HOST_TIMEOUT_MS=2000", "THATCH_LOG_FORMAT=json", "THATCH_LOG_LEVEL=debug", "THATCH_INSTALL_COMMANDS=off")
+	broker := "THATCH_NATS_URL=" + r.url
+	if r.cfg.NATSURL == "" { // an embedded rig: thatch's own broker, where the rig's host connects
+		broker = "THATCH_NATS_LISTEN=" + r.cfg.NATSListen
+	}
+	cmd.Env = append(os.Environ(), "THATCH_DATA_DIR="+r.dataDir, broker,
+		"THATCH_HOST_TIMEOUT_MS=2000", "THATCH_LOG_FORMAT=json", "THATCH_LOG_LEVEL=debug", "THATCH_INSTALL_COMMANDS=off",
+		"GORACE=atexit_sleep_ms=0") // a race-enabled binary otherwise sleeps 1 s at exit: a stop's time is thatch's own
 	if r.logPath == "" {
 		r.logPath = filepath.Join(r.t.TempDir(), "thatch.log")
 	}

@@ -263,7 +263,9 @@ func TestHostWithoutCreate(t *testing.T) {
 	if e := r.entries("ses_a"); len(e) != 1 || e[0].State != "pending" {
 		t.Fatalf("entries %+v, want c1 still pending", e)
 	}
-	woken := func() int { return strings.Count(string(logs.Bytes()), "host is back: sending the calls that waited for it") }
+	woken := func() int {
+		return strings.Count(string(logs.Bytes()), "host is back: sending the calls that waited for it")
+	}
 
 	// A hello of the same boot: the create goes out once more, finds no responder, waits.
 	must(t, r.host.Hello(ctx, "b1"))

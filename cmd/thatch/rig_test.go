@@ -71,10 +71,10 @@ func newRig(t *testing.T, api string, methods ...string) *rig {
 	return r
 }
 
-// captureLog makes serve log at info level, as text, to the buffer it returns.
+// captureLog makes serve log at debug level, as text, to the buffer it returns.
 func (r *rig) captureLog() *syncBuf {
 	logs := &syncBuf{}
-	r.log = slog.New(slog.NewTextHandler(logs, nil))
+	r.log = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	return logs
 }
 

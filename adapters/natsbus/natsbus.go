@@ -29,11 +29,11 @@ import (
 // listen (host:port; port 0 or -1 picks a free one), open to every client: a broker of a
 // test or a benchmark. thatch serve's broker is StartBroker's.
 func StartEmbedded(listen, dir string) (*server.Server, error) {
-	return StartBroker(Embedded{Listen: listen, Dir: dir})
+	return StartBroker(BrokerConfig{Listen: listen, Dir: dir})
 }
 
-// Embedded configures the embedded broker.
-type Embedded struct {
+// BrokerConfig configures the embedded broker.
+type BrokerConfig struct {
 	Listen string // host:port; port 0 or -1 picks a free one
 	Dir    string // the JetStream store's folder
 	// Token, when set, is required of every client, in-process ones included (§7).
@@ -44,7 +44,7 @@ type Embedded struct {
 }
 
 // StartBroker starts the embedded nats-server with JetStream that e describes.
-func StartBroker(e Embedded) (*server.Server, error) {
+func StartBroker(e BrokerConfig) (*server.Server, error) {
 	listen, dir := e.Listen, e.Dir
 	host, portStr, err := net.SplitHostPort(listen)
 	if err != nil {
@@ -403,8 +403,12 @@ func (c *Consumer) Run(ctx context.Context) error {
 				c.Running.Store(false)
 				return nil
 			case err := <-errs:
-				if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) ||
-					errors.Is(err, nats.ErrConnectionClosed) || errors.Is(err, jetstream.ErrStreamNotFound) {
+				gone := errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) ||
+					errors.Is(err, nats.ErrConnectionClosed) || errors.Is(err, jetstream.ErrStreamNotFound)
+				if !gone && (errors.Is(err, jetstream.ErrNoHeartbeat) || errors.Is(err, nats.ErrNoResponders)) {
+					gone = c.lost(ctx, cons)
+				}
+				if gone {
 					c.Log.Warn("consumer stopped; recreating it", "err", err)
 					cc.Stop()
 					c.Running.Store(false)
@@ -415,6 +419,18 @@ func (c *Consumer) Run(ctx context.Context) error {
 			}
 		}
 	}
+}
+
+// lost reports whether the broker no longer has the consumer although it said nothing
+// (its pulls go unanswered): JetStream was disabled and enabled again, or a stream deleted
+// and created again under it lost it. A broker that cannot be asked is not taken for one
+// that lost it: the client resumes by itself when the connection comes back.
+func (c *Consumer) lost(ctx context.Context, cons jetstream.Consumer) bool {
+	ictx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	_, err := cons.Info(ictx)
+	return errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) ||
+		errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, nats.ErrNoResponders)
 }
 
 // setup returns the durable consumer and the stream's identity: its creation time, which

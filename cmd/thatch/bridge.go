@@ -31,7 +31,18 @@ func bridge(ctx context.Context, c Config, log *slog.Logger) error {
 	if c.OpencodeURL == "" {
 		return fmt.Errorf("set THATCH_OPENCODE_URL to the opencode server to bridge (e.g. http://127.0.0.1:4096)")
 	}
-	nc, err := natsbus.Connect(natsbus.ConnectOptions{URL: c.natsURL(), CredsFile: c.NATSCreds, Token: c.NATSToken, Name: "thatch-bridge"}, log.With("component", "nats"))
+	token, err := c.clientToken()
+	if err != nil {
+		return err
+	}
+	clientTLS, err := brokerTLS(c)
+	if err != nil {
+		return err
+	}
+	// Its own inboxes, so that a broker's permissions can keep each host's replies to it
+	// (the README's permissions.conf).
+	nc, err := natsbus.Connect(natsbus.ConnectOptions{URL: c.natsURL(), CredsFile: c.NATSCreds, Token: token, TLS: clientTLS,
+		Name: "thatch-bridge", InboxPrefix: "_INBOX." + opencode.HostIDFor(c.OpencodeURL)}, log.With("component", "nats"))
 	if err != nil {
 		return err
 	}

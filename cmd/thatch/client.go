@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -164,6 +165,11 @@ func client(ctx context.Context, c Config, cmd string, args []string, out io.Wri
 			}
 			fmt.Fprintf(tw, "%s\t%s\n", row[0], row[1])
 		}
+		if c.NATSURL == "" {
+			fmt.Fprintf(tw, "broker token\t%s (thatch env prints the URL a host connects with)\n", c.tokenSource())
+		} else {
+			fmt.Fprintf(tw, "broker token\t%s\n", c.tokenSource())
+		}
 		if x := s.Extraction; x != nil {
 			spend := func(p runtime.Spend) string {
 				return fmt.Sprintf("%d %s, %s %s (%s in, %s out), %s", p.Extractions, runtime.Plural(p.Extractions, "extraction", "extractions"),
@@ -278,22 +284,38 @@ func request(ctx context.Context, c Config, method string, params any) (json.Raw
 // dial connects the CLI to the broker thatch serves on: THATCH_NATS_URL's, else
 // THATCH_NATS_LISTEN's, else the embedded broker's address that the daemon of
 // THATCH_DATA_DIR last wrote in its status file (a daemon started with a THATCH_NATS_LISTEN
-// of its own that this shell does not have).
+// of its own that this shell does not have). It presents the embedded broker's token from
+// the data folder and trusts its certificate, so the CLI needs no set-up (§7).
 func dial(c Config) (*nats.Conn, error) {
 	opts := []nats.Option{nats.Name("thatch-cli")}
 	if c.NATSCreds != "" {
 		opts = append(opts, nats.UserCredentials(c.NATSCreds))
 	}
-	if c.NATSToken != "" {
-		opts = append(opts, nats.Token(c.NATSToken))
+	token, err := c.clientToken()
+	if err != nil {
+		return nil, err
+	}
+	if token != "" {
+		opts = append(opts, nats.Token(token))
+	}
+	clientTLS, err := brokerTLS(c)
+	if err != nil {
+		return nil, err
+	}
+	if clientTLS != nil {
+		opts = append(opts, nats.Secure(clientTLS))
 	}
 	nc, err := nats.Connect(c.natsURL(), opts...)
 	if err != nil && c.NATSURL == "" {
-		if alt := statusBrokerURL(c.DataDir); alt != "" && alt != c.natsURL() {
+		if alt := statusBroker(c.DataDir).BrokerURL; alt != "" && alt != c.natsURL() {
 			if anc, aerr := nats.Connect(alt, opts...); aerr == nil {
 				return anc, nil
 			}
 		}
+	}
+	if errors.Is(err, nats.ErrAuthorization) && c.NATSURL == "" {
+		return nil, fmt.Errorf("the broker at %s refused thatch's token (%v): the CLI presents THATCH_NATS_TOKEN, else the token in %s; "+
+			"run it with the THATCH_DATA_DIR (and THATCH_NATS_TOKEN) of thatch serve", shownURL(c.natsURL()), err, c.tokenPath())
 	}
 	if err != nil {
 		return nil, fmt.Errorf("cannot reach the broker at %s (%v): is thatch serve running? "+
@@ -302,17 +324,29 @@ func dial(c Config) (*nats.Conn, error) {
 	return nc, nil
 }
 
-// statusBrokerURL is the embedded broker's client URL in the status file of the daemon on
-// dataDir, "" when the file names none.
-func statusBrokerURL(dataDir string) string {
-	var f struct {
-		BrokerURL string `json:"brokerURL"`
+// brokerTLS is the TLS configuration of thatch's own clients (clientTLS), else, for the
+// embedded broker, trust in the certificate that the daemon of the data folder wrote in
+// its status file; nil when the broker serves no TLS.
+func brokerTLS(c Config) (*tls.Config, error) {
+	cfg, err := c.clientTLS()
+	if cfg != nil || err != nil || c.NATSURL != "" {
+		return cfg, err
 	}
+	if cert := statusBroker(c.DataDir).BrokerCert; cert != "" {
+		return natsbus.ClientTLS(natsbus.TLSFiles{Cert: cert})
+	}
+	return nil, nil
+}
+
+// statusBroker is the embedded broker's address and certificate in the status file of the
+// daemon on dataDir, empty when the file names none.
+func statusBroker(dataDir string) statusFile {
+	var f statusFile
 	data, err := os.ReadFile(filepath.Join(dataDir, StatusFile))
 	if err != nil || json.Unmarshal(data, &f) != nil {
-		return ""
+		return statusFile{}
 	}
-	return f.BrokerURL
+	return f
 }
 
 // shownURL is a broker URL list fit to print: without the credentials a URL may carry.

@@ -28,6 +28,7 @@ Usage:
   thatch memories [--project P] [--search Q] [--kind K] [--limit N] [--json]
                                      the memories thatch keeps (show ID, forget ID, export, import FILE: see thatch memories --help)
   thatch install                     install the /thatch/compact and /thatch/exit commands and the plugin for opencode
+  thatch env                         what a host needs to connect: the broker URL with its token, the prefixes
   thatch bench [--quick] [--out FILE] measure thatch against the bare pipeline (see the README)
   thatch version                     print the version
 
@@ -52,6 +53,12 @@ var commandUsage = map[string]string{
   opencode's config folder, $XDG_CONFIG_HOME/opencode, printing what changed. Restart
   opencode afterwards so it loads them. thatch serve does the same at start unless
   THATCH_INSTALL_COMMANDS=off.`,
+	"env": `usage: thatch env
+  print, as shell assignments, what a protocol host (or thatch bridge in another shell)
+  needs to reach this thatch: THATCH_NATS_URL with the embedded broker's token (from
+  $THATCH_DATA_DIR/broker.token, made if absent, or THATCH_NATS_TOKEN), the certificate
+  to trust when the broker serves TLS, and the subject prefixes. The output holds the
+  token: keep it private. With THATCH_NATS_URL, the external broker's own users apply.`,
 	"version": `usage: thatch version
   print the version`,
 }
@@ -128,6 +135,8 @@ func run(args []string) error {
 			fmt.Println("restart opencode (or POST /instance/dispose) so it loads the new files")
 		}
 		return nil
+	case "env":
+		return env(c, os.Stdout, newLogger(os.Stderr, c.LogLevel, c.LogFormat))
 	case "status", "sessions", "entries", "sweep", "costs":
 		return client(ctx, c, cmd, args, os.Stdout)
 	case "memories":

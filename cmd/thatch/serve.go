@@ -81,7 +81,7 @@ func serveWith(ctx context.Context, c Config, log *slog.Logger, tune func(*runti
 	token := c.NATSToken
 	if c.NATSURL == "" {
 		token = cmp.Or(c.NATSToken, fileToken)
-		ns, err = natsbus.StartBroker(natsbus.Embedded{Listen: c.NATSListen, Dir: filepath.Join(c.DataDir, "nats"),
+		ns, err = natsbus.StartBroker(natsbus.BrokerConfig{Listen: c.NATSListen, Dir: filepath.Join(c.DataDir, "nats"),
 			Token: token, TLS: c.tlsFiles()})
 		if err != nil {
 			return err

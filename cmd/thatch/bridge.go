@@ -15,7 +15,7 @@ import (
 
 // newBridge makes the opencode server at c.OpencodeURL a protocol host on nc.
 func newBridge(c Config, nc *nats.Conn, js jetstream.JetStream, log *slog.Logger) *opencode.Bridge {
-	tokenFile, err := shimToken(c.DataDir)
+	tokenFile, _, err := ensureShimToken(c.DataDir, log)
 	if err != nil {
 		log.Warn("the plugin shim endpoint is off: no token", "err", err)
 	}

@@ -186,8 +186,9 @@ func checkListen(name, addr string) error {
 	host, port, err := net.SplitHostPort(addr)
 	if err == nil {
 		var n int
-		n, err = strconv.Atoi(port)
-		if err == nil && (n < 0 || n > 65535) {
+		if n, err = strconv.Atoi(port); err != nil {
+			err = fmt.Errorf("port %q is not a number", port)
+		} else if n < 0 || n > 65535 {
 			err = fmt.Errorf("port %d is out of range", n)
 		}
 	}

@@ -37,15 +37,9 @@ func install(c Config, log *slog.Logger) ([]commands.Change, error) {
 	return append(changes, installed...), err
 }
 
-// shimToken returns the file holding the token the plugin shim presents to the bridge,
-// creating it, or replacing an unsafe one, by commands.EnsureToken's rule: the bridge
-// calls it when it starts, as thatch install does.
-func shimToken(dataDir string) (string, error) {
-	path, _, err := ensureShimToken(dataDir, nil)
-	return path, err
-}
-
-// ensureShimToken is shimToken, logging a repair when log is set. repaired reports that
+// ensureShimToken returns the file holding the token the plugin shim presents to the
+// bridge, creating it, or replacing an unsafe one, by commands.EnsureToken's rule (the
+// bridge calls it when it starts, as thatch install does), logging a repair when log is set. repaired reports that
 // an existing token was replaced or made private.
 func ensureShimToken(dataDir string, log *slog.Logger) (path string, repaired bool, err error) {
 	path = filepath.Join(dataDir, "shim.token")

@@ -118,7 +118,9 @@ func run(args []string) error {
 	case "bridge":
 		return bridge(ctx, c, newLogger(os.Stderr, c.LogLevel, c.LogFormat))
 	case "install":
-		changes, err := install(c, nil)
+		// The changes are printed below; the log says only what needs attention (an
+		// unsafe token replaced).
+		changes, err := install(c, newLogger(os.Stderr, "warn", c.LogFormat))
 		if err != nil {
 			return err
 		}

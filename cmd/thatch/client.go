@@ -111,23 +111,38 @@ func client(ctx context.Context, c Config, cmd string, args []string, out io.Wri
 		}
 		params["days"] = *days
 	}
-	raw, err := request(ctx, c, cmd, params)
+	var raw json.RawMessage
+	if cmd == "sessions" || cmd == "entries" {
+		raw, err = requestAll(ctx, c, cmd, params)
+	} else {
+		raw, err = request(ctx, c, cmd, params)
+	}
 	var stale error // set when status falls back to the status file
 	if err != nil && cmd == "status" {
 		// The broker (or thatch) is unreachable: report what thatch last wrote.
 		data, ferr := os.ReadFile(filepath.Join(c.DataDir, StatusFile))
 		var f statusFile
 		if ferr != nil || json.Unmarshal(data, &f) != nil {
+			if *asJSON { // still one document: nothing known, and why
+				data, _ := json.Marshal(map[string]any{"stale": true, "error": err.Error()})
+				fmt.Fprintln(out, string(data))
+			}
 			return err
 		}
 		stale = fmt.Errorf("thatch is unreachable: the status above is from %s", f.At.Format(time.RFC3339))
+		if f.Stopped != nil {
+			err = fmt.Errorf("thatch is not running: it stopped at %s", f.Stopped.Local().Format(time.RFC3339))
+			stale = err
+			f.Status.Consuming = false
+		}
 		if *asJSON { // one document, marked stale, with its age and why
 			doc := struct {
 				runtime.StatusView
-				Stale      bool    `json:"stale"`
-				AgeSeconds float64 `json:"ageSeconds"`
-				Error      string  `json:"error"`
-			}{f.Status, true, time.Since(f.At).Seconds(), err.Error()}
+				Stale      bool       `json:"stale"`
+				AgeSeconds float64    `json:"ageSeconds"`
+				Error      string     `json:"error"`
+				Stopped    *time.Time `json:"stopped,omitempty"`
+			}{f.Status, true, time.Since(f.At).Seconds(), err.Error(), f.Stopped}
 			data, _ := json.Marshal(doc)
 			fmt.Fprintln(out, string(data))
 			return stale
@@ -270,6 +285,72 @@ func client(ctx context.Context, c Config, cmd string, args []string, out io.Wri
 
 func itoa(n int) string  { return strconv.Itoa(n) }
 func i64(n int64) string { return strconv.FormatInt(n, 10) }
+
+// listPage is how many rows the CLI asks for in one page of a list method; the daemon
+// cuts a page shorter when it would not fit the broker's max_payload.
+const listPage = 1000
+
+// requestAll calls a list method page by page (a cursor, then each page's nextCursor)
+// and returns all its rows as one JSON array, each row once: a listing of a list that
+// changes meanwhile may repeat a row, which is known by its id. A daemon from before
+// pages ignores the cursor and answers the whole array at once.
+func requestAll(ctx context.Context, c Config, method string, params map[string]any) (json.RawMessage, error) {
+	nc, err := dial(c)
+	if err != nil {
+		return nil, err
+	}
+	defer nc.Close()
+	return pages(ctx, nc, c, method, params, listPage, 0)
+}
+
+// pages calls a list method page by page, limit rows a page, until a page has no
+// nextCursor or upTo rows came (0: no bound), and returns the rows as one JSON array
+// without repeats (by their id or sessionID).
+func pages(ctx context.Context, nc *nats.Conn, c Config, method string, params map[string]any, limit, upTo int) (json.RawMessage, error) {
+	rows := []json.RawMessage{}
+	seen := map[string]bool{}
+	cursor := ""
+	for {
+		p := map[string]any{"cursor": cursor, "limit": limit}
+		for k, v := range params {
+			p[k] = v
+		}
+		raw, err := call(ctx, nc, c, method, p)
+		if err != nil {
+			return nil, err
+		}
+		if t := strings.TrimSpace(string(raw)); strings.HasPrefix(t, "[") {
+			return raw, nil // a daemon from before pages: everything at once
+		}
+		var pg natsbus.Page
+		if err := json.Unmarshal(raw, &pg); err != nil {
+			return nil, fmt.Errorf("%s answered a page thatch cannot read: %v", method, err)
+		}
+		for _, row := range pg.Items {
+			var key struct {
+				ID        string `json:"id"`
+				SessionID string `json:"sessionID"`
+			}
+			_ = json.Unmarshal(row, &key)
+			if k := key.ID + "\x00" + key.SessionID; !seen[k] {
+				seen[k] = true
+				rows = append(rows, row)
+			}
+		}
+		if upTo > 0 && len(rows) >= upTo {
+			rows = rows[:upTo]
+			break
+		}
+		if pg.NextCursor == "" {
+			break
+		}
+		if pg.NextCursor == cursor {
+			return nil, fmt.Errorf("%s: the daemon gave the same cursor twice (%q); the listing would never end", method, cursor)
+		}
+		cursor = pg.NextCursor
+	}
+	return json.Marshal(rows)
+}
 
 // request calls one thatch API method and returns its result.
 func request(ctx context.Context, c Config, method string, params any) (json.RawMessage, error) {

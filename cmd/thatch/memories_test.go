@@ -403,10 +403,12 @@ func TestStatusJSONWhenDown(t *testing.T) {
 		t.Fatal("status with thatch down succeeded")
 	}
 	var doc struct {
-		Stale      bool    `json:"stale"`
-		AgeSeconds float64 `json:"ageSeconds"`
-		Version    string  `json:"version"`
-		Error      string  `json:"error"`
+		Stale      bool       `json:"stale"`
+		AgeSeconds float64    `json:"ageSeconds"`
+		Version    string     `json:"version"`
+		Error      string     `json:"error"`
+		Stopped    *time.Time `json:"stopped"`
+		Consuming  bool       `json:"consuming"`
 	}
 	dec := json.NewDecoder(&out)
 	if derr := dec.Decode(&doc); derr != nil || dec.More() {
@@ -414,5 +416,25 @@ func TestStatusJSONWhenDown(t *testing.T) {
 	}
 	if !doc.Stale || doc.Version == "" || doc.Error == "" || doc.AgeSeconds < 0 {
 		t.Errorf("stale status: %+v", doc)
+	}
+	// A clean stop is marked: the last status is not taken for a daemon gone quiet.
+	if doc.Stopped == nil || doc.Consuming || !strings.Contains(doc.Error, "stopped") {
+		t.Errorf("after a clean stop: stopped %v, consuming %v, error %q; want the stop's time, not consuming, and an error saying it stopped", doc.Stopped, doc.Consuming, doc.Error)
+	}
+
+	// A data folder thatch never ran on: still one JSON document, saying why.
+	cfg := r.cfg
+	cfg.DataDir = t.TempDir()
+	out.Reset()
+	if err := client(context.Background(), cfg, "status", []string{"--json"}, &out); err == nil {
+		t.Fatal("status with no thatch ever run succeeded")
+	}
+	var none struct {
+		Stale bool   `json:"stale"`
+		Error string `json:"error"`
+	}
+	dec = json.NewDecoder(&out)
+	if derr := dec.Decode(&none); derr != nil || dec.More() || !none.Stale || none.Error == "" {
+		t.Fatalf("status --json with no status file: not one JSON document with an error (%v): %q", derr, out.String())
 	}
 }

@@ -47,6 +47,15 @@ func serveWith(ctx context.Context, c Config, log *slog.Logger, tune func(*runti
 		return err
 	}
 	defer unlock()
+	// A clean stop ends here, after every part and store is closed (defers run last to
+	// first): the status file says so, and the log says how long the stop took.
+	var stopBegan time.Time
+	defer func() {
+		if !stopBegan.IsZero() {
+			markStopped(c.DataDir, log)
+			log.Info("stopped", "took", time.Since(stopBegan).Round(time.Millisecond).String())
+		}
+	}()
 	// The broker token exists from the first start, embedded broker or not: the operator's
 	// web page (§8) takes it too.
 	fileToken, fixed, err := natsbus.EnsureToken(c.tokenPath())
@@ -124,7 +133,9 @@ func serveWith(ctx context.Context, c Config, log *slog.Logger, tune func(*runti
 		Also: memorySweep(memories, c, log.With("component", "memory"))}
 	var ocBridge *opencode.Bridge
 	var redactions []*atomic.Int64 // other parts' redactions, for status
-	if c.OpencodeURL != "" {
+	if c.OpencodeURL == "" {
+		log.Info("no opencode to bridge: set THATCH_OPENCODE_URL to a running opencode serve (e.g. http://127.0.0.1:4096), or connect a host to the broker (thatch env)")
+	} else {
 		ocBridge = newBridge(c, nc, js, log)
 		redactions = append(redactions, &ocBridge.Redacted)
 	}
@@ -152,7 +163,6 @@ func serveWith(ctx context.Context, c Config, log *slog.Logger, tune func(*runti
 	// own ends thatch with its error.
 	var g oklog.Group
 	stopping := errors.New("stopping")
-	var stopBegan time.Time
 	signal := make(chan struct{})
 	g.Add(func() error {
 		select {
@@ -227,7 +237,6 @@ func serveWith(ctx context.Context, c Config, log *slog.Logger, tune func(*runti
 		log.Debug("drain", "err", derr)
 	}
 	if errors.Is(err, stopping) {
-		log.Info("stopped", "took", time.Since(stopBegan).Round(time.Millisecond).String())
 		return nil
 	}
 	log.Error("a part of thatch failed: stopping", "err", err)
@@ -304,9 +313,31 @@ type statusFile struct {
 	// BrokerURL is the embedded broker's address, so the CLI finds a daemon started
 	// with another THATCH_NATS_LISTEN; never an external URL, which can hold credentials.
 	BrokerURL string `json:"brokerURL,omitempty"`
+	// Stopped is when thatch stopped, set as its last act on a clean stop: the status
+	// above is then the last there will be, not a daemon gone quiet.
+	Stopped *time.Time `json:"stopped,omitempty"`
 	// BrokerCert is the certificate file the embedded broker serves TLS with, so the CLI
 	// trusts it without THATCH_NATS_TLS_CERT of its own. The broker's token is never here.
 	BrokerCert string `json:"brokerCert,omitempty"`
+}
+
+// markStopped records a clean stop in the status file.
+func markStopped(dir string, log *slog.Logger) {
+	path := filepath.Join(dir, StatusFile)
+	var f statusFile
+	data, err := os.ReadFile(path)
+	if err != nil || json.Unmarshal(data, &f) != nil {
+		return // no status was ever written
+	}
+	now := time.Now().UTC()
+	f.Stopped = &now
+	data, _ = json.Marshal(f)
+	if err := os.WriteFile(path+".tmp", data, 0o600); err == nil {
+		err = os.Rename(path+".tmp", path)
+	}
+	if err != nil {
+		log.Debug("cannot mark the status file stopped", "err", err)
+	}
 }
 
 // writeStatusFile rewrites the status file every second until ctx ends, with broker's

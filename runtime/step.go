@@ -47,6 +47,7 @@ func (r Rules) ApplyEvents(s *State, events []Event, seen map[string]bool, now t
 			// number it took would look like a lost event. A hello's counts only within
 			// its own boot: one of another boot sets no baseline when it is a repeat.
 			if h := s.Hosts[ev.HostID]; h != nil && (ev.Type != "host.hello" || ev.Hello != nil && ev.Hello.BootID == h.BootID) {
+				t.heard(h)
 				t.hostSeq(h, ev)
 			}
 			continue
@@ -55,6 +56,7 @@ func (r Rules) ApplyEvents(s *State, events []Event, seen map[string]bool, now t
 		t.event(ev)
 		applied = append(applied, Applied{ID: ev.ID, Seq: ev.Seq})
 	}
+	s.recount(t.fx.Sessions, t.fx.Hosts)
 	return t.fx, applied
 }
 
@@ -84,6 +86,7 @@ func (r Rules) Step(s *State, in Input, now time.Time) *Effects {
 	case MemoryWrote:
 		t.memoryWrote(in)
 	}
+	s.recount(t.fx.Sessions, t.fx.Hosts)
 	return t.fx
 }
 
@@ -93,7 +96,8 @@ func (t *step) note(level slog.Level, msg string, attrs ...any) {
 
 func (t *step) call(c Call) { t.fx.Calls = append(t.fx.Calls, c) }
 
-// dirty marks sess for the journal.
+// dirty marks sess for the journal (and for the recount of status's tally: every change
+// of a session's entries or of its exit marks it).
 func (t *step) dirty(sess *Session) { t.fx.Sessions[sess.ID] = true }
 
 // touch records activity of a session (an event or a tool call about it): the journal
@@ -106,7 +110,7 @@ func (t *step) touch(id string) {
 }
 
 func (t *step) forget(sess *Session) {
-	delete(t.s.Sessions, sess.ID)
+	t.s.drop(sess)
 	t.fx.Sessions[sess.ID] = true
 	t.bury(sess.ID)
 }
@@ -137,12 +141,26 @@ func (t *step) host(id string) *Host {
 	return h
 }
 
+// heardEvery is how stale a host's Heard may get before an event refreshes it: the TTL
+// it serves counts in days, and a host row written at every event would cost a write per
+// batch.
+const heardEvery = time.Minute
+
+// heard records that an event of h was applied now.
+func (t *step) heard(h *Host) {
+	if now := t.now.UnixMilli(); now-h.Heard >= heardEvery.Milliseconds() || now < h.Heard {
+		h.Heard = now
+		t.fx.Hosts[h.ID] = true
+	}
+}
+
 func (t *step) event(ev Event) {
 	if !Known(ev.Type) {
 		return
 	}
 	t.count(&t.s.Counters.Applied, 1)
 	h := t.host(ev.HostID)
+	t.heard(h)
 	if ev.Type == "host.hello" {
 		t.hello(h, ev)
 		return
@@ -218,9 +236,9 @@ func (t *step) hello(h *Host, ev Event) {
 func (t *step) restart(h *Host, ev Event) {
 	h.Seq = ev.HostSeq // the first event of a boot sets the baseline
 	h.ToolsWarned = false
-	for _, sess := range t.s.sorted() {
-		if sess.HostID != h.ID {
-			continue
+	for _, sess := range t.s.HostSessions(h.ID) { // the host's only: a hello costs what its host has
+		if t.s.Sessions[sess.ID] == nil {
+			continue // an extraction child finalized with its parent's earlier in this loop
 		}
 		if sess.Kind == KindExtraction {
 			t.endWith(sess, true, "host_restarted")
@@ -269,7 +287,7 @@ func boundNames(names []string) []string {
 }
 
 func (t *step) noteToolsMissing(h *Host) {
-	t.note(slog.LevelError, "the host has not loaded thatch's tools: no extraction starts for its sessions and their entries stay pending; restart opencode so it loads thatch's plugin (run thatch install first if it is not installed)",
+	t.note(slog.LevelError, "the host has not loaded thatch's plugin: its sessions get no memories and no extraction starts (their entries stay pending); run thatch install if you have not, then restart opencode or POST /instance/dispose to it so it loads the plugin",
 		"host", h.ID, "missing_tools", strings.Join(h.MissingTools, ","))
 }
 
@@ -293,7 +311,7 @@ func (t *step) warnTools(h *Host) {
 	}
 	h.ToolsWarned = true
 	t.fx.Hosts[h.ID] = true
-	t.toast(h.ID, "thatch", "opencode has not loaded thatch's tools, so no memories are extracted; nothing is lost. Restart opencode so it loads thatch's plugin (run thatch install first if it is not installed).", "warning")
+	t.toast(h.ID, "thatch", "opencode has not loaded thatch's plugin: no memories are given or extracted (nothing is lost). Run thatch install if you have not, then restart opencode so it loads the plugin.", "warning")
 }
 
 // refusedTools handles a session.create refused with ToolsMissingError: the host lost
@@ -348,7 +366,7 @@ func (t *step) ensure(id, host string) *Session {
 	sess := t.s.Sessions[id]
 	if sess == nil {
 		sess = &Session{ID: id, HostID: host, Kind: KindTop, Status: StatusUnknown, Touched: t.now}
-		t.s.Sessions[id] = sess
+		t.s.add(sess)
 		t.dirty(sess)
 	}
 	return sess
@@ -397,7 +415,7 @@ func (t *step) upsert(ev Event) {
 		return
 	}
 	wasTop := sess.ParentID == ""
-	sess.ParentID = info.ParentID
+	t.s.setParent(sess, info.ParentID)
 	sess.Kind = KindTask
 	if info.Title == ExtractionTitle {
 		sess.Kind = KindExtraction
@@ -592,6 +610,7 @@ func (t *step) topIdle(sess *Session) {
 		requeued++
 	}
 	if requeued > 0 {
+		t.dirty(sess)
 		t.count(&t.s.Counters.StaleRequeued, requeued)
 		t.note(slog.LevelInfo, "stale claims requeued", "session", sess.ID, "entries", requeued)
 	}
@@ -919,7 +938,7 @@ func (t *step) created(c Call, res Result) {
 		if parent != nil {
 			child.Snapshot = parent.pendingIDs()
 		}
-		t.s.Sessions[child.ID] = child
+		t.s.add(child)
 		t.dirty(child)
 	}
 	if parent == nil {
@@ -936,7 +955,8 @@ func (t *step) created(c Call, res Result) {
 }
 
 // resync refreshes what thatch knows of a host's sessions from session.list (rule 10).
-// A session the list omits is never deleted.
+// A session the list omits is never deleted. It costs what the list holds: each row is
+// looked up, no other session is visited.
 func (t *step) resync(host string, res Result) {
 	if res.Err != nil {
 		t.note(slog.LevelWarn, "resync failed", "host", host, "error", res.Err.Error())
@@ -955,14 +975,7 @@ func (t *step) resync(host string, res Result) {
 
 // children returns the children of id in id order.
 func (s *State) children(id string) []*Session {
-	var out []*Session
-	for _, sess := range s.Sessions {
-		if sess.ParentID == id {
-			out = append(out, sess)
-		}
-	}
-	slicesSortByID(out)
-	return out
+	return sortedSet(s.index().byParent[id])
 }
 
 // sorted returns the sessions in id order, so that iteration (and so the order of the

@@ -176,7 +176,7 @@ func client(ctx context.Context, c Config, cmd string, args []string, out io.Wri
 				fmt.Fprintf(tw, "BROKER ERROR\t%s\n", s.BrokerError)
 			}
 			if row[0] == "version" && len(s.HostsMissingTools) > 0 {
-				fmt.Fprintf(tw, "TOOLS MISSING\t%s: opencode has not loaded thatch's plugin, so no extraction runs (entries wait); restart opencode (run thatch install first if needed)\n", strings.Join(s.HostsMissingTools, ", "))
+				fmt.Fprintf(tw, "TOOLS MISSING\t%s: opencode has not loaded thatch's plugin, so its sessions get no memories and no extraction runs (entries wait); run thatch install if needed, then restart opencode or POST /instance/dispose to it\n", strings.Join(s.HostsMissingTools, ", "))
 			}
 			fmt.Fprintf(tw, "%s\t%s\n", row[0], row[1])
 		}

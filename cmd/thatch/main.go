@@ -26,7 +26,7 @@ Usage:
                                      one strand sweep now, printing its plan
   thatch costs [--days N] [--json]   what extraction cost, by UTC day and project (default: 30 days)
   thatch memories [--project P] [--search Q] [--kind K] [--limit N] [--json]
-                                     the memories thatch keeps (show ID, forget ID, export, import FILE: see thatch memories --help)
+                                     the memories thatch keeps (show, forget, restore, export, import, hygiene, dismiss: see thatch memories --help)
   thatch install                     install the /thatch/compact and /thatch/exit commands and the plugin for opencode
   thatch env                         what a host needs to connect: the broker URL with its token, the prefixes
   thatch bench [--quick] [--out FILE] measure thatch against the bare pipeline (see the README)

@@ -22,7 +22,7 @@ Usage:
   thatch sessions [--host ID] [--json]
                                      the live sessions thatch tracks
   thatch entries SESSION [--json]    the journaled entries of a top-level session
-  thatch sweep [--dry-run] [--host ID]
+  thatch sweep [--dry-run] [--host ID] [--json]
                                      one strand sweep now, printing its plan
   thatch costs [--days N] [--json]   what extraction cost, by UTC day and project (default: 30 days)
   thatch memories [--project P] [--search Q] [--kind K] [--limit N] [--json]

@@ -320,11 +320,13 @@ func Parkable(c Call) bool {
 
 // Moot reports whether a waiting call has lost its point once its host started a new boot
 // (rule 7 already finalized what it was for): it is answered with HostRestartedError
-// instead of being sent. Deletions and moves still heal, and an ended child's messages
-// still tell its cost.
+// instead of being sent. Deletions and moves still heal, an ended child's messages still
+// tell its cost, and a no-reply prompt (the session-start reminder of a host without the
+// context capability) still delivers: the session outlives its host's restart, and
+// nothing else would send its reminder again.
 func Moot(c Call) bool {
 	switch {
-	case c.Op == OpDelete, c.Op == OpMove, c.Purpose == PurposeLedger:
+	case c.Op == OpDelete, c.Op == OpMove, c.Purpose == PurposeLedger, c.Op == OpPrompt && c.NoReply:
 		return false
 	}
 	return true

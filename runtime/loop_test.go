@@ -2,11 +2,14 @@ package runtime_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"path/filepath"
+	goruntime "runtime"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -114,12 +117,22 @@ type loopRig struct {
 
 func startLoop(t *testing.T, dir string, c runtime.Caller) *loopRig {
 	t.Helper()
+	return startLoopTuned(t, dir, c, nil)
+}
+
+// startLoopTuned is startLoop with the loop's fields set by tune, when not nil, before it
+// runs.
+func startLoopTuned(t *testing.T, dir string, c runtime.Caller, tune func(*runtime.Loop)) *loopRig {
+	t.Helper()
 	store, err := journal.Open(filepath.Join(dir, "thatch.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	r := &loopRig{t: t, dir: dir, store: store, done: make(chan error, 1), stream: "s1"}
 	r.loop = runtime.NewLoop(store, c, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if tune != nil {
+		tune(r.loop)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
 	go func() { r.done <- r.loop.Run(ctx) }()
@@ -242,8 +255,9 @@ func (h *hostSwitch) sent() (ops []string, keys []string) {
 
 // A call that finds no responder waits (rule 12): counted in Waiting, not outstanding,
 // never retried by itself; the host's hello of the same boot sends it again with the same
-// key. After a new boot, a waiting reminder is moot and not sent, while a waiting
-// deletion goes out; either way the outbox ends empty.
+// key. After a new boot, a waiting extraction create is moot and not sent, while a
+// waiting deletion and a waiting reminder (a no-reply prompt: nothing else would send it)
+// go out; either way the outbox ends empty.
 func TestLoopCallsWaitForTheirHost(t *testing.T) {
 	t.Cleanup(func() { goleak.VerifyNone(t) }) // after the loop stops
 	host := &hostSwitch{away: true}
@@ -265,7 +279,8 @@ func TestLoopCallsWaitForTheirHost(t *testing.T) {
 	}
 
 	// An extraction child, then the host goes away: the child's error asks for its
-	// deletion and a new session's reminder; both wait.
+	// messages (then its deletion), a new session's reminder, and ses_a's next idle an
+	// extraction child; all wait.
 	r.deliver("tool_c1", "tool.execute.after", `{"sessionID":"ses_a","callID":"c1","tool":"bash","args":{},"output":"x"}`)
 	r.deliver("idle_1", "session.status", `{"sessionID":"ses_a","status":{"type":"idle"}}`)
 	r.waitView("the extraction to start", func(v runtime.View) bool {
@@ -275,16 +290,25 @@ func TestLoopCallsWaitForTheirHost(t *testing.T) {
 	host.set(true)
 	r.deliver("err_child", "session.error", `{"sessionID":"ses_child","error":{"name":"APIError","data":{"message":"x"}}}`)
 	r.created("ses_b")
-	r.waitView("the deletion and the reminder to wait", func(v runtime.View) bool { return v.Waiting == 2 && v.Outstanding == 0 })
+	r.deliver("tool_c2", "tool.execute.after", `{"sessionID":"ses_a","callID":"c2","tool":"bash","args":{},"output":"y"}`)
+	r.deliver("busy_2", "session.status", `{"sessionID":"ses_a","status":{"type":"busy"}}`)
+	r.deliver("idle_2", "session.status", `{"sessionID":"ses_a","status":{"type":"idle"}}`)
+	r.waitView("the messages, the reminder and the create to wait", func(v runtime.View) bool { return v.Waiting == 3 && v.Outstanding == 0 })
+	if ops, _ := host.sent(); !slices.Contains(ops, "session.create ses_a") {
+		t.Fatalf("calls %v: no extraction create waits", ops)
+	}
 
 	before, _ := host.sent()
 	host.set(false)
 	r.hello("b2")
 	r.waitView("the new boot to empty the waiting room", func(v runtime.View) bool { return v.Waiting == 0 && v.Outstanding == 0 })
 	ops, _ = host.sent()
-	// The ended child's messages (its cost, rule 14) are not moot; the deletion follows them.
-	if got := fmt.Sprint(ops[len(before):]); got != "[messages ses_child session.delete ses_child]" {
-		t.Fatalf("calls after the new boot %s: want the child's messages and deletion, and not the moot reminder", got)
+	// The ended child's messages (its cost, rule 14) are not moot; the deletion follows
+	// them. The create is moot: rule 7 ended ses_a's extraction.
+	after := ops[len(before):]
+	if got := fmt.Sprint(after); len(after) != 3 || !slices.Contains(after, "session.prompt ses_b") ||
+		!slices.Contains(after, "messages ses_child") || after[2] != "session.delete ses_child" {
+		t.Fatalf("calls after the new boot %s: want the reminder, the child's messages then its deletion, and not the moot create", got)
 	}
 	r.stop()
 	if calls := outbox(t, dir); len(calls) != 0 {
@@ -294,10 +318,18 @@ func TestLoopCallsWaitForTheirHost(t *testing.T) {
 
 // A call on its way while its host says hello, that finds no responder only after the
 // hello was applied, cannot wait for that hello: it goes out again at once (same boot),
-// or is moot (new boot). Waiting for the next hello would strand it.
+// or, unless it still makes sense after a restart (a reminder), is moot (new boot).
+// Waiting for the next hello would strand it.
 func TestLoopNoResponderAfterAHello(t *testing.T) {
-	for _, boot := range []string{"b1", "b2"} {
-		t.Run("hello "+boot, func(t *testing.T) {
+	for _, tc := range []struct {
+		call, boot string
+		want       int // times the call is sent
+	}{
+		{"reminder", "b1", 2}, // sent again at once
+		{"reminder", "b2", 2}, // a reminder is not moot
+		{"create", "b2", 1},   // moot after the new boot
+	} {
+		t.Run(tc.call+" hello "+tc.boot, func(t *testing.T) {
 			t.Cleanup(func() { goleak.VerifyNone(t) }) // after the loop stops
 			release := make(chan struct{})
 			var mu sync.Mutex
@@ -314,21 +346,30 @@ func TestLoopNoResponderAfterAHello(t *testing.T) {
 				return runtime.Result{Call: c}
 			}}
 			r := startLoop(t, t.TempDir(), caller)
-			r.hello("b1")
-			r.created("ses_a")
-			r.waitView("the reminder to be on its way", func(v runtime.View) bool { return v.Outstanding == 1 })
-			r.hello(boot)
-			r.waitView("the hello to be applied", func(v runtime.View) bool { return v.Pos == 3 })
+			if tc.call == "reminder" {
+				r.hello("b1")
+				r.created("ses_a")
+			} else {
+				// A host that takes the session-start text itself gets no reminder: the
+				// first call is the extraction's create.
+				r.deliver("hello_b1", "host.hello", `{"hostID":"h1","api":"v1","version":"x","bootID":"b1","directory":"/w","worktree":"/w","capabilities":{"context":true},"resumed":[]}`)
+				r.created("ses_a")
+				r.deliver("tool_c1", "tool.execute.after", `{"sessionID":"ses_a","callID":"c1","tool":"bash","args":{},"output":"x"}`)
+				r.deliver("idle_1", "session.status", `{"sessionID":"ses_a","status":{"type":"idle"}}`)
+			}
+			r.waitView("the "+tc.call+" to be on its way", func(v runtime.View) bool { return v.Outstanding == 1 })
+			r.hello(tc.boot)
+			pos := r.seq
+			r.waitView("the hello to be applied", func(v runtime.View) bool { return v.Pos == pos })
 			close(release)
-			r.waitView("the reminder to be done", func(v runtime.View) bool { return v.Outstanding == 0 && v.Waiting == 0 })
+			r.waitView("the "+tc.call+" to be done", func(v runtime.View) bool { return v.Outstanding == 0 && v.Waiting == 0 })
 			mu.Lock()
 			defer mu.Unlock()
-			want := 2 // sent again at once
-			if boot == "b2" {
-				want = 1 // moot after the new boot
+			if calls[0].Op != map[string]runtime.Op{"reminder": runtime.OpPrompt, "create": runtime.OpCreate}[tc.call] {
+				t.Fatalf("the first call is %s, want the %s", calls[0].Op, tc.call)
 			}
-			if len(calls) != want || calls[len(calls)-1].Key != calls[0].Key {
-				t.Fatalf("after a hello of %s the reminder was sent %d times, want %d with one key", boot, len(calls), want)
+			if len(calls) != tc.want || calls[len(calls)-1].Key != calls[0].Key {
+				t.Fatalf("after a hello of %s the %s was sent %d times, want %d with one key", tc.boot, tc.call, len(calls), tc.want)
 			}
 		})
 	}
@@ -464,5 +505,291 @@ func TestLoopHostPublishingSendsItsCallsOnce(t *testing.T) {
 	ops, keys := host.sent()
 	if len(ops) != 4 || slices.Compact(slices.Clone(keys))[0] != keys[0] || len(slices.Compact(slices.Clone(keys))) != 1 {
 		t.Fatalf("calls %v keys %v: want the reminder 4 times with one key", ops, keys)
+	}
+}
+
+// deliverAs hands the loop one event of host at the next stream sequence.
+func (r *loopRig) deliverAs(host, id, typ, props string) {
+	r.seq++
+	body := fmt.Sprintf(`{"id":%q,"type":%q,"properties":%s}`, id, typ, props)
+	r.loop.Deliveries() <- runtime.Delivery{Subject: "opencode." + host + ".event." + typ, Data: []byte(body), StreamSeq: r.seq, Stream: r.stream,
+		Published: time.Now(), Ack: func() error { return nil }, Nak: func() error { return nil }}
+}
+
+// bigTool is the properties of a tool.execute.after of sid whose output, metadata and a
+// nested argument are large: about output+meta+100,000 bytes.
+func bigTool(sid, call string, output, meta int) string {
+	m := map[string]string{}
+	for i := 0; meta > 0; i++ {
+		s := strings.Repeat(string(rune('a'+i%26)), min(meta, 1500))
+		m[fmt.Sprintf("field_%04d", i)] = s
+		meta -= len(s) + 16
+	}
+	props, _ := json.Marshal(map[string]any{"sessionID": sid, "callID": call, "tool": "multiedit",
+		"args":   map[string]any{"filePath": "/w/" + call + ".go", "edits": []any{map[string]any{"oldString": strings.Repeat("n", 100_000)}}},
+		"output": strings.Repeat("build output line\n", output/18), "metadata": m})
+	return string(props)
+}
+
+// countingJournal counts the payload reads in progress, and checks each reads a claim
+// that is committed: the loop hands the rendering off only after the commit.
+type countingJournal struct {
+	*journal.Store
+	mu            sync.Mutex
+	now, most     int
+	reads         int
+	uncommitted   int
+	renderStarted chan struct{} // closed at the first read
+	once          sync.Once
+}
+
+func (j *countingJournal) PayloadEntries(root, claimant string) ([]runtime.PayloadEntry, error) {
+	j.once.Do(func() { close(j.renderStarted) })
+	j.mu.Lock()
+	j.now++
+	j.reads++
+	j.most = max(j.most, j.now)
+	j.mu.Unlock()
+	defer func() { j.mu.Lock(); j.now--; j.mu.Unlock() }()
+	out, err := j.Store.PayloadEntries(root, claimant)
+	if err == nil && len(out) == 0 {
+		j.mu.Lock()
+		j.uncommitted++
+		j.mu.Unlock()
+	}
+	return out, err
+}
+
+// statusProbe reads the loop's snapshot, as the status method does, every few
+// milliseconds until stop is closed; it counts the reads, those that found no snapshot,
+// and the slowest.
+func statusProbe(l *runtime.Loop, stop <-chan struct{}) (reads, missed int, worst time.Duration) {
+	for {
+		select {
+		case <-stop:
+			return reads, missed, worst
+		case <-time.After(2 * time.Millisecond):
+		}
+		began := time.Now()
+		snap := l.Snapshot()
+		worst = max(worst, time.Since(began))
+		reads++
+		if snap == nil || snap.Status.Version == "" {
+			missed++
+		}
+	}
+}
+
+// loopLatency asks the loop an empty query every few milliseconds until stop is closed,
+// and returns the slowest answer: how long a status computed on the loop would wait.
+func loopLatency(l *runtime.Loop, stop <-chan struct{}) (worst time.Duration) {
+	for {
+		select {
+		case <-stop:
+			return worst
+		case <-time.After(5 * time.Millisecond):
+		}
+		began := time.Now()
+		if _, err := l.Query(context.Background(), func(runtime.View) any { return nil }); err != nil {
+			return worst
+		}
+		worst = max(worst, time.Since(began))
+	}
+}
+
+// 1,000 concurrent payload calls, on entries whose events carried megabytes of output,
+// metadata and nested arguments, all complete; the payloads are read and rendered off the
+// loop, after the claim's commit, at most RenderMax at once, without the metadata; and
+// the status snapshot answers throughout, while the events are applied too.
+func TestLoopPayloadsUnderLoad(t *testing.T) {
+	t.Cleanup(func() { goleak.VerifyNone(t) })
+	const sessions, perSession, calls = 25, 4, 1000
+	dir := t.TempDir()
+	var j *countingJournal
+	r := startLoopTuned(t, dir, &hostSwitch{}, func(l *runtime.Loop) {
+		j = &countingJournal{Store: l.Journal.(*journal.Store), renderStarted: make(chan struct{})}
+		l.Journal = j
+	})
+	stopStatus, stopLoop := make(chan struct{}), make(chan struct{})
+	type probe struct {
+		reads, missed int
+		worst         time.Duration
+	}
+	probed, queried := make(chan probe, 1), make(chan time.Duration, 1)
+	stopProbes := sync.OnceFunc(func() { close(stopStatus) })
+	defer stopProbes()
+	go func() { n, m, w := statusProbe(r.loop, stopStatus); probed <- probe{n, m, w} }()
+	go func() { queried <- loopLatency(r.loop, stopLoop) }()
+
+	r.hello("b1")
+	began := time.Now()
+	for s := range sessions {
+		sid := fmt.Sprintf("ses_%03d", s)
+		r.created(sid)
+		for e := range perSession {
+			r.deliver(fmt.Sprintf("tool_%s_%d", sid, e), "tool.execute.after", bigTool(sid, fmt.Sprintf("c%d", e), 200_000, 600_000))
+		}
+	}
+	want := uint64(1 + sessions*(1+perSession))
+	r.waitView("the events to be applied", func(v runtime.View) bool { return v.Pos == want })
+	close(stopLoop)
+	ingestWorst := <-queried
+	t.Logf("%d events of about 900 KB applied in %s; the loop took up to %s to answer a query meanwhile",
+		sessions*perSession, time.Since(began).Round(time.Millisecond), ingestWorst.Round(time.Millisecond))
+
+	stopLoop = make(chan struct{})
+	go func() { queried <- loopLatency(r.loop, stopLoop) }()
+	began = time.Now()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var failures []string
+	for i := range calls {
+		wg.Go(func() {
+			sid := fmt.Sprintf("ses_%03d", i%sessions)
+			a := r.loop.Tool(context.Background(), runtime.ToolCall{Name: runtime.ToolPayload, SessionID: sid, Args: json.RawMessage(`{}`)}, 0)
+			bad := ""
+			switch {
+			case a.Err != nil:
+				bad = a.Err.Message
+			case a.Payload == nil || len(a.Payload.Entries) != perSession:
+				bad = fmt.Sprintf("payload %+v", a.Payload)
+			case !strings.Contains(a.Output, sid+" to extract") || !strings.Contains(a.Output, "(c3)") || strings.Contains(a.Output, strings.Repeat("n", 200)):
+				bad = "output " + a.Output[:min(len(a.Output), 300)]
+			case a.Payload.Entries[0].Body.Metadata != nil:
+				bad = "the metadata was read"
+			}
+			if bad != "" {
+				mu.Lock()
+				failures = append(failures, sid+": "+bad)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	took := time.Since(began)
+	close(stopLoop)
+	stopProbes()
+	payloadWorst, st := <-queried, <-probed
+	if len(failures) > 0 {
+		t.Fatalf("%d of %d payload calls failed, the first: %s", len(failures), calls, failures[0])
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.most > runtime.DefaultRenderMax || j.uncommitted > 0 || j.reads != calls {
+		t.Fatalf("%d payload reads, at most %d at once (RenderMax %d), %d found no committed claim", j.reads, j.most, runtime.DefaultRenderMax, j.uncommitted)
+	}
+	if st.missed > 0 {
+		t.Fatalf("%d of %d status reads found no snapshot", st.missed, st.reads)
+	}
+	t.Logf("%d concurrent payload calls answered in %s, at most %d read at once; the loop took up to %s to answer a query meanwhile; "+
+		"%d status snapshot reads throughout, the slowest %s", calls, took.Round(time.Millisecond), j.most,
+		payloadWorst.Round(time.Millisecond), st.reads, st.worst)
+}
+
+// A host's call worker exits once idle and comes back with the host's next call: 10,000
+// hosts saying hello and each getting a call leave no goroutine behind.
+func TestLoopIdleWorkersExit(t *testing.T) {
+	t.Cleanup(func() { goleak.VerifyNone(t) })
+	const hosts = 10_000
+	host := &hostSwitch{}
+	r := startLoopTuned(t, t.TempDir(), host, func(l *runtime.Loop) { l.WorkerIdle = 50 * time.Millisecond })
+	baseline := goruntime.NumGoroutine()
+	peak := make(chan int, 1)
+	stop := make(chan struct{})
+	stopSampling := sync.OnceFunc(func() { close(stop) })
+	defer stopSampling()
+	go func() {
+		most := 0
+		for {
+			most = max(most, goruntime.NumGoroutine())
+			select {
+			case <-stop:
+				peak <- most
+				return
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}()
+	began := time.Now()
+	for i := range hosts {
+		h, sid := fmt.Sprintf("h%05d", i), fmt.Sprintf("ses_%05d", i)
+		r.deliverAs(h, "hello_"+h, "host.hello", `{"hostID":"`+h+`","api":"v1","version":"x","bootID":"b1","directory":"/w","worktree":"/w","capabilities":{},"resumed":[]}`)
+		r.deliverAs(h, "created_"+sid, "session.created", `{"sessionID":"`+sid+`","info":{"id":"`+sid+`","title":"t","directory":"/w"}}`)
+	}
+	r.waitView("every host's reminder to be answered", func(v runtime.View) bool { return v.Pos == 2*hosts && v.Outstanding == 0 })
+	if ops, _ := host.sent(); len(ops) != hosts {
+		t.Fatalf("%d calls, want %d reminders", len(ops), hosts)
+	}
+	answered := time.Since(began)
+	deadline := time.Now().Add(20 * time.Second)
+	for goruntime.NumGoroutine() > baseline+5 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines %s after the calls, baseline %d: idle workers did not exit", goruntime.NumGoroutine(), time.Since(began), baseline)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	stopSampling()
+	t.Logf("%d hosts' hellos and reminders applied and answered in %s; goroutines: %d before, %d at most, %d after (%s after the last answer)",
+		hosts, answered.Round(time.Millisecond), baseline, <-peak, goruntime.NumGoroutine(), (time.Since(began) - answered).Round(time.Millisecond))
+
+	// A host whose worker exited gets a new one for its next calls, in order.
+	for i := range 3 {
+		sid := fmt.Sprintf("ses_again_%d", i)
+		r.deliverAs("h00007", "created_"+sid, "session.created", `{"sessionID":"`+sid+`","info":{"id":"`+sid+`","title":"t","directory":"/w"}}`)
+	}
+	r.waitView("the host's next calls", func(v runtime.View) bool { return v.Pos == 2*hosts+3 && v.Outstanding == 0 })
+	ops, _ := host.sent()
+	if got := fmt.Sprint(ops[hosts:]); got != "[session.prompt ses_again_0 session.prompt ses_again_1 session.prompt ses_again_2]" {
+		t.Fatalf("calls after the workers exited: %s", got)
+	}
+}
+
+// Workers that exit as soon as their queue drains still perform each host's calls one at
+// a time in the order they were committed, and the waiting room works as before.
+func TestLoopWorkersKeepOrderWhileExiting(t *testing.T) {
+	t.Cleanup(func() { goleak.VerifyNone(t) })
+	var mu sync.Mutex
+	seen := map[string][]int64{}
+	busy := map[string]bool{}
+	overlap := 0
+	caller := callerFunc(func(_ context.Context, c runtime.Call) runtime.Result {
+		mu.Lock()
+		if busy[c.Host] {
+			overlap++
+		}
+		busy[c.Host] = true
+		seen[c.Host] = append(seen[c.Host], c.ID)
+		mu.Unlock()
+		time.Sleep(time.Duration(c.ID%3) * 100 * time.Microsecond)
+		mu.Lock()
+		busy[c.Host] = false
+		mu.Unlock()
+		return runtime.Result{Call: c}
+	})
+	r := startLoopTuned(t, t.TempDir(), caller, func(l *runtime.Loop) { l.WorkerIdle = time.Nanosecond })
+	const hosts, perHost = 4, 150
+	for i := range hosts {
+		h := fmt.Sprintf("h%d", i)
+		r.deliverAs(h, "hello_"+h, "host.hello", `{"hostID":"`+h+`","api":"v1","version":"x","bootID":"b1","directory":"/w","worktree":"/w","capabilities":{},"resumed":[]}`)
+	}
+	for n := range perHost {
+		for i := range hosts {
+			h, sid := fmt.Sprintf("h%d", i), fmt.Sprintf("ses_%d_%d", i, n)
+			r.deliverAs(h, "created_"+sid, "session.created", `{"sessionID":"`+sid+`","info":{"id":"`+sid+`","title":"t","directory":"/w"}}`)
+		}
+		if n%10 == 0 {
+			time.Sleep(time.Millisecond) // let some queues drain and their workers exit
+		}
+	}
+	r.waitView("every call to be answered", func(v runtime.View) bool { return v.Pos == hosts*(perHost+1) && v.Outstanding == 0 })
+	mu.Lock()
+	defer mu.Unlock()
+	if overlap > 0 {
+		t.Fatalf("%d calls of a host were performed while another of its calls was", overlap)
+	}
+	for h, ids := range seen {
+		if len(ids) != perHost || !slices.IsSorted(ids) {
+			t.Fatalf("host %s: %d calls in the order %v, want %d in outbox order", h, len(ids), ids, perHost)
+		}
 	}
 }

@@ -57,6 +57,15 @@ func StartBroker(e BrokerConfig) (*server.Server, error) {
 	if port == 0 {
 		port = server.RANDOM_PORT
 	}
+	if port != server.RANDOM_PORT {
+		// nats-server only says it is not ready after its 10 s wait; a taken address
+		// fails the start at once instead.
+		l, err := net.Listen("tcp", listen)
+		if err != nil {
+			return nil, fmt.Errorf("the embedded broker cannot listen on %s (%v): is another thatch or NATS server using it? set THATCH_NATS_LISTEN to a free address", listen, err)
+		}
+		l.Close()
+	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create broker store: %w", err)
 	}
@@ -394,11 +403,19 @@ func (c *Consumer) Run(ctx context.Context) error {
 			select {
 			case <-ctx.Done():
 				// Drain hands the buffered messages to the handler, which returns them
-				// unacknowledged (Nak) for immediate redelivery to the next run.
+				// unacknowledged (Nak) for immediate redelivery to the next run. Its end
+				// waits for a round trip to the broker, so a stuck broker would hold the
+				// stop for the drain's whole timeout; rule 12 gives the whole stop 2 s,
+				// and the loop (1 s grace) and the bridge (0.5 s) stop after the
+				// consumer. So the consumer waits 300 ms at most: the drain goes on
+				// behind it (the handler NAKs what it is still handed) until the
+				// connection closes, and a message it did not hand back is redelivered
+				// anyway, at once by the next run (which recreates the consumer at its
+				// ack floor) or after the ack wait.
 				cc.Drain()
 				select {
 				case <-cc.Closed():
-				case <-time.After(5 * time.Second):
+				case <-time.After(300 * time.Millisecond):
 				}
 				c.Running.Store(false)
 				return nil
@@ -484,6 +501,10 @@ func PublishEvent(ctx context.Context, js jetstream.JetStream, subject string, b
 		if err == nil {
 			// After a failed attempt, a duplicate may be that attempt's own message.
 			return ack.Duplicate && attempt == 0, nil
+		}
+		if errors.Is(err, jetstream.ErrStreamMessageExceedsMaximum) || errors.Is(err, nats.ErrMaxPayload) {
+			// Too big for the stream or the broker: trying again changes nothing.
+			return false, fmt.Errorf("publish to %s: %w (%d bytes)", subject, err, len(msg.Data))
 		}
 		select {
 		case <-ctx.Done():

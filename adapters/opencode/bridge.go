@@ -75,11 +75,11 @@ type Bridge struct {
 	seq   int64      // Host-Seq of the last event published in this boot
 
 	mu       sync.Mutex
-	answered map[string][]byte // idempotency key → the reply sent
-	order    []string          // keys, oldest first, to bound answered
-	started  bool              // Start succeeded
-	stopped  bool              // Close ran: no new request is served
-	sub      *nats.Subscription
+	answered map[string]*answer // idempotency key → its answer, given or in the making
+	order    []string           // keys remembered, oldest first, to bound answered
+	started  bool               // Start succeeded
+	stopped  bool               // Close ran: no new request is served
+	sub      *nats.Subscription // the host API's; nil while opencode is unreachable (withdrawAPI)
 	shim     *http.Server
 	// shimEvents bounds the hook events read at once; shimTokenBad is set while the token
 	// file is unusable, so that the refusal is logged once.
@@ -95,6 +95,21 @@ type Bridge struct {
 	boot     *runtime.Hello // the current boot's last hello; nil before it and after the server went away
 	told     []string       // the missing tools thatch was last told of: by that hello, or by a refused create
 	rehellos int            // hellos said again in this boot, which name their event ids
+
+	// turnedAway is set when a request was turned away (turnAway) since the last hello:
+	// thatch parked it until the host's next hello, which the next stream connection says
+	// when the boot goes on. rehello carries Rehello's asks to Run's watcher.
+	turnedAway  atomic.Bool
+	rehelloOnce sync.Once
+	rehello     chan struct{}
+}
+
+// answer is the reply to a host API request, shared by the requests that repeat its
+// idempotency key: a repeat that arrives while the first is in flight waits for it.
+type answer struct {
+	done chan struct{} // closed once data and kept are set
+	data []byte        // the reply; nil when the request was turned away (turnAway)
+	kept bool          // remembered for the key: a repeat gets data without acting again
 }
 
 // maxAnswered bounds the idempotency memory.
@@ -117,22 +132,79 @@ func (b *Bridge) Start() error {
 	if b.started {
 		return errors.New("the opencode bridge was already started")
 	}
-	b.answered = map[string][]byte{}
+	b.answered = map[string]*answer{}
+	if err := b.subscribeLocked(); err != nil {
+		return err
+	}
+	if b.ShimListen != "" && b.TokenFile != "" {
+		srv, err := b.serveShim()
+		if err != nil {
+			_ = b.sub.Unsubscribe()
+			b.sub = nil
+			return err
+		}
+		b.shim = srv
+	}
+	b.started = true
+	return nil
+}
+
+// subscribeLocked serves the host API unless it is served already. The caller holds mu.
+func (b *Bridge) subscribeLocked() error {
+	if b.sub != nil {
+		return nil
+	}
 	subject := b.Prefix + "." + b.HostID + ".api.>"
 	sub, err := b.NC.Subscribe(subject, b.onRequest)
 	if err != nil {
 		return fmt.Errorf("serve the host API on %s: %w", subject, err)
 	}
-	if b.ShimListen != "" && b.TokenFile != "" {
-		srv, err := b.serveShim()
-		if err != nil {
-			_ = sub.Unsubscribe()
-			return err
-		}
-		b.shim = srv
-	}
-	b.sub, b.started = sub, true
+	b.sub = sub
 	return nil
+}
+
+// serveAPI serves the host API again once opencode is back, unless the bridge was
+// closed. hello calls it just before it publishes a new boot's hello: thatch sends the
+// calls that waited for the host when it applies that hello, and they must find a
+// responder. The flush makes sure the broker has the subscription before the hello.
+func (b *Bridge) serveAPI(ctx context.Context) error {
+	b.mu.Lock()
+	if b.stopped || b.sub != nil {
+		b.mu.Unlock()
+		return nil
+	}
+	err := b.subscribeLocked()
+	b.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	fctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if err := b.NC.FlushWithContext(fctx); err != nil {
+		// The hello goes out on the same connection after the subscription all the same.
+		b.Log.Debug("could not flush the host API's subscription", "err", err)
+	}
+	b.Log.Info("serving thatch's calls again")
+	return nil
+}
+
+// withdrawAPI stops serving the host API while opencode is unreachable (rule 12): a call
+// of thatch then finds no responder and waits in thatch's outbox for the host's next
+// hello, where an error would fail it, and a deletion that fails is lost, the child left
+// in opencode for good. The requests already delivered are still served (Drain): they
+// find opencode unreachable and are turned away (turnAway).
+func (b *Bridge) withdrawAPI() {
+	b.mu.Lock()
+	sub := b.sub
+	b.sub = nil
+	b.mu.Unlock()
+	if sub == nil {
+		return
+	}
+	if err := sub.Drain(); err != nil {
+		_ = sub.Unsubscribe()
+	}
+	b.Log.Info("not serving thatch's calls while opencode is unreachable: they wait in thatch for its next hello")
 }
 
 // onRequest serves one host API request on its own goroutine, with its own deadline:
@@ -141,7 +213,8 @@ func (b *Bridge) onRequest(m *nats.Msg) {
 	b.mu.Lock()
 	if b.stopped {
 		b.mu.Unlock()
-		return // thatch's call times out and stays in its outbox
+		turnAway(m) // thatch keeps the call in its outbox for the host's next hello
+		return
 	}
 	b.wg.Add(1)
 	b.mu.Unlock()
@@ -182,7 +255,9 @@ func (b *Bridge) Close() {
 }
 
 // Run streams opencode's events until ctx ends, starting the bridge first when its owner
-// has not. On return it closes the bridge (Close).
+// has not. From a failed connection to the next boot's hello it serves no host API
+// (withdrawAPI), so that thatch's calls wait for that hello. On return it closes the
+// bridge (Close).
 func (b *Bridge) Run(ctx context.Context) error {
 	b.mu.Lock()
 	started := b.started
@@ -197,7 +272,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 	watched := make(chan struct{})
 	go func() {
 		defer close(watched)
-		b.watchTools(wctx)
+		b.watch(wctx)
 	}()
 	defer func() { stopWatch(); <-watched }()
 	b.Log.Info("bridging opencode", "url", b.Client.BaseURL, "host", b.HostID)
@@ -217,6 +292,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 		} else if !down {
 			down, needHello = true, true
 			b.endBoot()
+			b.withdrawAPI() // until the next boot's hello (serveAPI)
 			b.Log.Warn("cannot stream opencode's events; retrying", "url", b.Client.BaseURL, "err", err)
 		}
 		select {
@@ -270,6 +346,12 @@ func (b *Bridge) stream(ctx context.Context, needHello *bool) (bool, error) {
 			return true, err
 		}
 		*needHello = false
+	} else if b.turnedAway.Load() {
+		// The boot goes on (a break, or a restart faster than the first reconnect), and
+		// calls were turned away meanwhile: they wait in thatch for a hello.
+		if err := b.helloAgain(ctx, "calls were turned away while opencode could not be reached"); err != nil {
+			return true, err
+		}
 	}
 	// Events from here on are in the stream; the tool calls completed before it are read
 	// from the sessions themselves.
@@ -491,7 +573,8 @@ func (b *Bridge) hello(ctx context.Context) error {
 	if err != nil {
 		b.Log.Debug("could not list opencode's tools; the hello says nothing of thatch's", "err", err)
 	} else if len(missing) > 0 {
-		b.Log.Warn(b.toolsMissing(missing).Message)
+		// thatch says so (an error, a toast, status); this line is for a bridge run on its own.
+		b.Log.Info(b.toolsMissing(missing).Message)
 	}
 	var raw [6]byte
 	_, _ = rand.Read(raw[:])
@@ -501,15 +584,82 @@ func (b *Bridge) hello(ctx context.Context) error {
 		Resumed: []string{}, SmallModel: small, MissingTools: missing}
 	props, _ := json.Marshal(hi)
 	b.Log.Info("opencode connected", "version", health.Version, "boot_id", boot, "small_model", small)
+	if err := b.serveAPI(ctx); err != nil {
+		return err
+	}
 	b.helloMu.Lock()
 	defer b.helloMu.Unlock()
 	b.pubMu.Lock() // held from the reset to the hello: no shim event slips in between
 	defer b.pubMu.Unlock()
 	b.seq = 0
+	// Cleared before the publish: a call turned away after it is owed the next hello.
+	turned := b.turnedAway.Swap(false)
 	if err := b.publishLocked(ctx, Event{ID: "hello_" + boot, Type: "host.hello", Properties: props}); err != nil {
+		if turned {
+			b.turnedAway.Store(true)
+		}
 		return err
 	}
 	b.boot, b.told, b.rehellos = hi, missing, 0
+	return nil
+}
+
+// Rehello asks the bridge to say the current boot's hello again (the same bootID), as
+// soon as it can: thatch sends a host's waiting calls when it applies a hello of the
+// host, and waits for one after a call found no responder. Its owner calls it when the
+// connection to NATS is restored (thatch restarted with its embedded broker, and parked
+// the calls it resumed while the bridge was not connected). It does not block, and does
+// nothing before Run says the first hello or while opencode is unreachable: the next
+// boot's hello then does it.
+func (b *Bridge) Rehello() {
+	select {
+	case b.rehelloC() <- struct{}{}:
+	default: // one is on its way
+	}
+}
+
+func (b *Bridge) rehelloC() chan struct{} {
+	b.rehelloOnce.Do(func() { b.rehello = make(chan struct{}, 1) })
+	return b.rehello
+}
+
+// helloAgain says the current boot's hello again, with the tools opencode lacks as of the
+// last look (ToolsTTL), and does nothing when there is no current boot.
+func (b *Bridge) helloAgain(ctx context.Context, why string) error {
+	b.helloMu.Lock()
+	defer b.helloMu.Unlock()
+	if b.boot == nil {
+		return nil
+	}
+	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	missing, err := b.missingTools(lctx, false)
+	cancel()
+	if err != nil {
+		missing = b.told
+	}
+	if err := b.helloAgainLocked(ctx, missing); err != nil {
+		return err
+	}
+	b.Log.Info("said hello again so that thatch sends the calls waiting for opencode", "boot_id", b.boot.BootID, "why", why)
+	return nil
+}
+
+// helloAgainLocked publishes the boot's hello again with missing as its missingTools:
+// the same bootID and fields, the next Host-Seq, the event id hello_<bootID>_<n>. The
+// caller holds helloMu, and b.boot is set.
+func (b *Bridge) helloAgainLocked(ctx context.Context, missing []string) error {
+	hi := *b.boot
+	hi.MissingTools = missing
+	props, _ := json.Marshal(hi)
+	b.rehellos++
+	turned := b.turnedAway.Swap(false) // before the publish, as in hello
+	if err := b.publish(ctx, Event{ID: fmt.Sprintf("hello_%s_%d", hi.BootID, b.rehellos), Type: "host.hello", Properties: props}); err != nil {
+		if turned {
+			b.turnedAway.Store(true)
+		}
+		return err
+	}
+	b.boot, b.told = &hi, missing
 	return nil
 }
 
@@ -525,9 +675,9 @@ func (b *Bridge) endBoot() {
 // told that some are missing.
 var ToolsRecheck = 10 * time.Second
 
-// watchTools looks at opencode's tools every ToolsRecheck while thatch was told that some
-// are missing (recheckTools), until ctx ends.
-func (b *Bridge) watchTools(ctx context.Context) {
+// watch looks at opencode's tools every ToolsRecheck while thatch was told that some are
+// missing (recheckTools), and says hello again when Rehello asks, until ctx ends.
+func (b *Bridge) watch(ctx context.Context) {
 	tick := time.NewTicker(ToolsRecheck)
 	defer tick.Stop()
 	for {
@@ -537,6 +687,10 @@ func (b *Bridge) watchTools(ctx context.Context) {
 		case <-tick.C:
 			if err := b.recheckTools(ctx, true); err != nil && ctx.Err() == nil {
 				b.Log.Warn("could not tell thatch that opencode's tools changed; the next look tries again", "err", err)
+			}
+		case <-b.rehelloC():
+			if err := b.helloAgain(ctx, "the broker connection was restored"); err != nil && ctx.Err() == nil {
+				b.Log.Warn("could not say hello again after the broker connection was restored; calls waiting in thatch wait for the next one", "err", err)
 			}
 		}
 	}
@@ -561,18 +715,13 @@ func (b *Bridge) recheckTools(ctx context.Context, fresh bool) error {
 	if err != nil || slices.Equal(missing, b.told) {
 		return nil
 	}
-	hi := *b.boot
-	hi.MissingTools = missing
-	props, _ := json.Marshal(hi)
-	b.rehellos++
-	if err := b.publish(ctx, Event{ID: fmt.Sprintf("hello_%s_%d", hi.BootID, b.rehellos), Type: "host.hello", Properties: props}); err != nil {
+	if err := b.helloAgainLocked(ctx, missing); err != nil {
 		return err
 	}
-	b.boot, b.told = &hi, missing
 	if len(missing) == 0 {
-		b.Log.Info("opencode loaded thatch's tools: said hello again so that extraction resumes", "boot_id", hi.BootID)
+		b.Log.Info("opencode loaded thatch's tools: said hello again so that extraction resumes", "boot_id", b.boot.BootID)
 	} else {
-		b.Log.Warn(b.toolsMissing(missing).Message, "boot_id", hi.BootID)
+		b.Log.Info(b.toolsMissing(missing).Message, "boot_id", b.boot.BootID)
 	}
 	return nil
 }
@@ -627,26 +776,77 @@ func (b *Bridge) publishLocked(ctx context.Context, ev Event) error {
 }
 
 // serve answers one host API request. A request repeating an idempotency key already
-// answered gets the same answer without acting again. The request has its own deadline,
-// CallTimeout, and no other: a stop of the bridge does not cut it.
+// answered gets the same answer without acting again; one that arrives while the first
+// with its key is in flight waits for that one's answer. The request has its own
+// deadline, CallTimeout, and no other: a stop of the bridge does not cut it.
 func (b *Bridge) serve(m *nats.Msg) {
 	method := m.Subject[strings.LastIndex(m.Subject, ".api.")+len(".api."):]
 	var p map[string]json.RawMessage
 	if err := json.Unmarshal(m.Data, &p); err != nil {
-		b.respond(m, "", nil, &runtime.HostError{Name: "BadRequestError", Message: "request is not a JSON object"})
+		data, _ := reply(nil, &runtime.HostError{Name: "BadRequestError", Message: "request is not a JSON object"})
+		_ = m.Respond(data)
 		return
 	}
 	var key string
 	_ = json.Unmarshal(p["idempotencyKey"], &key)
-	if key != "" {
-		b.mu.Lock()
-		old, ok := b.answered[key]
-		b.mu.Unlock()
-		if ok {
-			_ = m.Respond(old)
+	for {
+		a, first := b.claim(key)
+		if first {
+			a.data, a.kept = b.perform(method, p)
+			b.settle(key, a)
+			send(m, a.data)
 			return
 		}
+		b.Log.Debug("a repeat of a request in flight waits for its answer", "method", method, "idempotency_key", key)
+		<-a.done // the first request with this key is in flight: its answer is this one's
+		if a.kept {
+			send(m, a.data)
+			return
+		}
+		// The first's answer is not one to remember (opencode unreachable, tools missing):
+		// this request tries again for itself.
 	}
+}
+
+// claim returns the answer of key: the one given or in the making, or, with first, a
+// new one that the caller makes and settles. A request without a key is always first.
+func (b *Bridge) claim(key string) (a *answer, first bool) {
+	if key == "" {
+		return &answer{done: make(chan struct{})}, true
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if a, ok := b.answered[key]; ok {
+		return a, false
+	}
+	a = &answer{done: make(chan struct{})}
+	b.answered[key] = a
+	return a, true
+}
+
+// settle publishes a's data and kept to the requests waiting for it, and remembers a
+// kept answer for its key, the last maxAnswered of them; an answer not kept is
+// forgotten, so that a repeat acts again.
+func (b *Bridge) settle(key string, a *answer) {
+	if key != "" {
+		b.mu.Lock()
+		if a.kept {
+			b.order = append(b.order, key)
+			if len(b.order) > maxAnswered {
+				delete(b.answered, b.order[0])
+				b.order = b.order[1:]
+			}
+		} else if b.answered[key] == a {
+			delete(b.answered, key)
+		}
+		b.mu.Unlock()
+	}
+	close(a.done)
+}
+
+// perform acts on one request and returns its reply, nil to turn it away, and whether a
+// repeat of its key may be answered with it.
+func (b *Bridge) perform(method string, p map[string]json.RawMessage) (data []byte, kept bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), cmp.Or(b.CallTimeout, 30*time.Second))
 	defer cancel()
 	if method == "session.create" {
@@ -656,8 +856,7 @@ func (b *Bridge) serve(m *nats.Msg) {
 			// A child that cannot call thatch's tools would run the extraction for nothing.
 			if missing, err := b.missingTools(ctx, false); err == nil && len(missing) > 0 {
 				b.refused(missing)
-				b.respond(m, key, nil, b.toolsMissing(missing))
-				return
+				return reply(nil, b.toolsMissing(missing))
 			}
 		}
 	}
@@ -666,29 +865,46 @@ func (b *Bridge) serve(m *nats.Msg) {
 	if err != nil && herr == nil {
 		herr = &runtime.HostError{Name: "HostError", Message: err.Error()}
 	}
-	b.respond(m, key, res, herr)
+	if herr != nil && herr.Name == "UnavailableError" && ctx.Err() == nil {
+		// opencode could not be reached, or went away during the call (a connection
+		// error, not the call's deadline): turned away like the calls that come while the
+		// stream is down. An error, or no answer (thatch's timeout), would fail the call
+		// in thatch and lose it: a deletion would leave the child in opencode for good.
+		// The next hello sends it again, with its key; a deletion that opencode did
+		// perform before it went away is then NotFoundError, which thatch takes as done.
+		b.turnedAway.Store(true)
+		b.Log.Info("opencode could not be reached: turned a call away; thatch sends it again at the next hello", "method", method, "err", herr.Message)
+		return nil, false
+	}
+	return reply(res, herr)
 }
 
-func (b *Bridge) respond(m *nats.Msg, key string, res any, herr *runtime.HostError) {
-	var data []byte
+// reply encodes a host API reply. A refusal that did nothing (tools missing) is not
+// remembered: a repeat must try again.
+func reply(res any, herr *runtime.HostError) (data []byte, kept bool) {
 	if herr != nil {
 		data, _ = json.Marshal(map[string]any{"error": herr})
-	} else {
-		data, _ = json.Marshal(map[string]any{"result": res})
+		return data, herr.Name != "ToolsMissingError" && herr.Name != "UnavailableError"
 	}
-	// A transport failure is not an answer, nor a refusal that did nothing: a repeat must
-	// try again.
-	if key != "" && (herr == nil || herr.Name != "UnavailableError" && herr.Name != "ToolsMissingError") {
-		b.mu.Lock()
-		b.answered[key] = data
-		b.order = append(b.order, key)
-		if len(b.order) > maxAnswered {
-			delete(b.answered, b.order[0])
-			b.order = b.order[1:]
-		}
-		b.mu.Unlock()
+	data, _ = json.Marshal(map[string]any{"result": res})
+	return data, true
+}
+
+// send answers m with data, or turns it away when data is nil.
+func send(m *nats.Msg, data []byte) {
+	if data == nil {
+		turnAway(m)
+		return
 	}
 	_ = m.Respond(data)
+}
+
+// turnAway answers m as the broker answers a request that nobody serves: an empty reply
+// with status 503, which nats.go's requester reports as nats.ErrNoResponders. thatch
+// then keeps the call in its outbox until the host's next hello (rule 12), as it does a
+// call made while the bridge serves no host API (withdrawAPI).
+func turnAway(m *nats.Msg) {
+	_ = m.RespondMsg(&nats.Msg{Header: nats.Header{"Status": []string{"503"}}})
 }
 
 // thatchTools are the tools thatch's plugin gives opencode's models.
@@ -740,6 +956,6 @@ func (b *Bridge) refused(missing []string) {
 func (b *Bridge) toolsMissing(missing []string) *runtime.HostError {
 	plugin := cmp.Or(b.PluginPath, "plugin/thatch.js in its config folder")
 	return &runtime.HostError{Name: "ToolsMissingError", Message: fmt.Sprintf(
-		"opencode has not loaded thatch's plugin (missing tools: %s): restart opencode so it loads the plugin from %s; run thatch install first if you have not",
+		"opencode has not loaded thatch's plugin (missing tools: %s): run thatch install if you have not, then restart opencode (or POST /instance/dispose) so it loads the plugin from %s",
 		strings.Join(missing, ", "), plugin)}
 }

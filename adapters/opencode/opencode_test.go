@@ -149,6 +149,12 @@ func (f *fakeOpencode) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case r.URL.Path == "/experimental/tool/ids" && f.toolIDs() != nil:
 		data, _ := json.Marshal(f.toolIDs())
 		js(200, string(data))
+	case r.Method == "DELETE" && r.URL.Path == "/session/ses_reset":
+		// The connection breaks before an answer, as when opencode dies mid-call.
+		conn, _, err := w.(http.Hijacker).Hijack()
+		if err == nil {
+			conn.Close()
+		}
 	case r.Method == "DELETE" && r.URL.Path == "/session/ses_hold":
 		outcome := "deleted ses_hold"
 		select {
@@ -1035,7 +1041,7 @@ func TestMissingTools(t *testing.T) {
 	var reply struct{ Error runtime.HostError }
 	must(t, json.Unmarshal([]byte(create("thatch-extraction")), &reply))
 	wantMsg := "opencode has not loaded thatch's plugin (missing tools: thatch_extraction_done, memory_remember, memory_update, memory_forget): " +
-		"restart opencode so it loads the plugin from /cfg/opencode/plugin/thatch.js; run thatch install first if you have not"
+		"run thatch install if you have not, then restart opencode (or POST /instance/dispose) so it loads the plugin from /cfg/opencode/plugin/thatch.js"
 	if reply.Error.Name != "ToolsMissingError" || reply.Error.Message != wantMsg || posts() != 0 {
 		t.Fatalf("creating an extraction child without the tools: %+v, %d created", reply.Error, posts())
 	}

@@ -51,5 +51,15 @@ func bridge(ctx context.Context, c Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	return newBridge(c, nc, js, log).Run(ctx)
+	b := newBridge(c, nc, js, log)
+	// thatch parks the calls that found no responder while this connection was down (it
+	// restarted with its embedded broker) until the host's next hello: say it again.
+	logReconnect := nc.ReconnectHandler()
+	nc.SetReconnectHandler(func(nc *nats.Conn) {
+		if logReconnect != nil {
+			logReconnect(nc)
+		}
+		b.Rehello()
+	})
+	return b.Run(ctx)
 }

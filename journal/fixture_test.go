@@ -159,7 +159,7 @@ func fixtureState() *runtime.State {
 	st.Hosts["host_a"] = &runtime.Host{ID: "host_a", API: "v2", Version: "1.18.33", BootID: "boot_7", Directory: "/w/proj",
 		Worktree: "/w", ProjectID: "proj_1", Caps: runtime.Capabilities{TUI: true, Compact: true, Move: true, List: true, Context: true},
 		Resumed: []string{"ses_top"}, Online: true, Seq: 17, SmallModel: "anthropic/claude-haiku",
-		MissingTools: []string{"memory_search"}, ToolsWarned: true}
+		MissingTools: []string{"memory_search"}, ToolsWarned: true, Heard: fixtureNow.Add(-time.Minute).UnixMilli()}
 	st.Hosts["host_b"] = &runtime.Host{ID: "host_b", API: "v1", ProjectID: "proj_2"}
 	st.Sessions["ses_top"] = &runtime.Session{ID: "ses_top", HostID: "host_a", Kind: runtime.KindTop, Title: "fix the build",
 		Directory: "/w/proj", ProjectID: "proj_1", Status: runtime.StatusIdle, Reminded: true, Extracting: true, Child: "ses_child",

@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -34,9 +35,12 @@ const MaxDeadLetters = 1000
 const maxDeadBody = 4096
 
 // Store is the journal. It is not safe for concurrent writers: the runtime's owner
-// goroutine is its only one.
+// goroutine is its only one. Reads from other goroutines (payloads, costs, dead letters)
+// go through a pool of read-only connections, so they never wait for the writer's
+// connection nor hold it while the owner commits.
 type Store struct {
-	db       *sql.DB
+	db       *sql.DB // the one connection that writes, and the owner's reads
+	r        *sql.DB // read-only connections for every other goroutine
 	path     string
 	instance string
 }
@@ -76,6 +80,15 @@ func Open(path string) (*Store, error) {
 		db.Close()
 		return nil, err
 	}
+	// After the migrations, so the file is in WAL mode: readers then see the last commit
+	// without blocking the writer.
+	r, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)&_pragma=query_only(1)")
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open journal %s for reading: %w", path, err)
+	}
+	r.SetMaxOpenConns(4)
+	s.r = r
 	if s.instance == "" {
 		var b [8]byte
 		_, _ = rand.Read(b[:])
@@ -83,6 +96,7 @@ func Open(path string) (*Store, error) {
 		data, _ := json.Marshal(s.instance)
 		if _, err := db.Exec(`INSERT INTO meta (key, value) VALUES ('instance', ?)`, string(data)); err != nil {
 			db.Close()
+			r.Close()
 			return nil, fmt.Errorf("name the journal: %w", err)
 		}
 	}
@@ -96,7 +110,7 @@ func (s *Store) Instance() string { return s.instance }
 func (s *Store) Path() string { return s.path }
 
 // Close closes the database.
-func (s *Store) Close() error { return s.db.Close() }
+func (s *Store) Close() error { return errors.Join(s.r.Close(), s.db.Close()) }
 
 // DB exposes the database to tests and to read-only tooling.
 func (s *Store) DB() *sql.DB { return s.db }
@@ -390,6 +404,7 @@ func (s *Store) Load() (*runtime.State, []runtime.Call, uint64, error) {
 	if err := loadEntries(s.db, st); err != nil {
 		return nil, nil, 0, fmt.Errorf("load entries: %w", err)
 	}
+	st.Reindex() // the index is derived, never stored
 	var calls []runtime.Call
 	crows, err := s.db.Query(`SELECT id, call FROM outbox ORDER BY id`)
 	if err != nil {
@@ -496,9 +511,10 @@ func scanJSON(db *sql.DB, query string, fn func([]byte) error) error {
 	return rows.Err()
 }
 
-// Payload reads the bodies of the entries of root claimed by claimant.
+// Payload reads the bodies of the entries of root claimed by claimant. Callers render
+// payloads on their own goroutines, many at once: it reads through the read-only pool.
 func (s *Store) Payload(root, claimant string) ([]runtime.PayloadEntry, error) {
-	rows, err := s.db.Query(`SELECT entry_id, body FROM entries WHERE root_id = ? AND claimed_by = ? ORDER BY id`, root, claimant)
+	rows, err := s.r.Query(`SELECT entry_id, body FROM entries WHERE root_id = ? AND claimed_by = ? ORDER BY id`, root, claimant)
 	if err != nil {
 		return nil, fmt.Errorf("read payload of %s: %w", root, err)
 	}
@@ -526,7 +542,7 @@ const LedgerRetention = 400 * 24 * time.Hour
 // one row per day and project, newest day first, with one of the project's folders that
 // day (empty when its rows predate the folder). It is safe to call from any goroutine.
 func (s *Store) Costs(since string) ([]runtime.CostRow, error) {
-	rows, err := s.db.Query(`SELECT day, project, coalesce(max(NULLIF(directory, '')), ''), count(*), sum(entries), sum(tokens_in),
+	rows, err := s.r.Query(`SELECT day, project, coalesce(max(NULLIF(directory, '')), ''), count(*), sum(entries), sum(tokens_in),
 		sum(tokens_out), sum(cost), group_concat(DISTINCT NULLIF(model, '')) FROM ledger WHERE day >= ?
 		GROUP BY day, project ORDER BY day DESC, project`, since)
 	if err != nil {
@@ -560,7 +576,7 @@ type DeadLetter struct {
 
 // DeadLetters returns the kept rejected messages, oldest first.
 func (s *Store) DeadLetters() ([]DeadLetter, error) {
-	rows, err := s.db.Query(`SELECT at, stream_seq, subject, reason, body FROM dead_letters ORDER BY id`)
+	rows, err := s.r.Query(`SELECT at, stream_seq, subject, reason, body FROM dead_letters ORDER BY id`)
 	if err != nil {
 		return nil, err
 	}
@@ -573,6 +589,32 @@ func (s *Store) DeadLetters() ([]DeadLetter, error) {
 			return nil, err
 		}
 		d.At = fromMS(at)
+		out = append(out, d)
+	}
+	return out, rows.Err()
+}
+
+// DeadLetterPage returns at most limit kept rejected messages, newest first: those older
+// than the row before when before > 0 (a row's ID is the next page's cursor). Bodies are
+// cut to runtime.DeadBodyMax characters. It is safe to call from any goroutine.
+func (s *Store) DeadLetterPage(before int64, limit int) ([]runtime.DeadLetterView, error) {
+	if before <= 0 {
+		before = math.MaxInt64
+	}
+	rows, err := s.r.Query(`SELECT id, at, stream_seq, subject, reason, body FROM dead_letters WHERE id < ? ORDER BY id DESC LIMIT ?`, before, limit)
+	if err != nil {
+		return nil, fmt.Errorf("read the dead letters: %w", err)
+	}
+	defer rows.Close()
+	out := []runtime.DeadLetterView{}
+	for rows.Next() {
+		var d runtime.DeadLetterView
+		var at int64
+		var body []byte
+		if err := rows.Scan(&d.ID, &at, &d.StreamSeq, &d.Subject, &d.Reason, &body); err != nil {
+			return nil, fmt.Errorf("read the dead letters: %w", err)
+		}
+		d.At, d.Body = fromMS(at), runtime.CutText(strings.ToValidUTF8(string(body), "\uFFFD"), runtime.DeadBodyMax)
 		out = append(out, d)
 	}
 	return out, rows.Err()

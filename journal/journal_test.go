@@ -7,6 +7,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -69,6 +70,16 @@ func TestScenarioRoundTrip(t *testing.T) {
 				}
 				if want, have := snapshot(t, h.State), snapshot(t, got); want != have {
 					t.Fatalf("journal diverged from memory after %T:\n--- memory\n%s\n--- journal\n%s", in, want, have)
+				}
+				// The index is derived: the one Step keeps and the one Load builds agree
+				// with a full scan, and status reads the same figures from both.
+				for name, st := range map[string]*runtime.State{"memory": h.State, "journal": got} {
+					if err := st.CheckIndex(); err != nil {
+						t.Fatalf("%s index after %T: %v", name, in, err)
+					}
+				}
+				if want, have := runtime.Summary(h.State, 0), runtime.Summary(got, 0); !reflect.DeepEqual(want, have) {
+					t.Fatalf("status after %T: memory %+v, journal %+v", in, want, have)
 				}
 				for _, c := range calls {
 					if c.ID == 0 || c.Host == "" {

@@ -123,6 +123,9 @@ func FuzzToolCall(f *testing.F) {
 // top-level session, ids unique per root.
 func checkInvariants(t *testing.T, s *State) {
 	t.Helper()
+	if err := s.CheckIndex(); err != nil {
+		t.Fatal(err)
+	}
 	for _, sess := range s.Sessions {
 		seen := map[string]bool{}
 		for _, e := range sess.Entries {

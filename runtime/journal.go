@@ -13,8 +13,12 @@ type Journal interface {
 	Applied(ids []string) (map[string]bool, error)
 	// Commit persists b and assigns outbox ids to b.Effects.Calls.
 	Commit(b *Batch) error
-	// Payload reads the bodies of the entries of root claimed by claimant, oldest first.
-	Payload(root, claimant string) ([]PayloadEntry, error)
+	// PayloadEntries reads what a payload shows of the entries of root claimed by
+	// claimant, oldest first: tool, title, output, and args cut to PayloadArgsMax+1
+	// characters; not the metadata. The driver calls it after the claim's commit from
+	// other goroutines, several at once: it must see every committed transaction and
+	// must not hold up Commit.
+	PayloadEntries(root, claimant string) ([]PayloadEntry, error)
 	// Instance names this journal for good: with an outbox id it makes a call's
 	// idempotency key.
 	Instance() string

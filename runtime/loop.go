@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/thatch-dev/thatch/runtime/redact"
@@ -75,6 +76,13 @@ type Loop struct {
 	StopGrace time.Duration
 	// OnCommit, when set, sees the event ids each committed batch applied (benchmarks).
 	OnCommit func(applied []Applied, at time.Time)
+	// WorkerIdle is how long a host's call worker waits for a call before it exits; the
+	// host's next call starts another. So a host that went quiet holds no goroutine.
+	WorkerIdle time.Duration
+	// RenderMax bounds the payloads read from the journal and rendered at once. They are
+	// rendered off the loop's goroutine, after the commit of their claim; a payload can
+	// be megabytes, and a thousand at once would hold a thousand of them in memory.
+	RenderMax int
 
 	deliveries chan Delivery
 	results    chan Result
@@ -105,7 +113,19 @@ type Loop struct {
 	heard   map[string]helloCount
 	sent    map[int64]helloCount
 	workers map[string]*worker
+	pruneAt int // prune exited workers from workers once it holds this many
 	wg      sync.WaitGroup
+	renders chan struct{} // a slot per payload being rendered (RenderMax)
+
+	// snap is the status as of the last published round (snapshot.go); snapDirty says
+	// the state or the loop's counts changed since. snapAt and snapCost are when the last
+	// was taken and what it cost, snapTimer publishes a deferred one.
+	snap      atomic.Pointer[Snapshot]
+	snapDirty bool
+	snapAt    time.Time
+	snapCost  time.Duration
+	snapTimer *time.Timer
+	snapArmed bool
 }
 
 // waitingCall is a call in the waiting room: since when, and whether a nudge already
@@ -145,11 +165,19 @@ func (l *Loop) view() View {
 	return View{State: l.state, Pos: l.pos, Outstanding: l.outstanding, Waiting: l.nWaiting, JournalError: l.journalErr}
 }
 
+// DefaultWorkerIdle is how long a host's call worker waits for work before it exits.
+const DefaultWorkerIdle = 30 * time.Second
+
+// DefaultRenderMax is how many payloads are rendered at once: one fewer than the
+// journal's read connections (4), so the other readers (status's ledger, the API's
+// pages) never wait behind payloads.
+const DefaultRenderMax = 3
+
 // NewLoop returns a loop; set its fields before Run.
 func NewLoop(j Journal, c Caller, log *slog.Logger) *Loop {
 	return &Loop{
 		Rules: DefaultRules, Prefix: "opencode", Journal: j, Caller: c, Log: log, Now: time.Now,
-		MaxBatch: 512, WaitApplied: 10 * time.Second, StopGrace: time.Second,
+		MaxBatch: 512, WaitApplied: 10 * time.Second, StopGrace: time.Second, WorkerIdle: DefaultWorkerIdle, RenderMax: DefaultRenderMax,
 		deliveries: make(chan Delivery, 1024), results: make(chan Result, 64),
 		inputs: make(chan Input), hellos: make(chan string, 64),
 		tools: make(chan *toolReq), queries: make(chan *query),
@@ -175,6 +203,10 @@ func (l *Loop) Run(ctx context.Context) error {
 		return fmt.Errorf("load journal: %w", err)
 	}
 	l.state, l.pos = st, pos
+	l.renders = make(chan struct{}, max(l.RenderMax, 1))
+	l.snapTimer = time.NewTimer(time.Hour)
+	l.snapTimer.Stop()
+	defer l.snapTimer.Stop()
 	wctx, stopWorkers := context.WithCancel(context.Background())
 	defer func() {
 		stopWorkers()
@@ -186,6 +218,7 @@ func (l *Loop) Run(ctx context.Context) error {
 	if len(calls) > 0 {
 		l.Log.Info("resuming host calls left by the previous run", "calls", len(calls))
 	}
+	l.publish()
 	close(l.ready)
 
 	// Each round takes whatever is ready — deliveries, host-call results, tool calls — and
@@ -231,6 +264,8 @@ func (l *Loop) Run(ctx context.Context) error {
 			q.reply <- q.fn(l.view())
 		case <-timer.C:
 			expired = true
+		case <-l.snapTimer.C:
+			l.snapArmed = false
 		}
 	gather:
 		for len(deliveries) < l.MaxBatch {
@@ -274,14 +309,17 @@ func (l *Loop) Run(ctx context.Context) error {
 			if !ok {
 				return nil
 			}
+			l.outstanding -= answered
+			l.unwait(gone)
+			l.nudge(wctx, deliveries)
+			// The snapshot before the acknowledgements and replies: whoever saw this
+			// round's effects gets a status at least as new.
+			l.maybePublish()
 			for _, d := range deliveries {
 				if err := d.Ack(); err != nil {
 					l.Log.Warn("acknowledge failed; the event will be redelivered and skipped", "stream_seq", d.StreamSeq, "err", err)
 				}
 			}
-			l.outstanding -= answered
-			l.unwait(gone)
-			l.nudge(wctx, deliveries)
 			parked = slices.DeleteFunc(parked, func(q *toolReq) bool { return slices.Contains(ready, q) })
 			for i, q := range ready {
 				q.reply <- replies[i] // rendered by the caller's goroutine, off the loop
@@ -290,6 +328,7 @@ func (l *Loop) Run(ctx context.Context) error {
 		if len(parked) > 0 {
 			timer.Reset(time.Until(parked[0].deadline))
 		}
+		l.maybePublish()
 	}
 }
 
@@ -304,15 +343,23 @@ func (l *Loop) anyReady(parked []*toolReq, pos uint64, expired bool) bool {
 	return slices.ContainsFunc(parked, func(q *toolReq) bool { return l.isReady(q, pos, now, expired) })
 }
 
-// render turns a committed tool call's reply into its answer, reading a payload's entry
-// bodies from the journal. It runs on the caller's goroutine: the loop goes on meanwhile.
-func (l *Loop) render(reply *Reply) Answer {
+// render turns a committed tool call's reply into its answer, reading a payload's entries
+// from the journal. It runs on the caller's goroutine, so the loop goes on meanwhile, and
+// at most RenderMax payloads are read and rendered at once; the claim is committed
+// already, so a caller that gives up waiting gets the same entries when it calls again.
+func (l *Loop) render(ctx context.Context, reply *Reply) Answer {
 	if reply.Err != nil {
 		return Answer{Err: reply.Err}
 	}
 	a := Answer{Output: reply.Output, Metadata: reply.Metadata, Caller: reply.Caller}
 	if p := reply.Payload; p != nil {
-		entries, err := l.Journal.Payload(p.Root, p.Claimant)
+		select {
+		case l.renders <- struct{}{}:
+			defer func() { <-l.renders }()
+		case <-ctx.Done():
+			return Answer{Err: &HostError{Name: "UnavailableError", Message: "thatch claimed the entries but the call ended before they were read; call again for them: " + ctx.Err().Error()}}
+		}
+		entries, err := l.Journal.PayloadEntries(p.Root, p.Claimant)
 		if err != nil {
 			return Answer{Err: &HostError{Name: "UnavailableError", Message: "thatch could not read the claimed entries; call again: " + err.Error()}}
 		}
@@ -327,6 +374,9 @@ func (l *Loop) render(reply *Reply) Answer {
 // A call that was on its way while its host said hello cannot wait for that hello: it
 // goes out again at once, or, after a new boot, is answered as moot in this round.
 func (l *Loop) park(wctx context.Context, results []Result) []Result {
+	if len(results) > 0 {
+		l.changed()
+	}
 	out := results[:0]
 	for _, r := range results {
 		c := r.Call
@@ -598,6 +648,7 @@ func parseHostSeq(h string) (int64, error) {
 func (l *Loop) commit(ctx, wctx context.Context, build func(time.Time) (*Batch, error)) bool {
 	backoff := 250 * time.Millisecond
 	for {
+		l.changed()
 		b, err := build(l.Now())
 		if err == nil {
 			err = l.Journal.Commit(b)
@@ -632,6 +683,7 @@ func (l *Loop) commit(ctx, wctx context.Context, build func(time.Time) (*Batch, 
 		if st, _, pos, lerr := l.Journal.Load(); lerr == nil {
 			l.state, l.pos = st, pos
 		}
+		l.publish() // status says what is wrong while the loop waits
 		// Wait out the backoff, still answering queries from the last committed state so
 		// status can say what is wrong.
 		wait := time.After(backoff)
@@ -670,7 +722,7 @@ func (l *Loop) Tool(ctx context.Context, c ToolCall, minSeq uint64) Answer {
 	}
 	select {
 	case r := <-q.reply:
-		return l.render(r)
+		return l.render(ctx, r)
 	case <-l.stopped:
 		return Answer{Err: &HostError{Name: "UnavailableError", Message: ErrStopped.Error()}}
 	}
@@ -709,11 +761,37 @@ func (l *Loop) Query(ctx context.Context, fn func(View) any) (any, error) {
 	return <-q.reply, nil
 }
 
-// worker performs one host's calls in order, so a slow host delays only itself.
+// worker performs one host's calls in order, so a slow host delays only itself. A worker
+// without a call for idle exits (gone), and the host's next call starts a new one: a
+// worker exits only once it has sent the result of its last call, so calls stay in order.
 type worker struct {
 	mu    sync.Mutex
 	queue []queued
+	gone  bool
 	wake  chan struct{}
+	idle  time.Duration
+}
+
+// push queues q, unless the worker exited.
+func (w *worker) push(q queued) bool {
+	w.mu.Lock()
+	if w.gone {
+		w.mu.Unlock()
+		return false
+	}
+	w.queue = append(w.queue, q)
+	w.mu.Unlock()
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+func (w *worker) exited() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.gone
 }
 
 type queued struct {
@@ -721,37 +799,51 @@ type queued struct {
 	call Call
 }
 
+// dispatch hands c to its host's worker, starting one when the host has none (or its
+// worker exited for idleness).
 func (l *Loop) dispatch(wctx context.Context, c Call) {
-	w := l.workers[c.Host]
-	if w == nil {
+	c.Key = fmt.Sprintf("%s-%d", l.Journal.Instance(), c.ID)
+	api := "v1"
+	if h := l.state.Hosts[c.Host]; h != nil && h.API != "" {
+		api = h.API
+	}
+	q := queued{api: api, call: c}
+	if w := l.workers[c.Host]; w == nil || !w.push(q) {
 		select {
 		case <-l.draining:
 			return // stopping: the call stays in the outbox for the next run
 		default:
 		}
-		w = &worker{wake: make(chan struct{}, 1)}
+		l.pruneWorkers()
+		w = &worker{wake: make(chan struct{}, 1), queue: []queued{q}, idle: l.WorkerIdle}
 		l.workers[c.Host] = w
 		l.wg.Add(1)
 		go l.work(wctx, w)
 	}
-	c.Key = fmt.Sprintf("%s-%d", l.Journal.Instance(), c.ID)
 	l.sent[c.ID] = l.heard[c.Host]
-	api := "v1"
-	if h := l.state.Hosts[c.Host]; h != nil && h.API != "" {
-		api = h.API
-	}
 	l.outstanding++
-	w.mu.Lock()
-	w.queue = append(w.queue, queued{api: api, call: c})
-	w.mu.Unlock()
-	select {
-	case w.wake <- struct{}{}:
-	default:
+	l.changed()
+}
+
+// pruneWorkers forgets the workers that exited, once there are twice as many as after
+// the last pruning: the map stays within twice the hosts with a worker, at a cost
+// spread over the workers started.
+func (l *Loop) pruneWorkers() {
+	if len(l.workers) < l.pruneAt {
+		return
 	}
+	for host, w := range l.workers {
+		if w.exited() {
+			delete(l.workers, host)
+		}
+	}
+	l.pruneAt = max(64, 2*len(l.workers))
 }
 
 func (l *Loop) work(ctx context.Context, w *worker) {
 	defer l.wg.Done()
+	idle := time.NewTimer(w.idle)
+	defer idle.Stop()
 	for {
 		select {
 		case <-l.draining:
@@ -761,12 +853,21 @@ func (l *Loop) work(ctx context.Context, w *worker) {
 		w.mu.Lock()
 		if len(w.queue) == 0 {
 			w.mu.Unlock()
+			idle.Reset(w.idle)
 			select {
 			case <-ctx.Done():
 				return
 			case <-l.draining:
 				return
 			case <-w.wake:
+				continue
+			case <-idle.C:
+				w.mu.Lock()
+				if w.gone = len(w.queue) == 0; w.gone {
+					w.mu.Unlock()
+					return
+				}
+				w.mu.Unlock()
 				continue
 			}
 		}

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/thatch-dev/thatch/runtime"
 	"github.com/thatch-dev/thatch/runtime/scenario"
 )
 
@@ -18,6 +19,13 @@ func TestScenarios(t *testing.T) {
 	for _, path := range scripts {
 		t.Run(strings.TrimSuffix(filepath.Base(path), ".txt"), func(t *testing.T) {
 			h := scenario.New()
+			// The index (sessions by host and by parent, status's tally) is kept by Step;
+			// after every step it must equal a full scan.
+			h.AfterStep = func(in runtime.Input, _ *runtime.Effects) {
+				if err := h.State.CheckIndex(); err != nil {
+					t.Fatalf("after %T: %v", in, err)
+				}
+			}
 			scenario.Run(t, path, h.Exec)
 		})
 	}

@@ -1,6 +1,8 @@
 package runtime
 
 import (
+	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -60,6 +62,13 @@ type State struct {
 	// it back as a zombie. The journal sweep drops them after the TTL.
 	Gone     map[string]int64
 	Counters Counters
+
+	// idx indexes Sessions by host and by parent and tallies hosts, sessions and entries,
+	// so that the work of one host (a hello, a listing) or of one session's children costs
+	// what that host or session has, and status costs no pass over anything. It is not
+	// persisted: Reindex (the journal's Load calls it), else its first use, builds it from
+	// Hosts and Sessions, and from then on only Step may change them or the entries.
+	idx *index
 }
 
 // NewState returns an empty state.
@@ -118,6 +127,10 @@ type Host struct {
 	MissingTools []string `json:"MissingTools,omitempty"`
 	// ToolsWarned: the missing tools' toast was sent in this boot (it goes once per boot).
 	ToolsWarned bool `json:"ToolsWarned,omitempty"`
+	// Heard is when thatch last applied an event of the host (Unix milliseconds, kept to
+	// the minute): the journal sweep forgets a host without sessions unheard for the TTL.
+	// 0 on rows from before thatch kept it; the next journal sweep starts their clock.
+	Heard int64 `json:"Heard,omitempty"`
 }
 
 // Capabilities are what a host said it can do in its hello.
@@ -235,6 +248,233 @@ func (s *Session) Claimed(claimant string) []string {
 		}
 	}
 	return ids
+}
+
+// index is State's derived lookup: sessions by host and by parent, and the figures of
+// status. Every change of Sessions goes through State.add, State.drop and State.setParent;
+// every change of a session's entries or exit marks it dirty, and every change of a host
+// marks it dirty: Step recounts what it marked.
+type index struct {
+	byHost   map[string]map[string]*Session
+	byParent map[string]map[string]*Session
+	counted  map[string]tally // what total holds of each session
+	total    tally
+	online   map[string]bool // hosts online
+	missing  map[string]bool // hosts online that lack thatch's tools
+}
+
+// tally is what status counts of sessions: live ones (not exited) and their entries.
+type tally struct {
+	Live, Pending, Accepted int
+}
+
+func (a tally) sub(b tally) tally {
+	return tally{a.Live - b.Live, a.Pending - b.Pending, a.Accepted - b.Accepted}
+}
+
+func (a tally) add(b tally) tally {
+	return tally{a.Live + b.Live, a.Pending + b.Pending, a.Accepted + b.Accepted}
+}
+
+func newIndex() *index {
+	return &index{byHost: map[string]map[string]*Session{}, byParent: map[string]map[string]*Session{}, counted: map[string]tally{},
+		online: map[string]bool{}, missing: map[string]bool{}}
+}
+
+// tallyOf counts one session; a nil one counts nothing.
+func tallyOf(sess *Session) tally {
+	var t tally
+	if sess == nil {
+		return t
+	}
+	if !sess.Exited {
+		t.Live = 1
+	}
+	for _, e := range sess.Entries {
+		if e.Accepted() {
+			t.Accepted++
+		} else {
+			t.Pending++
+		}
+	}
+	return t
+}
+
+func link(m map[string]map[string]*Session, key string, sess *Session) {
+	set := m[key]
+	if set == nil {
+		set = map[string]*Session{}
+		m[key] = set
+	}
+	set[sess.ID] = sess
+}
+
+func unlink(m map[string]map[string]*Session, key, id string) {
+	if set := m[key]; set != nil {
+		delete(set, id)
+		if len(set) == 0 {
+			delete(m, key)
+		}
+	}
+}
+
+// Reindex rebuilds the index from Hosts and Sessions, as after a load: a full scan.
+func (s *State) Reindex() {
+	x := newIndex()
+	for id, h := range s.Hosts {
+		x.countHost(id, h)
+	}
+	for _, sess := range s.Sessions {
+		link(x.byHost, sess.HostID, sess)
+		if sess.ParentID != "" {
+			link(x.byParent, sess.ParentID, sess)
+		}
+		if t := tallyOf(sess); t != (tally{}) {
+			x.counted[sess.ID] = t
+			x.total = x.total.add(t)
+		}
+	}
+	s.idx = x
+}
+
+// index returns the index, building it when the state was made without one.
+func (s *State) index() *index {
+	if s.idx == nil {
+		s.Reindex()
+	}
+	return s.idx
+}
+
+// add records a new session.
+func (s *State) add(sess *Session) {
+	s.Sessions[sess.ID] = sess
+	if x := s.idx; x != nil {
+		link(x.byHost, sess.HostID, sess)
+		if sess.ParentID != "" {
+			link(x.byParent, sess.ParentID, sess)
+		}
+	}
+}
+
+// drop forgets a session; its tally goes with the recount of the Step (it is dirty).
+func (s *State) drop(sess *Session) {
+	delete(s.Sessions, sess.ID)
+	if x := s.idx; x != nil {
+		unlink(x.byHost, sess.HostID, sess.ID)
+		if sess.ParentID != "" {
+			unlink(x.byParent, sess.ParentID, sess.ID)
+		}
+	}
+}
+
+// setParent makes sess a child of parent.
+func (s *State) setParent(sess *Session, parent string) {
+	if sess.ParentID == parent {
+		return
+	}
+	if x := s.idx; x != nil {
+		if sess.ParentID != "" {
+			unlink(x.byParent, sess.ParentID, sess.ID)
+		}
+		link(x.byParent, parent, sess)
+	}
+	sess.ParentID = parent
+}
+
+// countHost records whether host id (h, nil when forgotten) is online and lacks tools.
+func (x *index) countHost(id string, h *Host) {
+	online := h != nil && h.Online
+	set := func(m map[string]bool, on bool) {
+		if on {
+			m[id] = true
+		} else {
+			delete(m, id)
+		}
+	}
+	set(x.online, online)
+	set(x.missing, online && len(h.MissingTools) > 0)
+}
+
+// recount brings the tally up to date for the sessions and hosts a Step marked dirty,
+// which every change of a session's entries or Exited, and of a host, does.
+func (s *State) recount(sessions, hosts map[string]bool) {
+	x := s.idx
+	if x == nil {
+		return // built, counted, at first use
+	}
+	for id := range hosts {
+		x.countHost(id, s.Hosts[id])
+	}
+	for id := range sessions {
+		now := tallyOf(s.Sessions[id])
+		x.total = x.total.add(now.sub(x.counted[id]))
+		if now == (tally{}) {
+			delete(x.counted, id)
+		} else {
+			x.counted[id] = now
+		}
+	}
+}
+
+// HostSessions returns the sessions of host, in id order.
+func (s *State) HostSessions(host string) []*Session {
+	return sortedSet(s.index().byHost[host])
+}
+
+// hasSessions reports whether thatch tracks any session of host.
+func (s *State) hasSessions(host string) bool { return len(s.index().byHost[host]) > 0 }
+
+func sortedSet(set map[string]*Session) []*Session {
+	out := make([]*Session, 0, len(set))
+	for _, sess := range set {
+		out = append(out, sess)
+	}
+	slicesSortByID(out)
+	return out
+}
+
+// CheckIndex compares the index with a full scan of Sessions and describes the first
+// difference, or returns nil: the tests call it after every step.
+func (s *State) CheckIndex() error {
+	have := s.index()
+	want := &State{Hosts: s.Hosts, Sessions: s.Sessions}
+	want.Reindex()
+	sets := func(what string, a, b map[string]map[string]*Session) error {
+		for key, set := range b {
+			for id, sess := range set {
+				if a[key][id] != sess {
+					return fmt.Errorf("%s index: %s lacks session %s", what, key, id)
+				}
+			}
+		}
+		for key, set := range a {
+			if len(set) == 0 {
+				return fmt.Errorf("%s index: empty set kept for %s", what, key)
+			}
+			for id := range set {
+				if b[key][id] == nil {
+					return fmt.Errorf("%s index: %s holds session %s, which is not there", what, key, id)
+				}
+			}
+		}
+		return nil
+	}
+	if err := sets("host", have.byHost, want.idx.byHost); err != nil {
+		return err
+	}
+	if err := sets("parent", have.byParent, want.idx.byParent); err != nil {
+		return err
+	}
+	if have.total != want.idx.total {
+		return fmt.Errorf("tally %+v, a full count says %+v", have.total, want.idx.total)
+	}
+	if !maps.Equal(have.counted, want.idx.counted) {
+		return fmt.Errorf("per-session tally differs from a full count")
+	}
+	if !maps.Equal(have.online, want.idx.online) || !maps.Equal(have.missing, want.idx.missing) {
+		return fmt.Errorf("hosts online %v lacking tools %v, a full count says %v and %v", have.online, have.missing, want.idx.online, want.idx.missing)
+	}
+	return nil
 }
 
 func slicesSortByID(ss []*Session) {

@@ -3,7 +3,10 @@ package runtime
 import (
 	"fmt"
 	"log/slog"
+	"maps"
 	"path/filepath"
+	"slices"
+	"strings"
 )
 
 // StrandKind is what the strand sweep does to one session.
@@ -105,7 +108,8 @@ func (t *step) sweepApply(in SweepApply) {
 
 // journalSweep drops the rows of sessions untouched for TTL or whose directory is gone,
 // except those a host listed as resumed (rule 9). Machinery is finalized, not just
-// forgotten, so no parent stays flagged and no child stays behind on the host.
+// forgotten, so no parent stays flagged and no child stays behind on the host. Then it
+// forgets the hosts unheard for TTL that have no session left (forgetHosts).
 func (t *step) journalSweep(tick Tick) {
 	if t.TTL <= 0 {
 		return
@@ -141,6 +145,38 @@ func (t *step) journalSweep(tick Tick) {
 	if dropped > 0 {
 		t.count(&t.s.Counters.Swept, int64(dropped))
 		t.note(slog.LevelInfo, "journal sweep dropped stale session rows", "sessions", dropped, "ttl", t.TTL.String())
+	}
+	t.forgetHosts()
+}
+
+// forgetHosts drops the records of hosts not heard from for TTL that have no session
+// left, so hosts that come and go (a bridge per opencode run) do not pile up: each
+// costs a row, a status line and the driver's bookkeeping. A host heard from again is
+// recorded anew, as v1 until its next hello (any host's first event does the same). A
+// record from before thatch kept Heard starts its clock here.
+func (t *step) forgetHosts() {
+	now := t.now.UnixMilli()
+	var forgotten []string
+	for _, id := range slices.Sorted(maps.Keys(t.s.Hosts)) {
+		h := t.s.Hosts[id]
+		switch {
+		case h.Heard == 0:
+			h.Heard = now
+			t.fx.Hosts[id] = true
+		case now-h.Heard < t.TTL.Milliseconds() || t.s.hasSessions(id):
+		default:
+			delete(t.s.Hosts, id)
+			t.fx.Hosts[id] = true // a host not in State is deleted from the journal
+			forgotten = append(forgotten, id)
+		}
+	}
+	if len(forgotten) > 0 {
+		ids := strings.Join(forgotten[:min(len(forgotten), 10)], ",")
+		if len(forgotten) > 10 {
+			ids += ",…"
+		}
+		t.note(slog.LevelInfo, "journal sweep forgot hosts not heard from that have no session left", "hosts", len(forgotten),
+			"ids", ids, "ttl", t.TTL.String())
 	}
 }
 

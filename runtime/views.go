@@ -1,6 +1,12 @@
 package runtime
 
-import "slices"
+import (
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
 
 // Version is thatch's version, set at build time with -ldflags.
 var Version = "dev"
@@ -42,6 +48,18 @@ type StatusView struct {
 	// HostsMissingTools lists, in id order, the online hosts that have not loaded thatch's
 	// tools (their plugin is not loaded): no extraction starts for their sessions.
 	HostsMissingTools []string `json:"hostsMissingTools,omitempty"`
+	// Bridge is the in-process opencode bridge's connection; absent without one.
+	Bridge *BridgeStatus `json:"bridge,omitempty"`
+}
+
+// BridgeStatus is the in-process opencode bridge's connection to its server: Hosts counts
+// a host online from its hello until its goodbye, and an opencode that went away says none.
+type BridgeStatus struct {
+	URL       string    `json:"url"` // credentials redacted
+	HostID    string    `json:"hostID"`
+	Connected bool      `json:"connected"`       // its event stream is open
+	Since     time.Time `json:"since,omitzero"`  // when Connected last changed (or the bridge started)
+	Error     string    `json:"error,omitempty"` // why opencode cannot be reached, while not connected
 }
 
 // ExtractionView is the status's account of extraction's cost.
@@ -90,31 +108,18 @@ func (s *Spend) Add(r CostRow) {
 	s.USD += r.USD
 }
 
-// Summary summarises s; pos is the consumer position.
+// Summary summarises s; pos is the consumer position. Its figures are kept as hosts,
+// sessions and entries change (State's index), so it costs the sort of the hosts that
+// lack tools, not a pass over hosts, sessions or entries.
 func Summary(s *State, pos uint64) StatusView {
 	v := StatusView{Version: Version, Applied: s.Counters.Applied, Rejected: s.Counters.Rejected,
 		Gaps: s.Counters.Gaps, LastStreamSeq: pos, Redacted: s.Counters.Redacted}
-	for _, h := range s.Hosts {
-		if h.Online {
-			v.Hosts++
-			if len(h.MissingTools) > 0 {
-				v.HostsMissingTools = append(v.HostsMissingTools, h.ID)
-			}
-		}
+	x := s.index()
+	v.Hosts = len(x.online)
+	if len(x.missing) > 0 {
+		v.HostsMissingTools = slices.Sorted(maps.Keys(x.missing))
 	}
-	slices.Sort(v.HostsMissingTools)
-	for _, sess := range s.Sessions {
-		if !sess.Exited {
-			v.Sessions++
-		}
-		for _, e := range sess.Entries {
-			if e.Accepted() {
-				v.Accepted++
-			} else {
-				v.Pending++
-			}
-		}
-	}
+	v.Sessions, v.Pending, v.Accepted = x.total.Live, x.total.Pending, x.total.Accepted
 	return v
 }
 
@@ -137,18 +142,90 @@ type SessionView struct {
 // LiveSessions lists the live directory: every tracked session that did not exit, of one
 // host when hostID is set, in id order.
 func LiveSessions(s *State, hostID string) []SessionView {
-	out := []SessionView{}
-	for _, sess := range s.sorted() {
-		if sess.Exited || (hostID != "" && sess.HostID != hostID) {
-			continue
-		}
-		pending := sess.Pending()
-		out = append(out, SessionView{SessionID: sess.ID, HostID: sess.HostID, ParentID: sess.ParentID,
-			Kind: sess.Kind, Status: sess.Status, Pending: pending, Accepted: len(sess.Entries) - pending,
+	rows, _ := SessionPage(s, hostID, "", 0)
+	return rows
+}
+
+// SessionPage lists a page of the live directory in id order: the sessions after the id
+// after ("" from the first), of host hostID when set, at most limit of them (every one
+// when limit is 0). more says whether sessions follow the page. It costs a pass over the
+// host's sessions (every session without hostID) and the sort of one page, nothing per
+// entry.
+func SessionPage(s *State, hostID, after string, limit int) (rows []SessionView, more bool) {
+	var pool map[string]*Session
+	if hostID != "" {
+		pool = s.index().byHost[hostID]
+	} else {
+		pool = s.Sessions
+	}
+	page := firstAfter(pool, after, limit, func(sess *Session) bool { return !sess.Exited })
+	more = limit > 0 && len(page) > limit
+	if more {
+		page = page[:limit]
+	}
+	rows = make([]SessionView, 0, len(page))
+	counted := s.index().counted // a session's entries may be many: their counts are kept
+	for _, sess := range page {
+		c := counted[sess.ID]
+		rows = append(rows, SessionView{SessionID: sess.ID, HostID: sess.HostID, ParentID: sess.ParentID,
+			Kind: sess.Kind, Status: sess.Status, Pending: c.Pending, Accepted: c.Accepted,
 			Extracting: sess.Extracting, Compacting: sess.Compacting, WrapUp: sess.WrapUp,
 			Directory: sess.Directory, Title: sess.Title})
 	}
-	return out
+	return rows, more
+}
+
+// firstAfter returns, in id order, the limit+1 sessions of pool with the smallest ids
+// above after that keep holds for (all of them when limit is 0). It keeps the page in a
+// max-heap, so a page of k out of n sessions costs n·log k, not a sort of all n.
+func firstAfter(pool map[string]*Session, after string, limit int, keep func(*Session) bool) []*Session {
+	var out []*Session
+	if limit <= 0 {
+		for id, sess := range pool {
+			if id > after && keep(sess) {
+				out = append(out, sess)
+			}
+		}
+		slicesSortByID(out)
+		return out
+	}
+	k := limit + 1 // one more tells whether the page is the last
+	h := make([]*Session, 0, min(k, len(pool)))
+	less := func(i, j int) bool { return h[i].ID > h[j].ID } // the largest id on top
+	down := func(i int) {
+		for {
+			l := 2*i + 1
+			if l >= len(h) {
+				return
+			}
+			if r := l + 1; r < len(h) && less(r, l) {
+				l = r
+			}
+			if !less(l, i) {
+				return
+			}
+			h[i], h[l] = h[l], h[i]
+			i = l
+		}
+	}
+	for id, sess := range pool {
+		if id <= after || !keep(sess) {
+			continue
+		}
+		if len(h) < k {
+			h = append(h, sess)
+			for i := len(h) - 1; i > 0 && less(i, (i-1)/2); i = (i - 1) / 2 {
+				h[i], h[(i-1)/2] = h[(i-1)/2], h[i]
+			}
+			continue
+		}
+		if id < h[0].ID {
+			h[0] = sess
+			down(0)
+		}
+	}
+	slicesSortByID(h)
+	return h
 }
 
 // EntryView is one row of the entries API method.
@@ -162,17 +239,70 @@ type EntryView struct {
 // EntryList lists the journaled entries of a top-level session, or nil when thatch does
 // not track it.
 func EntryList(s *State, sessionID string) []EntryView {
+	rows, _, _, _ := EntryPage(s, sessionID, "", 0)
+	return rows
+}
+
+// EntryCursor is the cursor of the entries that follow the entry id at position i of its
+// session (0 the first): the position spares a search while nothing moved.
+func EntryCursor(i int, id string) string { return strconv.Itoa(i) + ":" + id }
+
+// EntryPage lists a page of a top-level session's entries in arrival order: those after
+// the entry of cursor (EntryCursor; "" from the first), at most limit (all when 0); from
+// is the position of the first row, more says whether entries follow. When the entry of
+// the cursor is gone (completed or dropped since the previous page), the page starts
+// again at the first entry (restarted): a listing then repeats entries, which its reader
+// drops by id, rather than missing any. rows is nil when thatch does not track the
+// session.
+func EntryPage(s *State, sessionID, cursor string, limit int) (rows []EntryView, from int, more, restarted bool) {
 	sess := s.Sessions[sessionID]
 	if sess == nil {
-		return nil
+		return nil, 0, false, false
 	}
-	out := []EntryView{}
-	for _, e := range sess.Entries {
+	if cursor != "" {
+		at, id, hinted := strings.Cut(cursor, ":")
+		i, err := strconv.Atoi(at)
+		switch {
+		case hinted && err == nil && i >= 0 && i < len(sess.Entries) && sess.Entries[i].ID == id:
+		case hinted && err == nil:
+			i = sess.entry(id)
+		default:
+			i = sess.entry(cursor) // a bare entry id
+		}
+		if i >= 0 {
+			from = i + 1
+		} else {
+			restarted = true
+		}
+	}
+	entries := sess.Entries[from:]
+	if more = limit > 0 && len(entries) > limit; more {
+		entries = entries[:limit]
+	}
+	rows = make([]EntryView, 0, len(entries))
+	for _, e := range entries {
 		v := EntryView{ID: e.ID, State: "pending", Tool: e.Tool}
 		if e.Accepted() {
 			v.State, v.ClaimedBy = "accepted", e.Claimant
 		}
-		out = append(out, v)
+		rows = append(rows, v)
 	}
-	return out
+	return rows, from, more, restarted
 }
+
+// DeadBodyMax is how many characters of a dead letter's body the deadletters method gives
+// (protocol §4).
+const DeadBodyMax = 2000
+
+// DeadLetterView is one row of the deadletters API method.
+type DeadLetterView struct {
+	ID        int64     `json:"-"` // the journal's row id: the cursor of the next page
+	StreamSeq uint64    `json:"streamSeq"`
+	Subject   string    `json:"subject"`
+	Reason    string    `json:"reason"`
+	At        time.Time `json:"at"`
+	Body      string    `json:"body"`
+}
+
+// CutText cuts s to at most n characters (runes), marking the cut.
+func CutText(s string, n int) string { return cut(s, n) }

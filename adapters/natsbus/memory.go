@@ -2,6 +2,7 @@ package natsbus
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -410,6 +411,7 @@ func (s *Server) memoryAPI(ctx context.Context, method string, data []byte) (any
 		Kind     string          `json:"kind"`
 		Limit    int             `json:"limit"`
 		After    string          `json:"after"`
+		Cursor   *string         `json:"cursor"` // memories, memory.export: a Page is asked for
 		ID       string          `json:"id"`
 		Reason   string          `json:"reason"`
 		Other    string          `json:"distinctFrom"`
@@ -422,14 +424,24 @@ func (s *Server) memoryAPI(ctx context.Context, method string, data []byte) (any
 	}
 	switch method {
 	case "memories":
-		ms, err := st.List(ctx, memory.ListQuery{Project: p.Project, Query: p.Query, Kind: p.Kind, Limit: p.Limit, After: p.After})
+		after := p.After
+		if p.Cursor != nil {
+			after = *p.Cursor
+		}
+		ms, err := st.List(ctx, memory.ListQuery{Project: p.Project, Query: p.Query, Kind: p.Kind, Limit: p.Limit, After: after})
 		if err != nil {
 			return nil, storeError(err)
 		}
 		if ms == nil {
 			ms = []memory.Memory{}
 		}
-		return ms, nil
+		if p.Cursor == nil {
+			return ms, nil
+		}
+		// A search is one page (its best matches); a listing goes on after its last id
+		// while pages come full.
+		more := p.Query == "" && len(ms) == cmp.Or(p.Limit, memory.DefaultListLimit)
+		return page(s, method, ms, more, func(_ int, m memory.Memory) string { return m.ID })
 	case "memory.get":
 		m, audit, err := st.Get(ctx, p.ID)
 		if err != nil {
@@ -446,14 +458,22 @@ func (s *Server) memoryAPI(ctx context.Context, method string, data []byte) (any
 		}
 		return map[string]string{"id": r.Memory.ID}, nil
 	case "memory.export":
-		ms, err := st.Export(ctx, p.Project, p.After, p.Limit)
+		after := p.After
+		if p.Cursor != nil {
+			after = *p.Cursor
+		}
+		ms, err := st.Export(ctx, p.Project, after, p.Limit)
 		if err != nil {
 			return nil, storeError(err)
 		}
 		if ms == nil {
 			ms = []memory.Memory{}
 		}
-		return ms, nil
+		if p.Cursor == nil {
+			return ms, nil
+		}
+		more := len(ms) == cmp.Or(p.Limit, memory.DefaultExportLimit)
+		return page(s, method, ms, more, func(_ int, m memory.Memory) string { return m.ID })
 	case "memory.import":
 		n, err := st.Import(ctx, p.Memories, now)
 		if err != nil {

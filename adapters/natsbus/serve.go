@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	goruntime "runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -42,10 +43,18 @@ type Server struct {
 	// Broker is the embedded broker's JetStreamWatch; nil (an external broker) leaves
 	// brokerError out of status.
 	Broker interface{ Err() string }
+	// Bridge is the in-process opencode bridge; nil (none) leaves bridge out of status.
+	Bridge interface{ BridgeStatus() *runtime.BridgeStatus }
+	// DeadLetters reads a page of the journal's dead letters, newest first, those older
+	// than the row before (0: from the newest); nil answers the deadletters method with
+	// NotImplementedError.
+	DeadLetters func(before int64, limit int) ([]runtime.DeadLetterView, error)
 
 	wg    sync.WaitGroup
 	subs  []*nats.Subscription
 	probe probe
+
+	memories memoryCount // status's count of the live memories
 }
 
 // probe coalesces the stream-position reads of concurrent tool calls: a caller waits for
@@ -105,7 +114,7 @@ func (s *Server) Start(ctx context.Context) error {
 			go func() {
 				defer s.wg.Done()
 				res, herr := h(ctx, m)
-				reply(m, res, herr)
+				s.reply(m, res, herr)
 			}()
 		})
 		if err != nil {
@@ -124,28 +133,118 @@ func (s *Server) Stop() {
 	s.wg.Wait()
 }
 
-func reply(m *nats.Msg, res any, herr *runtime.HostError) {
+// reply answers m. A reply the broker would refuse (over its max_payload) is logged with
+// its subject and size, and replaced by a TooLargeError saying how to ask for less; one
+// that cannot be sent is logged: a caller left waiting would see only a timeout.
+func (s *Server) reply(m *nats.Msg, res any, herr *runtime.HostError) {
 	if m.Reply == "" {
 		return
 	}
-	var data []byte
-	if herr != nil {
-		data, _ = json.Marshal(map[string]any{"error": herr})
-	} else {
-		data, _ = json.Marshal(map[string]any{"result": res})
+	data, err := envelope(res, herr)
+	if err != nil {
+		s.Log.Error("could not encode a reply; answering with an error", "subject", m.Subject, "err", err)
+		data, _ = envelope(nil, &runtime.HostError{Name: "InternalError", Message: "thatch could not encode its reply: " + err.Error()})
 	}
-	_ = m.Respond(data)
+	if limit := s.NC.MaxPayload(); limit > 0 && int64(len(data)) > limit {
+		s.Log.Error("reply over the broker's max_payload; answering with an error instead", "subject", m.Subject, "bytes", len(data), "max_payload", limit)
+		data, _ = envelope(nil, tooLarge(m.Subject, len(data), limit))
+	}
+	if err := m.Respond(data); err != nil {
+		s.Log.Error("could not send a reply", "subject", m.Subject, "bytes", len(data), "err", err)
+	}
 }
 
-// summary is the status method's result.
-func (s *Server) summary(v runtime.View) runtime.StatusView {
-	st := runtime.Summary(v.State, v.Pos)
+func envelope(res any, herr *runtime.HostError) ([]byte, error) {
+	if herr != nil {
+		return json.Marshal(map[string]any{"error": herr})
+	}
+	return json.Marshal(map[string]any{"result": res})
+}
+
+// tooLarge is the error that replaces a reply over the broker's max_payload.
+func tooLarge(subject string, size int, limit int64) *runtime.HostError {
+	msg := fmt.Sprintf("the reply is %d bytes, over the broker's max_payload of %d bytes", size, limit)
+	if _, method, ok := strings.Cut(subject, ".api."); ok && paged[method] {
+		msg += `: ask for it in pages, {"cursor": ""} and then {"cursor": nextCursor} until a page has no nextCursor (a limit makes pages smaller)`
+	}
+	return &runtime.HostError{Name: "TooLargeError", Message: msg}
+}
+
+// Paging, an extension of the list methods (paged): a request with a "cursor" ("" for
+// the first page) is answered with a Page of at most "limit" items, cut shorter when
+// needed to fit the broker's max_payload, whose nextCursor asks for the next one. A
+// request without a cursor gets the contract's bare array (at most "limit" items).
+const (
+	DefaultPage = 1000
+	MaxPage     = 10000
+)
+
+var paged = map[string]bool{"sessions": true, "entries": true, "deadletters": true, "memories": true, "memory.export": true}
+
+// Page is a list method's result when the request has a cursor: items, and the cursor
+// of the next page when there may be one (a last page may be empty).
+type Page struct {
+	Items      []json.RawMessage `json:"items"`
+	NextCursor string            `json:"nextCursor,omitempty"`
+}
+
+// pageMargin is what a reply's envelope and cursor take besides its items.
+const pageMargin = 4 << 10
+
+// pageLimit reads a list request's limit: when absent, def for a page and 0 (all) for a
+// bare array; else 1 to max.
+func pageLimit(method string, limit *int, cursor *string, def, max int) (int, *runtime.HostError) {
+	switch {
+	case limit == nil && cursor != nil:
+		return def, nil
+	case limit == nil:
+		return 0, nil
+	case *limit < 1 || *limit > max:
+		return 0, badRequest(fmt.Sprintf("%s takes a limit of 1 to %d (default %d with a cursor)", method, max, def))
+	}
+	return *limit, nil
+}
+
+// page encodes items as a Page: the longest prefix that fits the broker's max_payload,
+// with the cursor (next, of the last item kept) of the next page when items were left
+// out or more may follow.
+func page[T any](s *Server, method string, items []T, more bool, next func(i int, item T) string) (any, *runtime.HostError) {
+	budget := int64(1 << 20) // nats' default, when the connection does not say
+	if limit := s.NC.MaxPayload(); limit > 0 {
+		budget = limit
+	}
+	budget -= pageMargin
+	out := Page{Items: make([]json.RawMessage, 0, len(items))}
+	size := int64(0)
+	for _, it := range items {
+		raw, err := json.Marshal(it)
+		if err != nil {
+			return nil, &runtime.HostError{Name: "InternalError", Message: "thatch could not encode a " + method + " row: " + err.Error()}
+		}
+		if size+int64(len(raw))+1 > budget {
+			if len(out.Items) == 0 {
+				return nil, &runtime.HostError{Name: "TooLargeError", Message: fmt.Sprintf("one %s row is %d bytes, over the broker's max_payload", method, len(raw))}
+			}
+			more = true
+			break
+		}
+		size += int64(len(raw)) + 1
+		out.Items = append(out.Items, raw)
+	}
+	if more && len(out.Items) > 0 {
+		out.NextCursor = next(len(out.Items)-1, items[len(out.Items)-1])
+	}
+	return out, nil
+}
+
+// summary is the status method's result from the loop's last snapshot.
+func (s *Server) summary(snap *runtime.Snapshot) runtime.StatusView {
+	st := snap.Status // a copy; its HostsMissingTools is shared, and only read
 	st.Consuming = s.Consumer != nil && s.Consumer.Running.Load() && s.NC.IsConnected()
-	st.OutstandingCalls, st.WaitingCalls, st.JournalError = v.Outstanding, v.Waiting, v.JournalError
 	st.Goroutines = goruntime.NumGoroutine()
 	if s.Costs != nil {
 		st.Extraction = &runtime.ExtractionView{DailyTokens: s.Extract.DailyTokens, Model: s.Extract.ExtractModel,
-			BudgetReached: v.State.BudgetReached(s.Extract.DailyTokens, time.Now())}
+			BudgetReached: snap.BudgetReached(s.Extract.DailyTokens, time.Now())}
 	}
 	return st
 }
@@ -174,14 +273,70 @@ func (s *Server) spend(x *runtime.ExtractionView) {
 	}
 }
 
-// Status returns the status method's result, also for the status file. The memory count
-// is read after the loop answered: the store is not the loop's.
-func (s *Server) Status(ctx context.Context) (runtime.StatusView, error) {
-	v, err := s.Loop.Query(ctx, func(v runtime.View) any { return s.summary(v) })
-	if err != nil {
-		return runtime.StatusView{}, err
+// statusMemoryWait is how long status waits for the memory store's count before it shows
+// the last one read: a burst of reminders or payloads can keep the store's read
+// connections busy, and status must answer at once.
+const statusMemoryWait = 20 * time.Millisecond
+
+// memoryCount is status's count of the live memories. Concurrent status requests share
+// one count in flight; one that the store does not answer within statusMemoryWait shows
+// the last count read, and the count in flight still ends and is kept for the next.
+type memoryCount struct {
+	mu       sync.Mutex
+	n        int
+	err      error
+	known    bool          // a count ended
+	inflight chan struct{} // closed when the count in flight ends; nil when none is
+}
+
+// read returns the live memories' count, or the last one when the store is slow. Before
+// a first count ends, it waits for it.
+func (c *memoryCount) read(ctx context.Context, count func(context.Context) (int, error)) (int, error) {
+	c.mu.Lock()
+	done := c.inflight
+	if done == nil {
+		done = make(chan struct{})
+		c.inflight = done
+		go func() {
+			cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			n, err := count(cctx)
+			c.mu.Lock()
+			c.n, c.err, c.known, c.inflight = n, err, true, nil
+			c.mu.Unlock()
+			close(done)
+		}()
 	}
-	st := v.(runtime.StatusView)
+	known, n := c.known, c.n
+	c.mu.Unlock()
+	var late <-chan time.Time
+	if known {
+		t := time.NewTimer(statusMemoryWait)
+		defer t.Stop()
+		late = t.C
+	}
+	select {
+	case <-done:
+	case <-late:
+		return n, nil
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n, c.err
+}
+
+// Status returns the status method's result, also for the status file. It does not
+// enter the loop: the counters are the loop's last snapshot, published after every round
+// before its acknowledgements and replies, so a long round cannot hold status up. The
+// ledger and the memory count are read on their stores' read connections.
+func (s *Server) Status(ctx context.Context) (runtime.StatusView, error) {
+	snap := s.Loop.Snapshot()
+	if snap == nil {
+		return runtime.StatusView{}, runtime.ErrStopped // not ready: the API starts after the loop
+	}
+	st := s.summary(snap)
 	if st.Extraction != nil {
 		s.spend(st.Extraction)
 	}
@@ -191,9 +346,12 @@ func (s *Server) Status(ctx context.Context) (runtime.StatusView, error) {
 	if s.Broker != nil {
 		st.BrokerError = s.Broker.Err()
 	}
+	if s.Bridge != nil {
+		st.Bridge = s.Bridge.BridgeStatus()
+	}
 	if s.Memories != nil {
 		st.Redacted += s.Memories.Redacted.Load()
-		if n, err := s.Memories.Store.Count(ctx); err == nil {
+		if n, err := s.memories.read(ctx, s.Memories.Store.Count); err == nil {
 			st.Memories = n
 		} else {
 			st.MemoryError = err.Error()
@@ -267,6 +425,9 @@ type apiParams struct {
 	ProjectID string `json:"projectID"` // session.context: the host's word for the project
 	Directory string `json:"directory"` // session.context: likewise
 	Days      *int   `json:"days"`      // costs
+	// Lists (sessions, entries, deadletters): see Page.
+	Limit  *int    `json:"limit"`
+	Cursor *string `json:"cursor"`
 }
 
 func (s *Server) api(ctx context.Context, m *nats.Msg) (any, *runtime.HostError) {
@@ -281,7 +442,10 @@ func (s *Server) api(ctx context.Context, m *nats.Msg) (any, *runtime.HostError)
 			return nil, badRequest("request is not a JSON object: " + err.Error())
 		}
 	}
-	var fn func(runtime.View) any
+	switch method {
+	case "sessions", "entries", "deadletters":
+		return s.list(ctx, method, p)
+	}
 	switch method {
 	case runtime.CallSessionContext, runtime.CallMemoryContext:
 		return s.contextText(ctx, method, p)
@@ -291,13 +455,6 @@ func (s *Server) api(ctx context.Context, m *nats.Msg) (any, *runtime.HostError)
 			return nil, &runtime.HostError{Name: "UnavailableError", Message: err.Error()}
 		}
 		return st, nil
-	case "sessions":
-		fn = func(v runtime.View) any { return runtime.LiveSessions(v.State, p.HostID) }
-	case "entries":
-		if p.SessionID == "" {
-			return nil, badRequest("entries needs {sessionID}")
-		}
-		fn = func(v runtime.View) any { return runtime.EntryList(v.State, p.SessionID) }
 	case "costs":
 		if s.Costs == nil {
 			return nil, &runtime.HostError{Name: "NotImplementedError", Message: "this thatch keeps no ledger"}
@@ -321,14 +478,99 @@ func (s *Server) api(ctx context.Context, m *nats.Msg) (any, *runtime.HostError)
 		return s.Sweep(ctx, p.HostID, p.DryRun)
 	default:
 		return nil, &runtime.HostError{Name: "NotFoundError", Message: "thatch has no API method " + method +
-			": use status, sessions, entries, costs, sweep, session.context, memories, memory.get, memory.forget, memory.context, memory.hygiene, memory.signals, memory.dismiss, memory.restore, memory.export or memory.import"}
+			": use status, sessions, entries, deadletters, costs, sweep, session.context, memories, memory.get, memory.forget, memory.context, memory.hygiene, memory.signals, memory.dismiss, memory.restore, memory.export or memory.import"}
 	}
-	res, err := s.Loop.Query(ctx, fn)
-	if err != nil {
-		return nil, &runtime.HostError{Name: "UnavailableError", Message: err.Error()}
+}
+
+// list answers the list methods of the runtime's state and of the journal: the bare
+// array of the contract, or a Page when the request has a cursor. The loop only copies
+// out one page's rows; they are encoded here.
+func (s *Server) list(ctx context.Context, method string, p apiParams) (any, *runtime.HostError) {
+	limit, herr := pageLimit(method, p.Limit, p.Cursor, DefaultPage, MaxPage)
+	if herr != nil {
+		return nil, herr
 	}
-	if method == "entries" && res.([]runtime.EntryView) == nil {
-		return nil, &runtime.HostError{Name: "UnknownSessionError", Message: "thatch does not track session " + p.SessionID}
+	after := ""
+	if p.Cursor != nil {
+		after = *p.Cursor
 	}
-	return res, nil
+	query := func(fn func(runtime.View) any) (any, *runtime.HostError) {
+		res, err := s.Loop.Query(ctx, fn)
+		if err != nil {
+			return nil, &runtime.HostError{Name: "UnavailableError", Message: err.Error()}
+		}
+		return res, nil
+	}
+	switch method {
+	case "sessions":
+		type result struct {
+			rows []runtime.SessionView
+			more bool
+		}
+		res, herr := query(func(v runtime.View) any {
+			rows, more := runtime.SessionPage(v.State, p.HostID, after, limit)
+			return result{rows, more}
+		})
+		if herr != nil {
+			return nil, herr
+		}
+		r := res.(result)
+		if p.Cursor == nil {
+			return r.rows, nil
+		}
+		return page(s, method, r.rows, r.more, func(_ int, v runtime.SessionView) string { return v.SessionID })
+	case "entries":
+		if p.SessionID == "" {
+			return nil, badRequest("entries needs {sessionID}")
+		}
+		type result struct {
+			rows []runtime.EntryView
+			from int
+			more bool
+		}
+		res, herr := query(func(v runtime.View) any {
+			rows, from, more, _ := runtime.EntryPage(v.State, p.SessionID, after, limit)
+			return result{rows, from, more}
+		})
+		if herr != nil {
+			return nil, herr
+		}
+		r := res.(result)
+		if r.rows == nil {
+			return nil, &runtime.HostError{Name: "UnknownSessionError", Message: "thatch does not track session " + p.SessionID}
+		}
+		if p.Cursor == nil {
+			return r.rows, nil
+		}
+		return page(s, method, r.rows, r.more, func(i int, v runtime.EntryView) string { return runtime.EntryCursor(r.from+i, v.ID) })
+	case "deadletters":
+		if s.DeadLetters == nil {
+			return nil, &runtime.HostError{Name: "NotImplementedError", Message: "this thatch does not serve its dead letters"}
+		}
+		var before int64
+		if after != "" {
+			n, err := strconv.ParseInt(after, 10, 64)
+			if err != nil || n < 1 {
+				return nil, badRequest("deadletters: cursor " + strconv.Quote(after) + " is not one of its nextCursor values")
+			}
+			before = n
+		}
+		n := limit
+		if n == 0 {
+			n = MaxPage // every row the journal keeps (it keeps fewer)
+		}
+		// One more row than asked says whether another page follows.
+		rows, err := s.DeadLetters(before, n+1)
+		if err != nil {
+			return nil, &runtime.HostError{Name: "UnavailableError", Message: err.Error()}
+		}
+		more := len(rows) > n
+		rows = rows[:min(len(rows), n)]
+		if p.Cursor == nil {
+			return rows, nil
+		}
+		return page(s, method, rows, more, func(_ int, v runtime.DeadLetterView) string { return strconv.FormatInt(v.ID, 10) })
+	default:
+		return nil, &runtime.HostError{Name: "NotFoundError", Message: "thatch has no list method " + method}
+	}
 }

@@ -179,6 +179,10 @@ func client(ctx context.Context, c Config, cmd string, args []string, out io.Wri
 				fmt.Fprintf(tw, "TOOLS MISSING\t%s: opencode has not loaded thatch's plugin, so its sessions get no memories and no extraction runs (entries wait); run thatch install if needed, then restart opencode or POST /instance/dispose to it\n", strings.Join(s.HostsMissingTools, ", "))
 			}
 			fmt.Fprintf(tw, "%s\t%s\n", row[0], row[1])
+			if row[0] == "hosts online" && s.Bridge != nil {
+				// A host counts as online until its goodbye, and an opencode that went away sends none.
+				fmt.Fprintf(tw, "opencode bridge\t%s\n", bridgeRow(s.Bridge, time.Now()))
+			}
 		}
 		if c.NATSURL == "" {
 			fmt.Fprintf(tw, "broker token\t%s (thatch env prints the URL a host connects with)\n", c.tokenSource())
@@ -281,6 +285,25 @@ func client(ctx context.Context, c Config, cmd string, args []string, out io.Wri
 		}
 	}
 	return stale
+}
+
+// bridgeRow is status's line for the in-process opencode bridge: the server, as which
+// host, and whether its event stream is open, since when (as of now).
+func bridgeRow(b *runtime.BridgeStatus, now time.Time) string {
+	at := func() string {
+		if b.Since.IsZero() {
+			return ""
+		}
+		return fmt.Sprintf(" since %s (%s ago)", b.Since.Local().Format(time.RFC3339), now.Sub(b.Since).Round(time.Second))
+	}
+	state := "connected" + at()
+	switch {
+	case !b.Connected && b.Error != "":
+		state = "UNREACHABLE" + at() + ": " + b.Error
+	case !b.Connected:
+		state = "connecting" + at()
+	}
+	return fmt.Sprintf("%s (host %s): %s", b.URL, b.HostID, state)
 }
 
 func itoa(n int) string  { return strconv.Itoa(n) }

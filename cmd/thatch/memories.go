@@ -15,6 +15,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/thatch-dev/thatch/adapters/natsbus"
 	"github.com/thatch-dev/thatch/journal/memory"
 	"github.com/thatch-dev/thatch/runtime"
 )
@@ -33,8 +34,12 @@ const memoriesUsage = `usage:
                                       duplicate pairs, stale memories and memories of deleted branches, with their texts
   thatch memories dismiss ID OTHER    two memories flagged as duplicates say different things: stop pairing them`
 
-// exportPage is how many memories one export request carries.
-const exportPage = 500
+// exportPage is how many memories one export request asks for, and listMemoriesPage one
+// listing request; the daemon cuts a page shorter to fit the broker's max_payload.
+const (
+	exportPage       = 500
+	listMemoriesPage = 200
+)
 
 // importBatchBytes bounds one import request, well under the broker's 1 MiB payload limit
 // and short enough to answer quickly.
@@ -77,7 +82,15 @@ func memoriesCmd(ctx context.Context, c Config, args []string, out io.Writer) er
 	defer nc.Close()
 	switch sub {
 	case "list":
-		raw, err := call(ctx, nc, c, "memories", map[string]any{"project": *project, "query": *search, "kind": *kind, "limit": *limit})
+		var raw json.RawMessage
+		if *search != "" { // best matches: one page
+			raw, err = call(ctx, nc, c, "memories", map[string]any{"project": *project, "query": *search, "kind": *kind, "limit": *limit})
+		} else { // newest first, in pages that fit the broker
+			if *limit < 1 {
+				return fmt.Errorf("--limit must be 1 or more, got %d", *limit)
+			}
+			raw, err = pages(ctx, nc, c, "memories", map[string]any{"project": *project, "kind": *kind}, min(*limit, listMemoriesPage), *limit)
+		}
 		if err != nil {
 			return err
 		}
@@ -160,13 +173,27 @@ func memoriesCmd(ctx context.Context, c Config, args []string, out io.Writer) er
 		w := bufio.NewWriter(out)
 		after, total := "", 0
 		for {
-			raw, err := call(ctx, nc, c, "memory.export", map[string]any{"project": *project, "after": after, "limit": exportPage})
+			// cursor asks for a page (cut to fit the broker, nextCursor saying whether
+			// more follow); a daemon from before pages reads after and answers an array.
+			raw, err := call(ctx, nc, c, "memory.export", map[string]any{"project": *project, "after": after, "cursor": after, "limit": exportPage})
 			if err != nil {
 				return err
 			}
 			var page []json.RawMessage
-			if err := json.Unmarshal(raw, &page); err != nil {
-				return err
+			var next string
+			if strings.HasPrefix(strings.TrimSpace(string(raw)), "[") {
+				if err := json.Unmarshal(raw, &page); err != nil {
+					return err
+				}
+				if len(page) == exportPage {
+					next = "more"
+				}
+			} else {
+				var pg natsbus.Page
+				if err := json.Unmarshal(raw, &pg); err != nil {
+					return err
+				}
+				page, next = pg.Items, pg.NextCursor
 			}
 			for _, m := range page {
 				w.Write(m)
@@ -178,7 +205,7 @@ func memoriesCmd(ctx context.Context, c Config, args []string, out io.Writer) er
 				after = id.ID
 			}
 			total += len(page)
-			if len(page) < exportPage {
+			if next == "" || len(page) == 0 {
 				break
 			}
 		}

@@ -140,9 +140,13 @@ func serveWith(ctx context.Context, c Config, log *slog.Logger, tune func(*runti
 		redactions = append(redactions, &ocBridge.Redacted)
 	}
 	srv := &natsbus.Server{Redactions: redactions, NC: nc, JS: js, Stream: c.Stream, Prefix: c.APIPrefix, Loop: loop, Consumer: consumer,
-		Log: log.With("component", "api"), Sweep: sweepAPI(sweeper), Memories: memories, Costs: store.Costs, Extract: c.rules()}
+		Log: log.With("component", "api"), Sweep: sweepAPI(sweeper), Memories: memories, Costs: store.Costs, Extract: c.rules(),
+		DeadLetters: store.DeadLetterPage}
 	if watch != nil {
 		srv.Broker = watch
+	}
+	if ocBridge != nil { // not a nil *Bridge in the interface: status would call it
+		srv.Bridge = ocBridge
 	}
 
 	// The in-process bridge answers host calls before the outbox resumes (rule 12): the

@@ -134,6 +134,12 @@ type Audit struct {
 	Before    string    `json:"before,omitempty"`
 }
 
+// The limits List and Export take when given none.
+const (
+	DefaultListLimit   = 100
+	DefaultExportLimit = 1000
+)
+
 // ListQuery selects live memories. Project "" is every project. With Query the best matches
 // come first; without, the newest first, After being the last id of the previous page.
 type ListQuery struct {
@@ -564,7 +570,7 @@ func (s *Store) Get(ctx context.Context, id string) (Memory, []Audit, error) {
 // List is live memories: the best matches of q.Query first when it is set (without counting
 // them as used), else the newest first. Limit defaults to 100, at most 1000.
 func (s *Store) List(ctx context.Context, q ListQuery) ([]Memory, error) {
-	limit, err := checkLimit(q.Limit, 100, 1000)
+	limit, err := checkLimit(q.Limit, DefaultListLimit, 1000)
 	if err != nil {
 		return nil, err
 	}
@@ -615,7 +621,7 @@ func (s *Store) List(ctx context.Context, q ListQuery) ([]Memory, error) {
 // Export is live memories oldest first (insertion order) after the memory after ("" = from
 // the start); project "" is every project. limit defaults to 1000, at most 10000.
 func (s *Store) Export(ctx context.Context, project, after string, limit int) ([]Memory, error) {
-	limit, err := checkLimit(limit, 1000, 10000)
+	limit, err := checkLimit(limit, DefaultExportLimit, 10000)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,65 @@
+package runtime
+
+import (
+	"time"
+)
+
+// Snapshot is the status of the loop's state as of a round: what the status method
+// answers. The loop publishes one after each round that changed something, before that
+// round's acknowledgements and replies, so the API reads it without entering the loop: a
+// long round (a batch of large events, a slow commit) delays the next snapshot, never an
+// answer. A Snapshot is never changed once published.
+type Snapshot struct {
+	// Status is Summary of the state, with the loop's own counts: host calls outstanding
+	// and waiting, the journal's last write error while it fails.
+	Status StatusView
+	// At is when the loop published it.
+	At       time.Time
+	counters Counters
+}
+
+// BudgetReached reports whether a daily token budget (0: none) stopped new extractions
+// at now, by the snapshot's spending: asked at now, a snapshot of yesterday says no.
+func (s *Snapshot) BudgetReached(budget int64, now time.Time) bool {
+	st := State{Counters: s.counters}
+	return st.BudgetReached(budget, now)
+}
+
+// Snapshot returns the last status the loop published: nil before the loop is ready.
+// It is safe to call from any goroutine and never waits for the loop.
+func (l *Loop) Snapshot() *Snapshot { return l.snap.Load() }
+
+// snapshotShare bounds the loop's time spent publishing snapshots: after one that took
+// d, the next waits until snapshotShare·d has passed (a state whose Summary got costly
+// then yields fresher snapshots less often instead of slowing every round).
+const snapshotShare = 20
+
+// changed marks the status as changed since the last snapshot.
+func (l *Loop) changed() { l.snapDirty = true }
+
+// publish takes a snapshot now.
+func (l *Loop) publish() {
+	began := time.Now()
+	st := Summary(l.state, l.pos)
+	st.OutstandingCalls, st.WaitingCalls, st.JournalError = l.outstanding, l.nWaiting, l.journalErr
+	l.snap.Store(&Snapshot{Status: st, At: l.Now(), counters: l.state.Counters})
+	l.snapDirty = false
+	l.snapAt, l.snapCost = began, time.Since(began)
+}
+
+// maybePublish publishes a snapshot when the status changed, unless the last one was
+// taken too recently for its cost: then the snapshot timer publishes it.
+func (l *Loop) maybePublish() {
+	if !l.snapDirty {
+		return
+	}
+	wait := snapshotShare*l.snapCost - time.Since(l.snapAt)
+	if wait <= 0 {
+		l.publish()
+		return
+	}
+	if !l.snapArmed {
+		l.snapTimer.Reset(wait)
+		l.snapArmed = true
+	}
+}

@@ -89,6 +89,14 @@ type Bridge struct {
 
 	tools toolCheck
 
+	// link is the connection to opencode as status shows it (BridgeStatus).
+	link struct {
+		sync.Mutex
+		connected bool      // the event stream is open, or was last time it was tried
+		since     time.Time // when connected last changed, or Run started
+		err       string    // why the last attempt failed, while not connected
+	}
+
 	// helloMu guards the current boot's hello, which the bridge says again (same bootID)
 	// when the tools thatch was told are missing change. It is taken before pubMu.
 	helloMu  sync.Mutex
@@ -268,6 +276,9 @@ func (b *Bridge) Run(ctx context.Context) error {
 		}
 	}
 	defer b.Close()
+	b.link.Lock()
+	b.link.since = time.Now() // connecting
+	b.link.Unlock()
 	wctx, stopWatch := context.WithCancel(ctx)
 	watched := make(chan struct{})
 	go func() {
@@ -284,16 +295,20 @@ func (b *Bridge) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		if connected {
+		switch {
+		case connected:
 			backoff, down = 250*time.Millisecond, false
 			b.pubMu.Lock()
 			b.seq++ // the events between this stream and the next are unseen: a gap makes thatch resync
 			b.pubMu.Unlock()
-		} else if !down {
+		case !down:
 			down, needHello = true, true
+			b.unreachable(err)
 			b.endBoot()
 			b.withdrawAPI() // until the next boot's hello (serveAPI)
 			b.Log.Warn("cannot stream opencode's events; retrying", "url", b.Client.BaseURL, "err", err)
+		default:
+			b.unreachable(err) // status shows the last attempt's error
 		}
 		select {
 		case <-ctx.Done():
@@ -302,6 +317,39 @@ func (b *Bridge) Run(ctx context.Context) error {
 		backoff = min(backoff*2, 5*time.Second)
 	}
 	return nil
+}
+
+// reachable records that opencode's event stream is open.
+func (b *Bridge) reachable() {
+	b.link.Lock()
+	defer b.link.Unlock()
+	if !b.link.connected {
+		b.link.connected, b.link.since = true, time.Now()
+	}
+	b.link.err = ""
+}
+
+// unreachable records that opencode's event stream could not be opened: since counts
+// from the first failure of the outage, err is the last one's.
+func (b *Bridge) unreachable(err error) {
+	b.link.Lock()
+	defer b.link.Unlock()
+	if b.link.connected {
+		b.link.connected, b.link.since = false, time.Now()
+	}
+	if err != nil {
+		b.link.err = natsbus.RedactURLs(err.Error())
+	}
+}
+
+// BridgeStatus is the bridge's row of thatch status: the opencode it bridges (the URL's
+// credentials redacted), as which host, and whether its event stream is open. The
+// runtime's count of hosts online cannot say: opencode gone sends no goodbye.
+func (b *Bridge) BridgeStatus() *runtime.BridgeStatus {
+	b.link.Lock()
+	defer b.link.Unlock()
+	return &runtime.BridgeStatus{URL: natsbus.RedactURLs(b.Client.BaseURL), HostID: b.HostID,
+		Connected: b.link.connected, Since: b.link.since, Error: b.link.err}
 }
 
 // Stream watchdog: opencode sends server.heartbeat every 10 s, so a stream silent for
@@ -341,6 +389,7 @@ func (b *Bridge) stream(ctx context.Context, needHello *bool) (bool, error) {
 	if ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); ct != "text/event-stream" {
 		return false, fmt.Errorf("GET /global/event answered %q, not an event stream: is %s an opencode server (opencode serve)?", ct, b.Client.BaseURL)
 	}
+	b.reachable()
 	if *needHello {
 		if err := b.hello(ctx); err != nil {
 			return true, err
@@ -406,8 +455,9 @@ func (b *Bridge) stream(ctx context.Context, needHello *bool) (bool, error) {
 }
 
 // catchUp publishes the sessions updated since then, each as a session.updated after
-// its ancestors, and then their completed tool calls. The ones thatch already has are
-// the same event ids (ToolEventID, sync_<sessionID>_<time.updated>), which it drops. A
+// its ancestors, then their completed tool calls, then an idle for each of them that is
+// idle now (catchUpIdles). The ones thatch already has are the same event ids
+// (ToolEventID, sync_<sessionID>_<time.updated>, sync_idle_…), which it drops. A
 // child created while thatch was away (a task's sub-agent) is thus known to thatch, as a
 // child, before its tool calls arrive.
 func (b *Bridge) catchUp(ctx context.Context, since time.Time) error {
@@ -434,6 +484,7 @@ func (b *Bridge) catchUp(ctx context.Context, since time.Time) error {
 		}
 	}
 	published := 0
+	var read []listedSession // the listed sessions whose messages were read: not deleted meanwhile
 	for _, s := range ordered {
 		if !listed[s.ID] {
 			continue // an ancestor updated before then: no new tool calls
@@ -459,33 +510,96 @@ func (b *Bridge) catchUp(ctx context.Context, since time.Time) error {
 				}
 			}
 		}
+		read = append(read, s)
+	}
+	idles, unknown, err := b.catchUpIdles(ctx, get, read)
+	if err != nil {
+		return err
 	}
 	b.Log.Info("caught up on tool calls", "since", since.Format(time.RFC3339), "sessions", len(sessions),
-		"ancestors", len(ordered)-len(sessions), "tool_calls", published)
+		"ancestors", len(ordered)-len(sessions), "tool_calls", published, "idle", idles, "status_unknown", unknown)
 	return nil
+}
+
+// catchUpIdles publishes, after every caught-up tool call, a session.status idle for each
+// session of read (listed, not deleted) that opencode says is idle now: one that went idle
+// while the bridge was away would otherwise wait, its entries pending, for its next turn
+// (opencode keeps no event history, and thatch extracts at an idle). Children come before
+// their parents, as opencode's own idles do: a task's calls count for its root, whose idle
+// must find them. The id, sync_idle_<sessionID>_<time.updated>_<bootID>, makes a repeat
+// within the boot a duplicate; a new boot, whose hello reset the sessions' status in
+// thatch, says it again. opencode keeps statuses per directory (GET /session/status
+// answers for the directory of the request, and lists only the sessions that are not
+// idle), so each session's own directory is asked. A directory whose statuses cannot be
+// read (an opencode without the route) gets no idle: its sessions wait as before. It
+// returns how many idles it published and how many sessions it could not tell.
+func (b *Bridge) catchUpIdles(ctx context.Context, get func(func(context.Context) error) error, read []listedSession) (idles, unknown int, err error) {
+	boot := b.bootID()
+	type status struct {
+		Type string `json:"type"`
+	}
+	statuses := map[string]map[string]status{} // directory → its sessions that are not idle
+	known := map[string]bool{}                 // directory → its statuses were read
+	checked := false
+	for _, s := range slices.Backward(read) {
+		if _, asked := known[s.Directory]; !asked {
+			route := "/session/status"
+			if s.Directory != "" {
+				route += "?directory=" + url.QueryEscape(s.Directory)
+			}
+			var st map[string]status
+			err := get(func(ctx context.Context) error { return b.Client.do(ctx, "GET", route, nil, &st) })
+			if err != nil {
+				b.Log.Debug("could not read opencode's session statuses; its sessions that went idle while the bridge was away wait for their next turn", "directory", s.Directory, "err", err)
+			}
+			statuses[s.Directory], known[s.Directory] = st, err == nil
+		}
+		if !known[s.Directory] {
+			unknown++
+			continue
+		}
+		st := statuses[s.Directory]
+		if cur, busy := st[s.ID]; busy && cur.Type != "idle" {
+			continue // the stream tells of its idle when it comes
+		}
+		if !checked {
+			// As before an idle of the stream: thatch should know of tools opencode loaded.
+			if err := b.recheckTools(ctx, false); err != nil {
+				return idles, unknown, &publishError{err}
+			}
+			checked = true
+		}
+		if err := b.publish(ctx, s.idleEvent(boot)); err != nil {
+			return idles, unknown, &publishError{err}
+		}
+		idles++
+	}
+	return idles, unknown, nil
 }
 
 // listedSession is a session as GET /session, /experimental/session and /session/{id}
 // return it: what the catch-up orders by, and the object as it came.
 type listedSession struct {
-	ID       string
-	ParentID string
-	Updated  int64           // time.updated, in ms
-	Info     json.RawMessage // the whole object, as session.updated carries it
+	ID        string
+	ParentID  string
+	Directory string
+	Updated   int64           // time.updated, in ms
+	Info      json.RawMessage // the whole object, as session.updated carries it
 }
 
 func (s *listedSession) UnmarshalJSON(data []byte) error {
 	var f struct {
-		ID       string `json:"id"`
-		ParentID string `json:"parentID"`
-		Time     struct {
+		ID        string `json:"id"`
+		ParentID  string `json:"parentID"`
+		Directory string `json:"directory"`
+		Time      struct {
 			Updated int64 `json:"updated"`
 		} `json:"time"`
 	}
 	if err := json.Unmarshal(data, &f); err != nil {
 		return err
 	}
-	*s = listedSession{ID: f.ID, ParentID: f.ParentID, Updated: f.Time.Updated, Info: bytes.Clone(data)}
+	*s = listedSession{ID: f.ID, ParentID: f.ParentID, Directory: f.Directory, Updated: f.Time.Updated, Info: bytes.Clone(data)}
 	return nil
 }
 
@@ -494,6 +608,17 @@ func (s *listedSession) UnmarshalJSON(data []byte) error {
 func (s listedSession) event() Event {
 	props, _ := json.Marshal(map[string]any{"sessionID": s.ID, "info": s.Info})
 	return Event{ID: fmt.Sprintf("sync_%s_%d", s.ID, s.Updated), Type: "session.updated", Properties: props}
+}
+
+// idleEvent is the session.status idle that tells thatch s is idle now, as opencode's
+// own would, in boot (catchUpIdles).
+func (s listedSession) idleEvent(boot string) Event {
+	props, _ := json.Marshal(map[string]any{"sessionID": s.ID, "status": map[string]string{"type": "idle"}})
+	id := fmt.Sprintf("sync_idle_%s_%d", s.ID, s.Updated)
+	if boot != "" {
+		id += "_" + boot
+	}
+	return Event{ID: id, Type: "session.status", Properties: props}
 }
 
 // lineage orders sessions parents first, adding the ancestors the list lacks (opencode
@@ -661,6 +786,16 @@ func (b *Bridge) helloAgainLocked(ctx context.Context, missing []string) error {
 	}
 	b.boot, b.told = &hi, missing
 	return nil
+}
+
+// bootID is the current boot's id, "" when there is none.
+func (b *Bridge) bootID() string {
+	b.helloMu.Lock()
+	defer b.helloMu.Unlock()
+	if b.boot == nil {
+		return ""
+	}
+	return b.boot.BootID
 }
 
 // endBoot forgets the current boot's hello once the server went away: the next boot

@@ -104,6 +104,9 @@ type fakeOpencode struct {
 	info     map[string]string // sessions by id, beyond ses_a
 	messages map[string]string // the messages of a session of info, [] when absent
 	tools    []string          // GET /experimental/tool/ids, when not nil
+	// status answers GET /session/status?directory=D with status[D] (the sessions of D that
+	// are not idle, {} when absent); nil: an opencode without the route.
+	status map[string]string
 }
 
 // setTools changes what GET /experimental/tool/ids lists.
@@ -146,6 +149,8 @@ func (f *fakeOpencode) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				w.(http.Flusher).Flush()
 			}
 		}
+	case r.URL.Path == "/session/status" && f.status != nil:
+		js(200, cmp.Or(f.status[r.URL.Query().Get("directory")], `{}`))
 	case r.URL.Path == "/experimental/tool/ids" && f.toolIDs() != nil:
 		data, _ := json.Marshal(f.toolIDs())
 		js(200, string(data))

@@ -90,7 +90,7 @@ func (s *Server) memoryTool(ctx context.Context, name, callID string, args json.
 		return nil, &runtime.HostError{Name: "NotImplementedError", Message: "this thatch keeps no memories"}
 	}
 	st, now := s.Memories.Store, s.Memories.now()
-	c := memory.Caller{Project: who.Project, SessionID: who.SessionID, CallID: callID}
+	c := memory.Caller{Project: who.Project, SessionID: who.SessionID, CallID: callID, Directory: who.Directory}
 	var wrote runtime.Metrics
 	var out runtime.Answer
 	repeat := false // a repeated callID: counted the first time
@@ -240,7 +240,7 @@ func (s *Server) withRelated(ctx context.Context, a runtime.Answer, who *runtime
 		lines[i] = memory.Line(m)
 	}
 	a.Output = runtime.FormatPayload(*a.Payload, lines)
-	signals, err := s.Memories.Store.Signals(ctx, who.Project, SignalsMax, s.Memories.now())
+	signals, err := s.Memories.Store.Signals(ctx, []string{who.Project}, SignalsMax, s.Memories.now())
 	if err != nil {
 		s.Log.Warn("could not read the memory hygiene signals for a payload; sending it without them", "session", who.SessionID, "err", err)
 		return a
@@ -286,7 +286,7 @@ func FormatSignals(signals []memory.Signal) string {
 // HygieneLine is the reminder's line naming a project's non-zero memory hygiene counts
 // (protocol §6), "" when all are zero.
 func HygieneLine(ctx context.Context, m *Memories, project string, log *slog.Logger) string {
-	h, err := m.Store.Hygiene(ctx, project, m.now())
+	h, err := m.Store.Hygiene(ctx, []string{project}, m.now())
 	if err != nil {
 		log.Warn("could not count the memory hygiene signals", "project", project, "err", err)
 		return ""
@@ -399,7 +399,8 @@ func (s *Server) identify(ctx context.Context, method, sessionID string) (runtim
 }
 
 // memoryAPI answers the memory methods of thatch's API (protocol §6, and the extensions
-// memory.get, memory.export and memory.import).
+// memory.get, memory.export, memory.import and memory.projects). A project in the
+// parameters is a project key or a folder (memory.Store.Resolve).
 func (s *Server) memoryAPI(ctx context.Context, method string, data []byte) (any, *runtime.HostError) {
 	if s.Memories == nil {
 		return nil, &runtime.HostError{Name: "NotImplementedError", Message: "this thatch keeps no memories"}
@@ -422,13 +423,31 @@ func (s *Server) memoryAPI(ctx context.Context, method string, data []byte) (any
 			return nil, badRequest(method + ": request is not a JSON object of the right shape: " + err.Error())
 		}
 	}
+	var keys []string // the project keys p.Project names; none is every project
+	if p.Project != "" && method != "memory.projects" {
+		var err error
+		if keys, err = st.Resolve(ctx, p.Project); err != nil {
+			return nil, storeError(err)
+		}
+		if len(keys) == 0 {
+			// A name that names nothing selects nothing, as a project without memories
+			// does (memory.projects tells the two apart).
+			keys = []string{p.Project}
+		}
+	}
 	switch method {
+	case "memory.projects":
+		ps, err := st.Projects(ctx, p.Project)
+		if err != nil {
+			return nil, storeError(err)
+		}
+		return ps, nil
 	case "memories":
 		after := p.After
 		if p.Cursor != nil {
 			after = *p.Cursor
 		}
-		ms, err := st.List(ctx, memory.ListQuery{Project: p.Project, Query: p.Query, Kind: p.Kind, Limit: p.Limit, After: after})
+		ms, err := st.List(ctx, memory.ListQuery{Projects: keys, Query: p.Query, Kind: p.Kind, Limit: p.Limit, After: after})
 		if err != nil {
 			return nil, storeError(err)
 		}
@@ -462,7 +481,7 @@ func (s *Server) memoryAPI(ctx context.Context, method string, data []byte) (any
 		if p.Cursor != nil {
 			after = *p.Cursor
 		}
-		ms, err := st.Export(ctx, p.Project, after, p.Limit)
+		ms, err := st.Export(ctx, keys, after, p.Limit)
 		if err != nil {
 			return nil, storeError(err)
 		}
@@ -490,13 +509,13 @@ func (s *Server) memoryAPI(ctx context.Context, method string, data []byte) (any
 		}
 		return map[string]string{"id": r.Memory.ID}, nil
 	case "memory.hygiene":
-		h, err := st.Hygiene(ctx, p.Project, now)
+		h, err := st.Hygiene(ctx, keys, now)
 		if err != nil {
 			return nil, storeError(err)
 		}
 		return h, nil
 	case "memory.signals": // the hygiene signals with their memories' texts, for a person
-		sigs, err := st.Signals(ctx, p.Project, max(p.Limit, 1), now)
+		sigs, err := st.Signals(ctx, keys, max(p.Limit, 1), now)
 		if err != nil {
 			return nil, storeError(err)
 		}

@@ -276,7 +276,7 @@ func (s *Server) spend(x *runtime.ExtractionView) {
 // statusMemoryWait is how long status waits for the memory store's count before it shows
 // the last one read: a burst of reminders or payloads can keep the store's read
 // connections busy, and status must answer at once.
-const statusMemoryWait = 20 * time.Millisecond
+const statusMemoryWait = 10 * time.Millisecond
 
 // memoryCount is status's count of the live memories. Concurrent status requests share
 // one count in flight; one that the store does not answer within statusMemoryWait shows
@@ -433,7 +433,7 @@ type apiParams struct {
 func (s *Server) api(ctx context.Context, m *nats.Msg) (any, *runtime.HostError) {
 	method := strings.TrimPrefix(m.Subject, s.Prefix+".api.")
 	switch method {
-	case "memories", "memory.get", "memory.forget", "memory.export", "memory.import", "memory.hygiene", "memory.signals", "memory.dismiss", "memory.restore":
+	case "memories", "memory.get", "memory.forget", "memory.export", "memory.import", "memory.hygiene", "memory.signals", "memory.dismiss", "memory.restore", "memory.projects":
 		return s.memoryAPI(ctx, method, m.Data)
 	}
 	var p apiParams
@@ -478,7 +478,7 @@ func (s *Server) api(ctx context.Context, m *nats.Msg) (any, *runtime.HostError)
 		return s.Sweep(ctx, p.HostID, p.DryRun)
 	default:
 		return nil, &runtime.HostError{Name: "NotFoundError", Message: "thatch has no API method " + method +
-			": use status, sessions, entries, deadletters, costs, sweep, session.context, memories, memory.get, memory.forget, memory.context, memory.hygiene, memory.signals, memory.dismiss, memory.restore, memory.export or memory.import"}
+			": use status, sessions, entries, deadletters, costs, sweep, session.context, memories, memory.get, memory.forget, memory.context, memory.hygiene, memory.signals, memory.dismiss, memory.restore, memory.projects, memory.export or memory.import"}
 	}
 }
 

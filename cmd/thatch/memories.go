@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -23,6 +25,8 @@ import (
 const memoriesUsage = `usage:
   thatch memories [--project P] [--search Q] [--kind K] [--limit N] [--json]
                                       list live memories (newest first, or best match with --search)
+  thatch memories projects [--project P] [--json]
+                                      the projects with memories: folder, key, how many
   thatch memories show ID [--json]    one memory and its history
   thatch memories forget ID [--reason R]
                                       forget a memory (it leaves search and injection; its history stays)
@@ -32,7 +36,9 @@ const memoriesUsage = `usage:
   thatch memories import FILE.jsonl   add the memories of an export (- reads standard input); importing twice changes nothing
   thatch memories hygiene [--project P] [--json]
                                       duplicate pairs, stale memories and memories of deleted branches, with their texts
-  thatch memories dismiss ID OTHER    two memories flagged as duplicates say different things: stop pairing them`
+  thatch memories dismiss ID OTHER    two memories flagged as duplicates say different things: stop pairing them
+
+--project P is a project's folder (. for the current one), a folder inside it, or its key.`
 
 // exportPage is how many memories one export request asks for, and listMemoriesPage one
 // listing request; the daemon cuts a page shorter to fit the broker's max_payload.
@@ -53,7 +59,7 @@ func memoriesCmd(ctx context.Context, c Config, args []string, out io.Writer) er
 	}
 	fs := flag.NewFlagSet("memories "+sub, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	project := fs.String("project", "", "only this project key")
+	project := fs.String("project", "", "only this project: its folder, a folder inside it, or its key")
 	search := fs.String("search", "", "best matches of this text")
 	kind := fs.String("kind", "", "only this kind")
 	limit := fs.Int("limit", 100, "at most this many")
@@ -67,7 +73,7 @@ func memoriesCmd(ctx context.Context, c Config, args []string, out io.Writer) er
 	if err != nil {
 		return fmt.Errorf("%v\n%s", err, memoriesUsage)
 	}
-	want := map[string]int{"list": 0, "show": 1, "forget": 1, "restore": 1, "export": 0, "import": 1, "hygiene": 0, "dismiss": 2}
+	want := map[string]int{"list": 0, "projects": 0, "show": 1, "forget": 1, "restore": 1, "export": 0, "import": 1, "hygiene": 0, "dismiss": 2}
 	n, ok := want[sub]
 	if !ok {
 		return fmt.Errorf("unknown subcommand %q\n%s", sub, memoriesUsage)
@@ -80,7 +86,35 @@ func memoriesCmd(ctx context.Context, c Config, args []string, out io.Writer) er
 		return err
 	}
 	defer nc.Close()
+	if *project != "" {
+		if *project, err = projectName(ctx, nc, c, *project); err != nil {
+			return err
+		}
+	}
 	switch sub {
+	case "projects":
+		raw, err := call(ctx, nc, c, "memory.projects", map[string]any{"project": *project})
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			_, err := fmt.Fprintln(out, string(raw))
+			return err
+		}
+		var ps []memory.Project
+		if err := json.Unmarshal(raw, &ps); err != nil {
+			return err
+		}
+		if len(ps) == 0 {
+			fmt.Fprintln(out, "no memories")
+			return nil
+		}
+		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "FOLDER\tKEY\tMEMORIES")
+		for _, p := range ps {
+			fmt.Fprintf(tw, "%s\t%s\t%d\n", cmp.Or(p.Folder, "-"), p.Key, p.Memories)
+		}
+		return tw.Flush()
 	case "list":
 		var raw json.RawMessage
 		if *search != "" { // best matches: one page
@@ -109,7 +143,8 @@ func memoriesCmd(ctx context.Context, c Config, args []string, out io.Writer) er
 		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "ID\tKIND\tPROJECT\tUPDATED\tCONTENT")
 		for _, m := range ms {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", m.ID, m.Kind, m.Project, m.UpdatedAt.Local().Format("2006-01-02 15:04"), oneLine(m.Content, 80))
+			// The key is most often opencode's project id, a hash: the folder says more.
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", m.ID, m.Kind, cmp.Or(m.Folder, m.Project), m.UpdatedAt.Local().Format("2006-01-02 15:04"), oneLine(m.Content, 80))
 		}
 		return tw.Flush()
 	case "show":
@@ -129,8 +164,11 @@ func memoriesCmd(ctx context.Context, c Config, args []string, out io.Writer) er
 			return err
 		}
 		m := r.Memory
+		if m.Folder == m.Project {
+			m.Folder = "" // a folder outside git is its own key: said once
+		}
 		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-		rows := [][2]string{{"id", m.ID}, {"project", m.Project}, {"kind", m.Kind}, {"tags", strings.Join(m.Tags, ", ")},
+		rows := [][2]string{{"id", m.ID}, {"project", m.Project}, {"folder", m.Folder}, {"kind", m.Kind}, {"tags", strings.Join(m.Tags, ", ")},
 			{"branch", m.Branch}, {"created", stamp(&m.CreatedAt)}, {"updated", stamp(&m.UpdatedAt)}, {"used", stamp(m.UsedAt)},
 			{"source", strings.TrimSuffix(m.Source.SessionID+" "+m.Source.CallID, " ")}, {"forgotten", stamp(m.ForgottenAt)}}
 		for _, row := range rows {
@@ -249,6 +287,72 @@ func memoriesCmd(ctx context.Context, c Config, args []string, out io.Writer) er
 		return nil
 	}
 	return nil
+}
+
+// knownShown is how many known projects the error of a --project that names none lists.
+const knownShown = 10
+
+// projectName is what --project names, in the daemon's terms: name itself when it names a
+// project (a key, a folder or a folder inside one), else the absolute path of the folder it
+// names here (relative, or through a symbolic link), else an error that lists the projects
+// there are. A daemon from before memory.projects gets name as it is.
+func projectName(ctx context.Context, nc *nats.Conn, c Config, name string) (string, error) {
+	tries := []string{name}
+	if abs, err := filepath.Abs(name); err == nil {
+		if fi, err := os.Stat(abs); err == nil && fi.IsDir() {
+			tries = append(tries, abs)
+			if real, err := filepath.EvalSymlinks(abs); err == nil {
+				tries = append(tries, real)
+			}
+		}
+	}
+	shown := name
+	seen := map[string]bool{}
+	for _, try := range tries {
+		if seen[try] {
+			continue
+		}
+		seen[try] = true
+		raw, err := call(ctx, nc, c, "memory.projects", map[string]any{"project": try})
+		var herr *runtime.HostError
+		if errors.As(err, &herr) && herr.Name == "NotFoundError" && strings.Contains(herr.Message, "no API method") {
+			return name, nil
+		}
+		if err != nil {
+			return "", err
+		}
+		var ps []memory.Project
+		if err := json.Unmarshal(raw, &ps); err != nil {
+			return "", fmt.Errorf("memory.projects answered what thatch cannot read: %v", err)
+		}
+		if len(ps) > 0 {
+			return try, nil
+		}
+		if filepath.IsAbs(try) {
+			shown = try
+		}
+	}
+	raw, err := call(ctx, nc, c, "memory.projects", map[string]any{})
+	if err != nil {
+		return "", err
+	}
+	var ps []memory.Project
+	if err := json.Unmarshal(raw, &ps); err != nil {
+		return "", fmt.Errorf("memory.projects answered what thatch cannot read: %v", err)
+	}
+	if len(ps) == 0 {
+		return "", fmt.Errorf("no memories of project %s: thatch keeps no memories yet", shown)
+	}
+	var known []string
+	for _, p := range ps[:min(len(ps), knownShown)] {
+		known = append(known, cmp.Or(p.Folder, p.Key))
+	}
+	more := ""
+	if len(ps) > knownShown {
+		more = fmt.Sprintf(" and %d more", len(ps)-knownShown)
+	}
+	return "", fmt.Errorf("no memories of project %s (known projects: %s%s): give a project's folder, a folder inside it, or its key; thatch memories projects lists them",
+		shown, strings.Join(known, ", "), more)
 }
 
 // importMemories sends the memories of a JSON Lines file in batches. A bad line stops the

@@ -278,13 +278,13 @@ func TestFindDuplicatesLatency(t *testing.T) {
 		t.Logf("pass %d over %d memories: %v, %d pairs recorded", pass, n, time.Since(start).Round(time.Millisecond), found)
 	}
 	start := time.Now()
-	h, err := s.Hygiene(ctx, "", t0)
+	h, err := s.Hygiene(ctx, nil, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("hygiene of every project: %v (%d pairs, %d stale)", time.Since(start).Round(time.Millisecond), len(h.DuplicatePairs), len(h.Stale))
 	start = time.Now()
-	if _, err := s.Signals(ctx, project(0), 10, t0); err != nil {
+	if _, err := s.Signals(ctx, []string{project(0)}, 10, t0); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("signals of one project: %v", time.Since(start).Round(time.Microsecond))

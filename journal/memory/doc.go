@@ -17,6 +17,10 @@
 // the verdicts of the branch check (CheckBranches, the one place it runs git). Hygiene and
 // Signals read them.
 //
+// It remembers each project key's folder (the root session's directory of the latest write
+// that knew it), because a key is more often opencode's project id, a hash, than a folder:
+// people name a project by its folder (Resolve) and the listings show it (Memory.Folder).
+//
 // It imports no NATS and nothing of the runtime: callers pass who acts (Caller) and the time,
 // and get plain values back. Every method is safe for concurrent use.
 //

@@ -37,9 +37,9 @@ type Signal struct {
 	Memories []Memory `json:"memories"`
 }
 
-// Hygiene is the open hygiene signals of project ("" = every project) at now. It changes
-// nothing: looking at a stale memory here does not count as a use.
-func (s *Store) Hygiene(ctx context.Context, project string, now time.Time) (Hygiene, error) {
+// Hygiene is the open hygiene signals of the project keys projects (none = every project) at
+// now. It changes nothing: looking at a stale memory here does not count as a use.
+func (s *Store) Hygiene(ctx context.Context, projects []string, now time.Time) (Hygiene, error) {
 	h := Hygiene{DuplicatePairs: [][2]string{}, Stale: []string{}, Orphaned: []string{}, Merged: []string{}}
 	// One read transaction, so the four lists describe one state of the store.
 	tx, err := s.r.BeginTx(ctx, nil)
@@ -47,30 +47,30 @@ func (s *Store) Hygiene(ctx context.Context, project string, now time.Time) (Hyg
 		return Hygiene{}, fmt.Errorf("memory hygiene: %w", err)
 	}
 	defer tx.Rollback()
-	pairs, err := openPairs(ctx, tx, project, -1)
+	pairs, err := openPairs(ctx, tx, projects, -1)
 	if err != nil {
 		return Hygiene{}, fmt.Errorf("memory hygiene: %w", err)
 	}
 	for _, p := range pairs {
 		h.DuplicatePairs = append(h.DuplicatePairs, [2]string{p.a, p.b})
 	}
-	if h.Orphaned, err = verdicts(ctx, tx, project, SignalOrphaned, -1); err != nil {
+	if h.Orphaned, err = verdicts(ctx, tx, projects, SignalOrphaned, -1); err != nil {
 		return Hygiene{}, fmt.Errorf("memory hygiene: %w", err)
 	}
-	if h.Merged, err = verdicts(ctx, tx, project, SignalMerged, -1); err != nil {
+	if h.Merged, err = verdicts(ctx, tx, projects, SignalMerged, -1); err != nil {
 		return Hygiene{}, fmt.Errorf("memory hygiene: %w", err)
 	}
-	if h.Stale, err = s.stale(ctx, tx, project, now, -1); err != nil {
+	if h.Stale, err = s.stale(ctx, tx, projects, now, -1); err != nil {
 		return Hygiene{}, fmt.Errorf("memory hygiene: %w", err)
 	}
 	return h, nil
 }
 
-// Signals is up to max open signals of project ("" = every project) at now, with their
-// memories in full: duplicate pairs first (best score first), then orphaned, merged and stale
-// memories (as Hygiene orders them). limit is 1 to 100 (0 = 10). Nothing is marked used, so a
-// stale memory stays stale until somebody acts on it.
-func (s *Store) Signals(ctx context.Context, project string, limit int, now time.Time) ([]Signal, error) {
+// Signals is up to max open signals of the project keys projects (none = every project) at
+// now, with their memories in full: duplicate pairs first (best score first), then orphaned,
+// merged and stale memories (as Hygiene orders them). limit is 1 to 100 (0 = 10). Nothing is
+// marked used, so a stale memory stays stale until somebody acts on it.
+func (s *Store) Signals(ctx context.Context, projects []string, limit int, now time.Time) ([]Signal, error) {
 	limit, err := checkLimit(limit, 10, 100)
 	if err != nil {
 		return nil, err
@@ -85,7 +85,7 @@ func (s *Store) Signals(ctx context.Context, project string, limit int, now time
 		ids  []string
 	}
 	var list []pending
-	pairs, err := openPairs(ctx, tx, project, limit)
+	pairs, err := openPairs(ctx, tx, projects, limit)
 	if err != nil {
 		return nil, fmt.Errorf("memory signals: %w", err)
 	}
@@ -99,9 +99,9 @@ func (s *Store) Signals(ctx context.Context, project string, limit int, now time
 		}
 		var ids []string
 		if kind == SignalStale {
-			ids, err = s.stale(ctx, tx, project, now, left)
+			ids, err = s.stale(ctx, tx, projects, now, left)
 		} else {
-			ids, err = verdicts(ctx, tx, project, kind, left)
+			ids, err = verdicts(ctx, tx, projects, kind, left)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("memory signals: %w", err)
@@ -157,29 +157,21 @@ func (s *Store) staleBefore(now time.Time) int64 {
 	return toMS(now.Add(-s.staleAfter))
 }
 
-// stale is the stale memories of project ("" = every project) at now, longest untouched
+// stale is the stale memories of projects (none = every project) at now, longest untouched
 // first, at most limit (-1 = all). With a project, the memories_recent index answers alone.
-func (s *Store) stale(ctx context.Context, q queryer, project string, now time.Time, limit int) ([]string, error) {
-	query := `SELECT id FROM memories WHERE forgotten_at = 0 AND max(used_at, updated_at) <= ?`
-	args := []any{s.staleBefore(now)}
-	if project != "" {
-		query += ` AND project = ?`
-		args = append(args, project)
-	}
-	return ids(ctx, q, query+` ORDER BY max(used_at, updated_at), id LIMIT ?`, append(args, limit)...)
+func (s *Store) stale(ctx context.Context, q queryer, projects []string, now time.Time, limit int) ([]string, error) {
+	cond, args := inProjects("project", projects)
+	query := `SELECT id FROM memories WHERE forgotten_at = 0 AND max(used_at, updated_at) <= ?` + cond
+	return ids(ctx, q, query+` ORDER BY max(used_at, updated_at), id LIMIT ?`, append(append([]any{s.staleBefore(now)}, args...), limit)...)
 }
 
-// verdicts is the live memories of project ("" = every project) that the last branch check
-// judged verdict (SignalOrphaned or SignalMerged), by id, at most limit (-1 = all).
-func verdicts(ctx context.Context, q queryer, project, verdict string, limit int) ([]string, error) {
+// verdicts is the live memories of projects (none = every project) that the last branch
+// check judged verdict (SignalOrphaned or SignalMerged), by id, at most limit (-1 = all).
+func verdicts(ctx context.Context, q queryer, projects []string, verdict string, limit int) ([]string, error) {
 	// branch_verdict != '' lets SQLite use the partial index memories_verdict.
-	query := `SELECT id FROM memories WHERE forgotten_at = 0 AND branch_verdict != '' AND branch_verdict = ?`
-	args := []any{verdict}
-	if project != "" {
-		query += ` AND project = ?`
-		args = append(args, project)
-	}
-	return ids(ctx, q, query+` ORDER BY id LIMIT ?`, append(args, limit)...)
+	cond, args := inProjects("project", projects)
+	query := `SELECT id FROM memories WHERE forgotten_at = 0 AND branch_verdict != '' AND branch_verdict = ?` + cond
+	return ids(ctx, q, query+` ORDER BY id LIMIT ?`, append(append([]any{verdict}, args...), limit)...)
 }
 
 // ids runs a query selecting one id a row; the answer is never nil.
@@ -230,18 +222,15 @@ func normHash(norm string) string {
 	return hex.EncodeToString(sum[:16])
 }
 
-// openPairs is the open duplicate pairs of project ("" = every project), best score first, at
-// most limit (-1 = all). The join with both sides' current state is what makes a pair closed
+// openPairs is the open duplicate pairs of projects (none = every project), best score first,
+// at most limit (-1 = all). The join with both sides' current state is what makes a pair closed
 // once a side changed, whatever wrote the change.
-func openPairs(ctx context.Context, q queryer, project string, limit int) ([]pair, error) {
+func openPairs(ctx context.Context, q queryer, projects []string, limit int) ([]pair, error) {
+	cond, args := inProjects("p.project", projects)
 	query := `SELECT p.a, p.b, p.project, p.score FROM pairs p
 		JOIN memories ma ON ma.id = p.a AND ma.forgotten_at = 0 AND ma.updated_at = p.a_updated
-		JOIN memories mb ON mb.id = p.b AND mb.forgotten_at = 0 AND mb.updated_at = p.b_updated`
-	var args []any
-	if project != "" {
-		query += ` WHERE p.project = ?`
-		args = append(args, project)
-	}
+		JOIN memories mb ON mb.id = p.b AND mb.forgotten_at = 0 AND mb.updated_at = p.b_updated
+		WHERE true` + cond
 	rows, err := q.QueryContext(ctx, query+` ORDER BY p.score DESC, p.a, p.b LIMIT ?`, append(args, limit)...)
 	if err != nil {
 		return nil, err

@@ -25,7 +25,7 @@ const (
 // hygiene is Hygiene of project at now that must succeed.
 func hygiene(t *testing.T, s *Store, project string, now time.Time) Hygiene {
 	t.Helper()
-	h, err := s.Hygiene(context.Background(), project, now)
+	h, err := s.Hygiene(context.Background(), one(project), now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -456,7 +456,7 @@ func TestSignals(t *testing.T) {
 	if _, err := s.Search(ctx, alice, "feature flag", nil, 1, now); err != nil {
 		t.Fatal(err)
 	}
-	sigs, err := s.Signals(ctx, alice.Project, 0, now)
+	sigs, err := s.Signals(ctx, one(alice.Project), 0, now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -483,13 +483,13 @@ func TestSignals(t *testing.T) {
 	if sigs[0].Memories[0].Content == "" || sigs[0].Memories[0].Content == sigs[0].Memories[1].Content {
 		t.Errorf("first signal %+v", sigs[0])
 	}
-	if sigs, _ := s.Signals(ctx, alice.Project, 4, now); len(sigs) != 4 || sigs[3].Kind != SignalOrphaned {
+	if sigs, _ := s.Signals(ctx, one(alice.Project), 4, now); len(sigs) != 4 || sigs[3].Kind != SignalOrphaned {
 		t.Errorf("limit 4: %+v", sigs)
 	}
 	if m, _, _ := s.Get(ctx, a.ID); m.UsedAt != nil {
 		t.Error("signals marked a memory used")
 	}
-	if _, err := s.Signals(ctx, "", 101, now); !errors.Is(err, ErrBadRequest) {
+	if _, err := s.Signals(ctx, nil, 101, now); !errors.Is(err, ErrBadRequest) {
 		t.Errorf("limit 101: %v", err)
 	}
 	h := hygiene(t, s, alice.Project, now)
@@ -505,7 +505,7 @@ func TestSignals(t *testing.T) {
 	if !strings.Contains(string(data), `"duplicatePairs":[["mem_`) {
 		t.Errorf("hygiene JSON %s", data)
 	}
-	if sigs, err := s.Signals(ctx, "nobody", 0, now); err != nil || sigs == nil || len(sigs) != 0 {
+	if sigs, err := s.Signals(ctx, one("nobody"), 0, now); err != nil || sigs == nil || len(sigs) != 0 {
 		t.Errorf("no signals: %#v %v", sigs, err)
 	}
 }
@@ -567,7 +567,9 @@ func TestRememberDirectoryAndTip(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := mustGet(t, s, r.Memory.ID)
-	if m.Directory != "/src/api" || m.BranchTip != "abcdef0123456789" || !equal(m, r.Memory) {
+	stored := m
+	stored.Folder = "" // Get's, not the memory's: the project's folder
+	if m.Directory != "/src/api" || m.BranchTip != "abcdef0123456789" || m.Folder != "/src/api" || !equal(stored, r.Memory) {
 		t.Errorf("stored %+v, answered %+v", m, r.Memory)
 	}
 	// Exported and imported with the rest.

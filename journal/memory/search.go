@@ -81,7 +81,7 @@ func (s *Store) Search(ctx context.Context, c Caller, query string, kinds []stri
 	if terms, err = s.telling(ctx, terms); err != nil {
 		return SearchResult{}, fmt.Errorf("search memories: %w", err)
 	}
-	hits, err := s.rank(ctx, c.Project, terms, kinds, 4*limit)
+	hits, err := s.rank(ctx, one(c.Project), terms, kinds, 4*limit)
 	if err != nil {
 		return SearchResult{}, fmt.Errorf("search memories: %w", err)
 	}
@@ -150,7 +150,7 @@ func (s *Store) Related(ctx context.Context, project, text string, limit int) ([
 	if len(rare) == 0 {
 		return out, nil
 	}
-	hits, err := s.rank(ctx, project, rare, nil, limit)
+	hits, err := s.rank(ctx, one(project), rare, nil, limit)
 	if err != nil {
 		return nil, fmt.Errorf("related memories: %w", err)
 	}
@@ -171,7 +171,7 @@ func (s *Store) similar(ctx context.Context, project, content string) ([]Similar
 	if err != nil || len(rare) == 0 {
 		return nil, err
 	}
-	hits, err := s.rank(ctx, project, rare, nil, similarScan)
+	hits, err := s.rank(ctx, one(project), rare, nil, similarScan)
 	if err != nil {
 		return nil, err
 	}
@@ -237,7 +237,7 @@ func countWords(ctx context.Context, tx *sql.Tx, content string, delta int) erro
 // so common that more match says little about which memory is meant).
 const rankCandidates = 300
 
-// rank is the live memories of project ("" = every project) matching any of terms, best
+// rank is the live memories of projects (none = every project) matching any of terms, best
 // first, at most n; a Hit's Score is its BM25 relevance. terms come rarest first: FTS5 finds
 // each term's matches in turn (within the project's scope), the newest first, until
 // rankCandidates are found, so a rare term's matches are always among them and a very
@@ -245,7 +245,7 @@ const rankCandidates = 300
 // term's documents by walking the term's whole document list, every project's, at every
 // query: 4–5 ms a search at 100,000 memories. The words table already holds those counts.
 // Content weighs twice the tags, as in the index's rank setting.
-func (s *Store) rank(ctx context.Context, project string, terms, kinds []string, n int) ([]Hit, error) {
+func (s *Store) rank(ctx context.Context, projects, terms, kinds []string, n int) ([]Hit, error) {
 	var words []string
 	for _, t := range terms {
 		words = append(words, tokens(t)...)
@@ -263,7 +263,7 @@ func (s *Store) rank(ctx context.Context, project string, terms, kinds []string,
 			break
 		}
 		rows, err := s.r.QueryContext(ctx, `SELECT rowid FROM memories_fts WHERE memories_fts MATCH ? ORDER BY rowid DESC LIMIT ?`,
-			match(project, []string{t}), rankCandidates)
+			match(projects, []string{t}), rankCandidates)
 		if err != nil {
 			return nil, err
 		}
@@ -440,18 +440,25 @@ func occurrences(words, phrase []string) int {
 	return n
 }
 
-// match is the FTS5 query for any of terms, within project's scope when project is set.
+// match is the FTS5 query for any of terms, within the scopes of projects when there are any.
 // Every term is quoted, so nothing a caller writes is FTS5 syntax.
-func match(project string, terms []string) string {
+func match(projects, terms []string) string {
 	quoted := make([]string, len(terms))
 	for i, t := range terms {
 		quoted[i] = `"` + strings.ReplaceAll(t, `"`, `""`) + `"`
 	}
 	anyOf := "(" + strings.Join(quoted, " OR ") + ")"
-	if project == "" {
+	if len(projects) == 0 {
 		return anyOf
 	}
-	return "scope : " + scope(project) + " AND " + anyOf
+	scopes := make([]string, len(projects))
+	for i, p := range projects {
+		scopes[i] = "scope : " + scope(p)
+	}
+	if len(scopes) == 1 {
+		return scopes[0] + " AND " + anyOf
+	}
+	return "(" + strings.Join(scopes, " OR ") + ") AND " + anyOf
 }
 
 // queryTerms is the words of a query, at most maxQueryWords, stopwords dropped unless all are.

@@ -75,13 +75,20 @@ type Memory struct {
 	UsedAt      *time.Time `json:"usedAt,omitempty"`
 	Source      Source     `json:"source"`
 	ForgottenAt *time.Time `json:"forgottenAt,omitempty"`
+	// Folder is the project's folder as the store knows it (see Projects), for people: set
+	// by List, Export and Get, not kept with the memory; an import records it for the
+	// project when the store knows none.
+	Folder string `json:"folder,omitempty"`
 }
 
 // Caller is who acts: Project is the caller's project key, SessionID and CallID identify the
 // tool call (CallID "" = no memo). Project "" is a person, who may forget any project's memory
-// and searches every project; a person cannot remember or update.
+// and searches every project; a person cannot remember or update. Directory, when known, is
+// the caller's root session's directory: a remember or an update records it as the
+// project's folder (Projects).
 type Caller struct {
 	Project, SessionID, CallID string
+	Directory                  string
 }
 
 // Similar is another live memory of the project that looks like the one written.
@@ -140,12 +147,14 @@ const (
 	DefaultExportLimit = 1000
 )
 
-// ListQuery selects live memories. Project "" is every project. With Query the best matches
-// come first; without, the newest first, After being the last id of the previous page.
+// ListQuery selects live memories of the project keys Projects (none = every project; Resolve
+// turns a folder into keys). With Query the best matches come first; without, the newest
+// first, After being the last id of the previous page.
 type ListQuery struct {
-	Project, Query, Kind string
-	Limit                int
-	After                string
+	Projects    []string
+	Query, Kind string
+	Limit       int
+	After       string
 }
 
 // Options tune a Store.
@@ -358,6 +367,9 @@ func (s *Store) Remember(ctx context.Context, c Caller, a RememberArgs, now time
 			return err
 		}
 		out.Similar = others(similar, m.ID)
+		if err := recordFolder(ctx, tx, c.Project, cmp.Or(c.Directory, directory), now); err != nil {
+			return err
+		}
 		return memo(ctx, tx, c, toolRemember, out, now)
 	})
 	if err != nil {
@@ -492,6 +504,9 @@ func (s *Store) Update(ctx context.Context, c Caller, id string, a UpdateArgs, n
 		if err := audit(ctx, tx, m.ID, now, "update", c, "", before); err != nil {
 			return err
 		}
+		if err := recordFolder(ctx, tx, m.Project, c.Directory, now); err != nil {
+			return err
+		}
 		out = Changed{Memory: m}
 		return memo(ctx, tx, c, toolUpdate, out, now)
 	})
@@ -564,7 +579,11 @@ func (s *Store) Get(ctx context.Context, id string) (Memory, []Audit, error) {
 	if err := rows.Err(); err != nil {
 		return Memory{}, nil, fmt.Errorf("get %s: %w", id, err)
 	}
-	return m, log, nil
+	ms := []Memory{m}
+	if err := s.withFolders(ctx, ms); err != nil {
+		return Memory{}, nil, fmt.Errorf("get %s: %w", id, err)
+	}
+	return ms[0], log, nil
 }
 
 // List is live memories: the best matches of q.Query first when it is set (without counting
@@ -587,21 +606,20 @@ func (s *Store) List(ctx context.Context, q ListQuery) ([]Memory, error) {
 		if len(terms) == 0 {
 			return nil, errNoWords
 		}
-		hits, err := s.rank(ctx, q.Project, terms, kinds, limit)
+		hits, err := s.rank(ctx, q.Projects, terms, kinds, limit)
 		if err != nil {
 			return nil, fmt.Errorf("list memories: %w", err)
 		}
 		for _, h := range hits {
 			out = append(out, h.Memory)
 		}
+		if err := s.withFolders(ctx, out); err != nil {
+			return nil, fmt.Errorf("list memories: %w", err)
+		}
 		return out, nil
 	}
-	query := `SELECT ` + memoryCols + ` FROM memories m WHERE m.forgotten_at = 0`
-	var args []any
-	if q.Project != "" {
-		query += ` AND m.project = ?`
-		args = append(args, q.Project)
-	}
+	cond, args := inProjects("m.project", q.Projects)
+	query := `SELECT ` + memoryCols + ` FROM memories m WHERE m.forgotten_at = 0` + cond
 	if q.Kind != "" {
 		query += ` AND m.kind = ?`
 		args = append(args, q.Kind)
@@ -612,15 +630,19 @@ func (s *Store) List(ctx context.Context, q ListQuery) ([]Memory, error) {
 	}
 	query += ` ORDER BY m.id DESC LIMIT ?`
 	out, err = s.memories(ctx, query, append(args, limit)...)
+	if err == nil {
+		err = s.withFolders(ctx, out)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("list memories: %w", err)
 	}
 	return out, nil
 }
 
-// Export is live memories oldest first (insertion order) after the memory after ("" = from
-// the start); project "" is every project. limit defaults to 1000, at most 10000.
-func (s *Store) Export(ctx context.Context, project, after string, limit int) ([]Memory, error) {
+// Export is live memories of the project keys projects (none = every project) oldest first
+// (insertion order) after the memory after ("" = from the start). limit defaults to 1000, at
+// most 10000.
+func (s *Store) Export(ctx context.Context, projects []string, after string, limit int) ([]Memory, error) {
 	limit, err := checkLimit(limit, DefaultExportLimit, 10000)
 	if err != nil {
 		return nil, err
@@ -635,13 +657,12 @@ func (s *Store) Export(ctx context.Context, project, after string, limit int) ([
 			return nil, fmt.Errorf("export memories: %w", err)
 		}
 	}
-	query := `SELECT ` + memoryCols + ` FROM memories m WHERE m.forgotten_at = 0 AND m.seq > ?`
-	args := []any{from}
-	if project != "" {
-		query += ` AND m.project = ?`
-		args = append(args, project)
+	cond, args := inProjects("m.project", projects)
+	query := `SELECT ` + memoryCols + ` FROM memories m WHERE m.forgotten_at = 0 AND m.seq > ?` + cond
+	out, err := s.memories(ctx, query+` ORDER BY m.seq LIMIT ?`, append(append([]any{from}, args...), limit)...)
+	if err == nil {
+		err = s.withFolders(ctx, out)
 	}
-	out, err := s.memories(ctx, query+` ORDER BY m.seq LIMIT ?`, append(args, limit)...)
 	if err != nil {
 		return nil, fmt.Errorf("export memories: %w", err)
 	}
@@ -670,6 +691,14 @@ func (s *Store) Import(ctx context.Context, ms []Memory, now time.Time) (added i
 	}
 	err = s.withTx(ctx, func(tx *sql.Tx) error {
 		for _, m := range clean {
+			// The export's folder (else the memory's directory) labels a project the store
+			// has no folder for; a folder learned from a session here is kept.
+			if folder := cmp.Or(m.Folder, m.Directory); folder != "" {
+				if _, err := tx.ExecContext(ctx, `INSERT INTO projects (key, folder, updated) VALUES (?, ?, ?) ON CONFLICT (key) DO NOTHING`,
+					m.Project, folder, toMS(m.CreatedAt)); err != nil {
+					return err
+				}
+			}
 			var known bool
 			err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM memories WHERE id = ?)
 				OR EXISTS (SELECT 1 FROM memories WHERE project = ? AND norm = ? AND forgotten_at = 0)`,
@@ -720,6 +749,9 @@ func (s *Store) cleanImported(m *Memory, now time.Time) error {
 	// rather than failing the import.
 	if m.Directory, err = cleanDirectory(m.Directory); err != nil {
 		m.Directory = ""
+	}
+	if m.Folder, err = cleanDirectory(m.Folder); err != nil {
+		m.Folder = ""
 	}
 	if m.BranchTip, err = cleanTip(m.BranchTip); err != nil {
 		return err

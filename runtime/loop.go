@@ -49,7 +49,8 @@ type Answer struct {
 	Payload *Payload   `json:"-"`
 }
 
-// Payload is a claimed set read from the journal.
+// Payload is a claimed set read from the journal as a payload shows it
+// (Journal.PayloadEntries: no metadata, args cut).
 type Payload struct {
 	Root      string
 	Entries   []PayloadEntry

@@ -1,0 +1,6 @@
+//go:build !race
+
+package main
+
+// underRace says the race detector is on (see loadloop_race_test.go).
+const underRace = false

@@ -1,0 +1,7 @@
+//go:build race
+
+package main
+
+// underRace says the race detector is on: the load tests then play a fifth of their load,
+// which the detector makes five to ten times slower.
+const underRace = true

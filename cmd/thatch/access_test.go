@@ -226,7 +226,7 @@ func TestAccessEmbeddedBroker(t *testing.T) {
 
 	// thatch bridge next to it, with no set-up: it answers its host API on the broker.
 	b := c
-	b.OpencodeURL = fmt.Sprintf("http://127.0.0.1:%d", freePort(t)) // no opencode there: the bridge waits for it
+	b.OpencodeURL = newFakeOpencode(t, 0).srv.URL // the bridge serves its host API while opencode is up
 	bctx, bcancel := context.WithCancel(context.Background())
 	bdone := make(chan error, 1)
 	go func() { bdone <- bridge(bctx, b, testLogger()) }()

@@ -247,6 +247,12 @@ func cut(s string, n int) string {
 // is still over 4n bytes (a metadata object with many fields), keeps only a note that it
 // was dropped: opencode copies a tool's whole output into its metadata.
 func boundJSON(raw json.RawMessage, n int) json.RawMessage {
+	return boundJSONAs(raw, n, 4*n, `{"thatch":"metadata dropped: over the size thatch keeps"}`)
+}
+
+// boundJSONAs cuts every string of raw to n characters and, when the result is still over
+// max bytes, stands dropped in for it.
+func boundJSONAs(raw json.RawMessage, n, max int, dropped string) json.RawMessage {
 	if len(raw) == 0 {
 		return raw
 	}
@@ -271,14 +277,27 @@ func boundJSON(raw json.RawMessage, n int) json.RawMessage {
 		return v
 	}
 	out, _ := json.Marshal(walk(v))
-	if len(out) > 4*n {
-		return json.RawMessage(`{"thatch":"metadata dropped: over the size thatch keeps"}`)
+	if len(out) > max {
+		return json.RawMessage(dropped)
 	}
 	return out
 }
 
-// cutArgs cuts every string value at the top level of an args object.
+// cutArgs bounds a tool call's args: the top-level strings cut to n characters (rule 1),
+// and, when that leaves more than 8n bytes, every nested string too; what is still over
+// is dropped for a note.
 func cutArgs(raw json.RawMessage, n int) json.RawMessage {
+	out := cutTopArgs(raw, n)
+	if len(out) <= 8*n {
+		return out
+	}
+	// Nested values too (a multiedit's edits, an array): every string cut, and the whole
+	// bounded, so no argument makes an entry bigger than thatch keeps.
+	return boundJSONAs(out, n, 8*n, `{"thatch":"args dropped: over the size thatch keeps"}`)
+}
+
+// cutTopArgs cuts the top-level string arguments to n characters.
+func cutTopArgs(raw json.RawMessage, n int) json.RawMessage {
 	var m map[string]json.RawMessage
 	if len(raw) == 0 || json.Unmarshal(raw, &m) != nil {
 		return raw

@@ -26,12 +26,13 @@ func TestCut(t *testing.T) {
 }
 
 func TestCutArgs(t *testing.T) {
-	long := strings.Repeat("a", 50)
+	long, mid := strings.Repeat("a", 50), strings.Repeat("a", 20)
 	for _, tc := range []struct {
 		name, in, want string
 	}{
 		{"top-level string cut", `{"p":"` + long + `"}`, `{"p":"` + strings.Repeat("a", 10) + `…"}`},
-		{"nested values untouched", `{"o":{"k":"` + long + `"},"l":["` + long + `"]}`, `{"o":{"k":"` + long + `"},"l":["` + long + `"]}`},
+		{"nested values untouched while the whole is within 8n", `{"o":{"k":"` + mid + `"},"l":["` + mid + `"]}`, `{"o":{"k":"` + mid + `"},"l":["` + mid + `"]}`},
+		{"nested values cut past 8n", `{"o":{"k":"` + long + `"},"l":["` + long + `"]}`, `{"l":["` + strings.Repeat("a", 10) + `…"],"o":{"k":"` + strings.Repeat("a", 10) + `…"}}`},
 		{"numbers untouched", `{"n":12345678901234567890}`, `{"n":12345678901234567890}`},
 		{"not an object stays", `"` + long + `"`, `"` + long + `"`},
 		{"empty", ``, ``},
@@ -85,6 +86,18 @@ func TestMetadataIsBounded(t *testing.T) {
 	many += `"z":1}`
 	if got := string(boundJSON(json.RawMessage(many), 2000)); len(got) > 8000 || !strings.Contains(got, "metadata dropped") {
 		t.Errorf("a metadata of 50 large fields kept %d bytes", len(got))
+	}
+	// Args: top-level strings cut as before; nested ones once the whole is over 8n.
+	if got := string(cutArgs(json.RawMessage(`{"command":"`+big+`"}`), 2000)); len(got) > 2100 || !strings.HasPrefix(got, `{"command":"`) {
+		t.Errorf("a long top-level argument: %d bytes", len(got))
+	}
+	nested := `{"edits":[{"oldString":"` + big + `","newString":"` + big + `"}],"filePath":"/w/a.go"}`
+	if got := string(cutArgs(json.RawMessage(nested), 2000)); len(got) > 16000 || !strings.Contains(got, `"filePath":"/w/a.go"`) {
+		t.Errorf("nested arguments not bounded: %d bytes", len(got))
+	}
+	hugeArr := "[" + strings.Repeat(`"`+strings.Repeat("y", 1500)+`",`, 200) + `"z"]`
+	if got := string(cutArgs(json.RawMessage(hugeArr), 2000)); len(got) > 16000 || !strings.Contains(got, "args dropped") {
+		t.Errorf("an array of args: %d bytes, want the note", len(got))
 	}
 	if got := string(boundJSON(json.RawMessage(`not json`), 2000)); got != `"not json"` {
 		t.Errorf("invalid metadata became %s", got)

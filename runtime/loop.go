@@ -119,14 +119,9 @@ type Loop struct {
 	renders chan struct{} // a slot per payload being rendered (RenderMax)
 
 	// snap is the status as of the last published round (snapshot.go); snapDirty says
-	// the state or the loop's counts changed since. snapAt and snapCost are when the last
-	// was taken and what it cost, snapTimer publishes a deferred one.
+	// the state or the loop's counts changed since.
 	snap      atomic.Pointer[Snapshot]
 	snapDirty bool
-	snapAt    time.Time
-	snapCost  time.Duration
-	snapTimer *time.Timer
-	snapArmed bool
 }
 
 // waitingCall is a call in the waiting room: since when, and whether a nudge already
@@ -205,9 +200,6 @@ func (l *Loop) Run(ctx context.Context) error {
 	}
 	l.state, l.pos = st, pos
 	l.renders = make(chan struct{}, max(l.RenderMax, 1))
-	l.snapTimer = time.NewTimer(time.Hour)
-	l.snapTimer.Stop()
-	defer l.snapTimer.Stop()
 	wctx, stopWorkers := context.WithCancel(context.Background())
 	defer func() {
 		stopWorkers()
@@ -265,8 +257,6 @@ func (l *Loop) Run(ctx context.Context) error {
 			q.reply <- q.fn(l.view())
 		case <-timer.C:
 			expired = true
-		case <-l.snapTimer.C:
-			l.snapArmed = false
 		}
 	gather:
 		for len(deliveries) < l.MaxBatch {

@@ -29,37 +29,23 @@ func (s *Snapshot) BudgetReached(budget int64, now time.Time) bool {
 // It is safe to call from any goroutine and never waits for the loop.
 func (l *Loop) Snapshot() *Snapshot { return l.snap.Load() }
 
-// snapshotShare bounds the loop's time spent publishing snapshots: after one that took
-// d, the next waits until snapshotShare·d has passed (a state whose Summary got costly
-// then yields fresher snapshots less often instead of slowing every round).
-const snapshotShare = 20
-
 // changed marks the status as changed since the last snapshot.
 func (l *Loop) changed() { l.snapDirty = true }
 
 // publish takes a snapshot now.
 func (l *Loop) publish() {
-	began := time.Now()
 	st := Summary(l.state, l.pos)
 	st.OutstandingCalls, st.WaitingCalls, st.JournalError = l.outstanding, l.nWaiting, l.journalErr
 	l.snap.Store(&Snapshot{Status: st, At: l.Now(), counters: l.state.Counters})
 	l.snapDirty = false
-	l.snapAt, l.snapCost = began, time.Since(began)
 }
 
-// maybePublish publishes a snapshot when the status changed, unless the last one was
-// taken too recently for its cost: then the snapshot timer publishes it.
+// maybePublish publishes a snapshot when the status changed. Summary reads counts the
+// state keeps (it walks nothing), so every round that changed something publishes one:
+// whoever saw a round's effects (an acknowledgement, a reply) then gets a status at least
+// as new.
 func (l *Loop) maybePublish() {
-	if !l.snapDirty {
-		return
-	}
-	wait := snapshotShare*l.snapCost - time.Since(l.snapAt)
-	if wait <= 0 {
+	if l.snapDirty {
 		l.publish()
-		return
-	}
-	if !l.snapArmed {
-		l.snapTimer.Reset(wait)
-		l.snapArmed = true
 	}
 }

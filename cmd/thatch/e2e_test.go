@@ -193,7 +193,8 @@ func TestOpencodeEndToEnd(t *testing.T) {
 	t.Logf("step 1b: opencode asked for a title (%v) without thatch's text in it", titled)
 
 	// 2. thatch is killed while an extraction waits on the model; a tool call completes
-	// while it is down. Back up, it loses neither: the next extraction takes both.
+	// while it is down. Back up, it loses neither: it extracts both at once (the session
+	// went idle while thatch was down).
 	held, release = x.llm.HoldExtractions()
 	from := x.count()
 	call2 := x.runTool(s1, "echo thatch-e2e-two")
@@ -203,17 +204,24 @@ func TestOpencodeEndToEnd(t *testing.T) {
 	call3 := x.runTool(s1, "echo thatch-e2e-three")
 	x.waitEvent("session.idle of "+s1+" while thatch is down", idle(s1), from)
 	t.Logf("step 2: thatch killed during extraction %s; bash call %s completed while it was down", c2, call3)
+	interrupted := release
+	held, release = x.llm.HoldExtractions()
+	from = x.count()
 	x.startThatch()
 	x.waitEvent("session.deleted of the interrupted child "+c2, deleted(c2), 0)
-	x.waitEntries(s1, []string{call2, call3}, "pending")
-	t.Logf("step 2: restarted, thatch deleted the interrupted child %s and holds %s and %s pending", c2, call2, call3)
+	interrupted()
+	// The bridge's catch-up says s1 went idle while thatch was down: thatch extracts both
+	// calls at once instead of at the session's next turn.
+	c3 := x.extractionChild(s1, held, from)
 	release()
+	x.extracted(c3, s1, []string{call2, call3})
+	t.Logf("step 2: restarted, thatch deleted the interrupted child %s and, %s having gone idle while it was down, extracted %s and %s at once", c2, s1, call2, call3)
 	held, release = x.llm.HoldExtractions()
 	from = x.count()
 	call4 := x.runTool(s1, "echo thatch-e2e-four")
-	c3 := x.extractionChild(s1, held, from)
+	c4 := x.extractionChild(s1, held, from)
 	release()
-	x.extracted(c3, s1, []string{call2, call3, call4})
+	x.extracted(c4, s1, []string{call4})
 
 	// 3. /thatch/compact: the turn flushes and ends with the token; at idle thatch compacts.
 	from = x.count()
@@ -443,7 +451,7 @@ func (x *e2e) bigWrite(t *testing.T) {
 // to a sub-agent: opencode creates the task's child session, which runs the command,
 // while nothing listens. Started again, thatch tracks the child as its parent's, in the
 // parent's directory, and holds the child's call under the parent's root with the task
-// call, pending; the parent's next idle extracts them.
+// call; the bridge's catch-up says the parent is idle, so thatch extracts them at once.
 func (x *e2e) subAgentWhileDown(t *testing.T) {
 	must(t, x.thatch.Process.Signal(syscall.SIGTERM))
 	if err := x.thatch.Wait(); err != nil {
@@ -456,20 +464,19 @@ func (x *e2e) subAgentWhileDown(t *testing.T) {
 	t.Logf("step 9: thatch stopped; %s's task call %s ran sub-agent %s (%q), whose bash call %s completed", p, task.CallID, child.ID, child.Title, sub.CallID)
 	held, release := x.llm.HoldExtractions()
 	defer release()
-	x.startThatch()
 	from = x.count()
-	call := x.runTool(p, "echo thatch-e2e-after-sub")
+	x.startThatch()
 	c := x.extractionChild(p, held, from)
-	// The bridge publishes what it caught up on before the stream's events: thatch took
-	// it all in before the idle it extracts at.
+	// The bridge publishes the sessions and tool calls it caught up on before the idles it
+	// then says: thatch took it all in before the idle it extracts at.
 	if v, ok := x.sessions()[child.ID]; !ok || v.ParentID != p || v.Kind != runtime.KindTask || v.Directory != child.Directory {
 		t.Errorf("thatch tracks the sub-agent %s as %+v (tracked: %v), want a task child of %s in %s; its own entries: %v",
 			child.ID, v, ok, p, child.Directory, x.openEntries(child.ID, "pending", func(e runtime.EntryView) string { return e.ID }))
 	}
 	// The sub-agent's call is an entry of its root, named by its session and call id.
-	want := slices.Sorted(slices.Values([]string{task.CallID, runtime.EntryID(p, child.ID, sub.CallID), call}))
+	want := slices.Sorted(slices.Values([]string{task.CallID, runtime.EntryID(p, child.ID, sub.CallID)}))
 	if got := x.openEntries(p, "pending", func(e runtime.EntryView) string { return e.ID }); !slices.Equal(got, want) {
-		t.Fatalf("entries of %s: %v, want %v pending (the task call, the sub-agent's and the new one)", p, got, want)
+		t.Fatalf("entries of %s: %v, want %v pending (the task call and the sub-agent's)", p, got, want)
 	}
 	t.Logf("step 9: restarted, thatch tracks %s as a task child of %s and holds %v pending under %s", child.ID, p, want, p)
 	release()
@@ -521,7 +528,8 @@ func (x *e2e) collidingCallIDs(t *testing.T) {
 // withoutPlugin: opencode runs without thatch's plugin (removed from its config folder,
 // as before thatch install). Tool calls and idles start no extraction child; thatch logs
 // one error naming the missing tools and what to do, and thatch status names the host.
-// With the plugin installed again and opencode restarted, the next idle extracts them.
+// With the plugin installed again and opencode restarted, thatch extracts them at once
+// (the new boot's catch-up says the session is idle).
 func (x *e2e) withoutPlugin(t *testing.T) {
 	plugin := filepath.Join(x.root, "home", ".config", "opencode", "plugin", "thatch.js")
 	must(t, os.Remove(plugin))
@@ -555,6 +563,7 @@ func (x *e2e) withoutPlugin(t *testing.T) {
 	if out, err := x.cli("install"); err != nil {
 		t.Fatalf("thatch install: %v\n%s", err, out)
 	}
+	next = x.count()
 	x.restartOpencode()
 	x.get("/experimental/tool/ids", &tools)
 	if !slices.Contains(tools, runtime.ToolPayload) {
@@ -563,10 +572,9 @@ func (x *e2e) withoutPlugin(t *testing.T) {
 	if st := x.status(); len(st.HostsMissingTools) != 0 {
 		t.Errorf("with the plugin loaded, thatch status --json names %v as missing thatch's tools", st.HostsMissingTools)
 	}
-	next = x.count()
-	call3 := x.runTool(s, "echo thatch-e2e-noplugin-three")
+	// The new boot's catch-up says s is idle: with the plugin loaded, thatch extracts the two
+	// calls it held; it created no child at either idle without the plugin.
 	c := x.extractionChild(s, held, next)
-	// By this idle thatch took the two before it: it created no child at either.
 	var children []ocInfo
 	x.get("/session/"+s+"/children", &children)
 	created := 0
@@ -579,7 +587,7 @@ func (x *e2e) withoutPlugin(t *testing.T) {
 	}
 	x.mu.Unlock()
 	if created != 1 || len(children) != 1 || children[0].ID != c {
-		t.Errorf("%s had %d children created and has %v, want only the extraction child %s of the first idle with the plugin", s, created, children, c)
+		t.Errorf("%s had %d children created and has %v, want only the extraction child %s of its first idle with the plugin", s, created, children, c)
 	}
 	var errs []string
 	for _, l := range x.logSince(logAt) {
@@ -594,8 +602,8 @@ func (x *e2e) withoutPlugin(t *testing.T) {
 		t.Logf("step 11: thatch logged once: %.400s", errs[0])
 	}
 	release()
-	x.extracted(c, s, []string{call1, call2, call3})
-	t.Logf("step 11: after thatch install and a restart of opencode, the next idle extracted all three")
+	x.extracted(c, s, []string{call1, call2})
+	t.Logf("step 11: after thatch install and a restart of opencode, thatch extracted both at once")
 }
 
 // subAgent makes the session's model hand command to a sub-agent with the task tool. It

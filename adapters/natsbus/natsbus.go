@@ -80,6 +80,10 @@ func StartBroker(e BrokerConfig) (*server.Server, error) {
 		// Above the 1 MiB event limit, so an oversized event reaches thatch and is
 		// dead-lettered with its reason instead of vanishing at publish.
 		MaxPayload: 8 << 20,
+		// Every local account can open connections to a loopback port; those without the
+		// token are closed after the auth timeout, and no more than this are held at once,
+		// so a flood costs a bounded number of file descriptors.
+		MaxConn: 4096,
 	}
 	if e.Token != "" {
 		opts.Authorization = e.Token

@@ -30,8 +30,8 @@ import (
 // served at once, and the others wait in the kernel's accept queue, where they cost the
 // process neither a file descriptor nor a goroutine. Zero fields take the defaults.
 type ShimLimits struct {
-	MaxConns   int           // connections served at once (64)
-	ReadHeader time.Duration // to read a request's headers (10 s)
+	MaxConns   int           // connections served at once (256)
+	ReadHeader time.Duration // to read a request's headers (3 s: the plugin sends them at once)
 	// Read is how long reading a whole request, headers and body, may take (30 s). The
 	// wait for thatch's answer is not reading: net/http lifts the deadline once the body
 	// is read (TestShimToolCallOutlastsReadTimeout).
@@ -46,8 +46,8 @@ type ShimLimits struct {
 }
 
 func (l ShimLimits) withDefaults() ShimLimits {
-	l.MaxConns = cmp.Or(l.MaxConns, 64)
-	l.ReadHeader = cmp.Or(l.ReadHeader, 10*time.Second)
+	l.MaxConns = cmp.Or(l.MaxConns, 256)
+	l.ReadHeader = cmp.Or(l.ReadHeader, 3*time.Second)
 	l.Read = cmp.Or(l.Read, 30*time.Second)
 	l.Call = cmp.Or(l.Call, 60*time.Second)
 	l.Write = cmp.Or(l.Write, l.Call+30*time.Second)

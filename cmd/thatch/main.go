@@ -11,6 +11,8 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+
+	"github.com/thatch-dev/thatch/adapters/natsbus"
 )
 
 const usage = `thatch: the session-lifecycle sidecar for opencode-style hosts
@@ -66,7 +68,8 @@ var commandUsage = map[string]string{
 func main() {
 	// A --help answered by the flag package (thatch bench --help) is not a failure.
 	if err := run(os.Args[1:]); err != nil && !errors.Is(err, flag.ErrHelp) {
-		fmt.Fprintln(os.Stderr, "thatch:", err)
+		// An error may quote a URL with its credentials (a bad THATCH_NATS_URL).
+		fmt.Fprintln(os.Stderr, "thatch:", natsbus.RedactURLs(err.Error()))
 		os.Exit(1)
 	}
 }

@@ -278,12 +278,11 @@ func (l *Loop) Run(ctx context.Context) error {
 		results = append(results, moot...)
 		var ready []*toolReq
 		var replies []*Reply
-		var gone []Result // waiting calls whose session the round's events deleted
 		if len(deliveries)+len(results) > 0 || l.anyReady(parked, l.pos, expired) {
 			ok := l.commit(ctx, wctx, func(now time.Time) (*Batch, error) {
 				var b *Batch
 				var err error
-				b, gone, err = l.stepRound(deliveries, results, now)
+				b, err = l.stepRound(deliveries, results, now)
 				if err != nil {
 					return nil, err
 				}
@@ -301,7 +300,6 @@ func (l *Loop) Run(ctx context.Context) error {
 				return nil
 			}
 			l.outstanding -= answered
-			l.unwait(gone)
 			l.nudge(wctx, deliveries)
 			// The snapshot before the acknowledgements and replies: whoever saw this
 			// round's effects gets a status at least as new.
@@ -446,18 +444,26 @@ func (l *Loop) goneWaiting(events []Event) []Result {
 	return out
 }
 
-// unwait removes answered calls from the waiting room.
-func (l *Loop) unwait(answered []Result) {
-	for _, r := range answered {
-		c := r.Call
-		l.waiting[c.Host] = slices.DeleteFunc(l.waiting[c.Host], func(w waitingCall) bool { return w.ID == c.ID })
-		if len(l.waiting[c.Host]) == 0 {
-			delete(l.waiting, c.Host)
-		}
-		l.nWaiting--
+// unwait removes the calls a committed batch answered (done: outbox ids) from the waiting
+// room, before the batch's hellos wake what waits: an answered call is never sent again.
+func (l *Loop) unwait(done []int64) {
+	if l.nWaiting == 0 || len(done) == 0 {
+		return
 	}
-	if len(answered) > 0 {
-		l.Log.Info("calls that waited for their host are done: their session was deleted", "calls", len(answered))
+	removed := 0
+	for host, ws := range l.waiting {
+		n := len(ws)
+		ws = slices.DeleteFunc(ws, func(w waitingCall) bool { return slices.Contains(done, w.ID) })
+		removed += n - len(ws)
+		if len(ws) == 0 {
+			delete(l.waiting, host)
+		} else {
+			l.waiting[host] = ws
+		}
+	}
+	l.nWaiting -= removed
+	if removed > 0 {
+		l.Log.Info("calls that waited for their host are done: their session was deleted", "calls", removed)
 	}
 }
 
@@ -571,8 +577,8 @@ func (l *Loop) handBack() {
 
 // stepRound applies a round's deliveries (each event id at most once) and host-call
 // results as one batch. It also answers the waiting calls whose session the events
-// delete, and returns them: they stop waiting once the batch is committed.
-func (l *Loop) stepRound(batch []Delivery, results []Result, now time.Time) (*Batch, []Result, error) {
+// delete: they stop waiting once the batch is committed (unwait).
+func (l *Loop) stepRound(batch []Delivery, results []Result, now time.Time) (*Batch, error) {
 	b := &Batch{Now: now, State: l.state, Effects: NewEffects()}
 	events := make([]Event, 0, len(batch))
 	var ids []string
@@ -605,7 +611,7 @@ func (l *Loop) stepRound(batch []Delivery, results []Result, now time.Time) (*Ba
 	}
 	seen, err := l.Journal.Applied(ids)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	fx, applied := l.Rules.ApplyEvents(l.state, events, seen, now)
 	b.Effects.Merge(fx)
@@ -618,7 +624,7 @@ func (l *Loop) stepRound(batch []Delivery, results []Result, now time.Time) (*Ba
 		b.Effects.Merge(l.Rules.Step(l.state, r, now))
 		b.Done = append(b.Done, r.Call.ID)
 	}
-	return b, gone, nil
+	return b, nil
 }
 
 func parseHostSeq(h string) (int64, error) {
@@ -653,6 +659,7 @@ func (l *Loop) commit(ctx, wctx context.Context, build func(time.Time) (*Batch, 
 				l.pos = b.StreamSeq
 			}
 			l.logNotes(b.Effects.Notes)
+			l.unwait(b.Done)
 			// Hellos first: the waiting calls are older than this batch's, and a call this
 			// batch implies is sent after its hellos, under their count.
 			for _, a := range b.Effects.Awake {
@@ -716,6 +723,10 @@ func (l *Loop) Tool(ctx context.Context, c ToolCall, minSeq uint64) Answer {
 		return l.render(ctx, r)
 	case <-l.stopped:
 		return Answer{Err: &HostError{Name: "UnavailableError", Message: ErrStopped.Error()}}
+	case <-ctx.Done():
+		// The caller is gone (thatch stopping, its deadline): a claim the loop commits
+		// later is the caller's all the same, and its next call gets the same entries.
+		return Answer{Err: &HostError{Name: "UnavailableError", Message: ctx.Err().Error()}}
 	}
 }
 

@@ -794,3 +794,41 @@ func TestLoopWorkersKeepOrderWhileExiting(t *testing.T) {
 		}
 	}
 }
+
+// A waiting call whose session is deleted in the same round as its host's hello is
+// answered once (NotFoundError) and never sent: the hello wakes only what still waits.
+func TestLoopGoneAndHelloInOneRound(t *testing.T) {
+	t.Cleanup(func() { goleak.VerifyNone(t) }) // after the loop stops
+	host := &hostSwitch{away: true}
+	dir := t.TempDir()
+	r := startLoop(t, dir, host)
+	r.hello("b1")
+	r.created("ses_a")
+	r.waitView("the reminder to wait", func(v runtime.View) bool { return v.Waiting == 1 && v.Outstanding == 0 })
+	host.set(false)
+
+	// Hold the loop while both events queue, so that one round takes them together.
+	gate, held := make(chan struct{}), make(chan struct{})
+	go func() {
+		_, _ = r.loop.Query(context.Background(), func(runtime.View) any { close(held); <-gate; return nil })
+	}()
+	<-held
+	r.hello("b1")
+	r.deliver("deleted_ses_a", "session.deleted", `{"sessionID":"ses_a","info":{"id":"ses_a","title":"t","directory":"/w"}}`)
+	close(gate)
+	r.waitView("the round to apply both", func(v runtime.View) bool { return v.Pos == r.seq })
+	if v := r.view(); v.Waiting != 0 || v.Outstanding != 0 {
+		t.Fatalf("after the hello and the deletion: %d waiting, %d outstanding; want none", v.Waiting, v.Outstanding)
+	}
+	if ops, _ := host.sent(); len(ops) != 1 {
+		t.Fatalf("calls %v: the reminder of a deleted session was sent again", ops)
+	}
+	// The count stays right: a new waiting call counts one.
+	host.set(true)
+	r.created("ses_b")
+	r.waitView("ses_b's reminder to wait", func(v runtime.View) bool { return v.Waiting == 1 && v.Outstanding == 0 })
+	r.stop()
+	if calls := outbox(t, dir); len(calls) != 1 {
+		t.Fatalf("outbox %v, want ses_b's reminder only", calls)
+	}
+}

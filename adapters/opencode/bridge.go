@@ -903,9 +903,21 @@ func (b *Bridge) publishLocked(ctx context.Context, ev Event) error {
 		b.Log.Info("cut an event to fit the broker", "event", ev.Type, "id", ev.ID, "bytes", size, "cut_to", len(body))
 	}
 	b.seq++
+	tooBig := func(size int) error {
+		// Publishing it would fail at every try and hold up every later event: it is left
+		// out, and its Host-Seq number with it, so thatch counts a gap and resyncs.
+		b.Log.Warn("an event too big for the broker, even cut, is left out: thatch will count a gap", "event", ev.Type, "id", ev.ID, "bytes", size)
+		return nil
+	}
+	if len(body) > eventLimit(b.NC.MaxPayload()) { // Fit cannot cut many small values
+		return tooBig(len(body))
+	}
 	dup, err := natsbus.PublishEvent(ctx, b.JS, b.Prefix+"."+b.HostID+".event."+ev.Type, body, ev.ID, fmt.Sprint(b.seq))
 	if dup {
 		b.seq-- // not stored: thatch never sees this number, which must not look like a gap
+	}
+	if errors.Is(err, jetstream.ErrStreamMessageExceedsMaximum) || errors.Is(err, nats.ErrMaxPayload) {
+		return tooBig(len(body))
 	}
 	return err
 }

@@ -563,7 +563,6 @@ func (x *e2e) withoutPlugin(t *testing.T) {
 	if out, err := x.cli("install"); err != nil {
 		t.Fatalf("thatch install: %v\n%s", err, out)
 	}
-	next = x.count()
 	x.restartOpencode()
 	x.get("/experimental/tool/ids", &tools)
 	if !slices.Contains(tools, runtime.ToolPayload) {
@@ -573,21 +572,22 @@ func (x *e2e) withoutPlugin(t *testing.T) {
 		t.Errorf("with the plugin loaded, thatch status --json names %v as missing thatch's tools", st.HostsMissingTools)
 	}
 	// The new boot's catch-up says s is idle: with the plugin loaded, thatch extracts the two
-	// calls it held; it created no child at either idle without the plugin.
-	c := x.extractionChild(s, held, next)
+	// calls it held; it created no child at either idle without the plugin. thatch may
+	// create the child before the test's own event stream is back: ask opencode.
+	c := x.extractionChildListed(s, held)
 	var children []ocInfo
 	x.get("/session/"+s+"/children", &children)
-	created := 0
+	var created []string // children created, as far as the test's event stream saw
 	x.mu.Lock()
 	for _, e := range x.events[from:] {
 		var p struct{ Info ocInfo }
 		if e.Payload.Type == "session.created" && json.Unmarshal(e.Payload.Properties, &p) == nil && p.Info.ParentID == s {
-			created++
+			created = append(created, p.Info.ID)
 		}
 	}
 	x.mu.Unlock()
-	if created != 1 || len(children) != 1 || children[0].ID != c {
-		t.Errorf("%s had %d children created and has %v, want only the extraction child %s of its first idle with the plugin", s, created, children, c)
+	if len(children) != 1 || children[0].ID != c || len(created) > 1 || len(created) == 1 && created[0] != c {
+		t.Errorf("%s had children %v created and has %v, want only the extraction child %s of its first idle with the plugin", s, created, children, c)
 	}
 	var errs []string
 	for _, l := range x.logSince(logAt) {
@@ -928,6 +928,32 @@ func (x *e2e) extractionChild(parent string, held <-chan struct{}, from int) str
 	}
 	x.t.Logf("thatch created extraction child %s of %s in %s; its model turn is held", child.ID, parent, child.Directory)
 	return child.ID
+}
+
+// extractionChildListed waits for opencode to list an extraction child of parent, and for
+// its model turn to be held, like extractionChild, for when the session.created event may
+// have passed while the test's event stream was reconnecting.
+func (x *e2e) extractionChildListed(parent string, held <-chan struct{}) string {
+	x.t.Helper()
+	var child string
+	x.eventually("opencode to list the extraction child of "+parent, func() bool {
+		var children []ocInfo
+		x.get("/session/"+parent+"/children", &children)
+		for _, c := range children {
+			if c.Title == runtime.ExtractionTitle {
+				child = c.ID
+				return true
+			}
+		}
+		return false
+	})
+	select {
+	case <-held:
+	case <-time.After(90 * time.Second):
+		x.t.Fatalf("the extraction child %s never asked the model", child)
+	}
+	x.t.Logf("thatch created extraction child %s of %s; its model turn is held", child, parent)
+	return child
 }
 
 // extracted waits for the child to claim exactly want through the shim, complete them and

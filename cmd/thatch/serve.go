@@ -336,7 +336,8 @@ func markStopped(dir string, log *slog.Logger) {
 	now := time.Now().UTC()
 	f.Stopped = &now
 	data, _ = json.Marshal(f)
-	if err := os.WriteFile(path+".tmp", data, 0o600); err == nil {
+	err = os.WriteFile(path+".tmp", data, 0o600)
+	if err == nil {
 		err = os.Rename(path+".tmp", path)
 	}
 	if err != nil {

@@ -58,6 +58,10 @@ var clientUsage = map[string]string{
   cost in USD as the host reported it, models
   --days N    the last N UTC days, today included: 1 to 400 (default 30)
   --json      print JSON`,
+	"deadletters": `usage: thatch deadletters [--json]
+  the events thatch rejected as bad input (rule 11), newest first: stream sequence, when,
+  subject, why, and the start of the body (--json: the body as kept, up to 2,000 characters)
+  --json    print JSON`,
 }
 
 // client runs one of the subcommands that ask a running daemon through the thatch API.
@@ -112,7 +116,7 @@ func client(ctx context.Context, c Config, cmd string, args []string, out io.Wri
 		params["days"] = *days
 	}
 	var raw json.RawMessage
-	if cmd == "sessions" || cmd == "entries" {
+	if cmd == "sessions" || cmd == "entries" || cmd == "deadletters" {
 		raw, err = requestAll(ctx, c, cmd, params)
 	} else {
 		raw, err = request(ctx, c, cmd, params)
@@ -283,6 +287,20 @@ func client(ctx context.Context, c Config, cmd string, args []string, out io.Wri
 		for _, r := range rows {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.ID, r.Tool, r.State, r.ClaimedBy)
 		}
+	case "deadletters":
+		var rows []runtime.DeadLetterView
+		if err := json.Unmarshal(raw, &rows); err != nil {
+			return err
+		}
+		if len(rows) == 0 {
+			fmt.Fprintln(tw, "no dead letters: thatch rejected no event")
+			return nil
+		}
+		fmt.Fprintln(tw, "SEQ\tAT\tSUBJECT\tREASON\tBODY")
+		for _, r := range rows {
+			body := strings.Join(strings.Fields(r.Body), " ")
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", r.StreamSeq, r.At.Local().Format(time.RFC3339), r.Subject, r.Reason, runtime.CutText(body, 60))
+		}
 	}
 	return stale
 }
@@ -355,10 +373,14 @@ func pages(ctx context.Context, nc *nats.Conn, c Config, method string, params m
 				SessionID string `json:"sessionID"`
 			}
 			_ = json.Unmarshal(row, &key)
-			if k := key.ID + "\x00" + key.SessionID; !seen[k] {
-				seen[k] = true
-				rows = append(rows, row)
+			// Pages of entries may repeat rows (their cursor restarts when its entry is
+			// completed): drop repeats by id. Rows without an id (dead letters) never repeat.
+			k := key.ID + "\x00" + key.SessionID
+			if k != "\x00" && seen[k] {
+				continue
 			}
+			seen[k] = true
+			rows = append(rows, row)
 		}
 		if upTo > 0 && len(rows) >= upTo {
 			rows = rows[:upTo]

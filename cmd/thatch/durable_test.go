@@ -1,12 +1,15 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/thatch-dev/thatch/journal"
-	"path/filepath"
+	"github.com/thatch-dev/thatch/runtime"
 )
 
 // Events published while thatch is down are applied when it comes back.
@@ -173,6 +176,24 @@ func TestMalformedInputIsRejectedAndConsumerGoesOn(t *testing.T) {
 	r.waitApplied(2)
 	if got := r.status().Rejected; got != int64(len(bad)) {
 		t.Fatalf("after restart rejected %d, want %d (redelivered?)", got, len(bad))
+	}
+
+	// thatch deadletters shows each, newest first, with its reason.
+	var out bytes.Buffer
+	must(t, client(r.ctx(), r.cfg, "deadletters", []string{"--json"}, &out))
+	var rows []runtime.DeadLetterView
+	if err := json.Unmarshal(out.Bytes(), &rows); err != nil || len(rows) != len(bad) {
+		t.Fatalf("thatch deadletters --json: %d rows (%v), want %d:\n%s", len(rows), err, len(bad), out.String())
+	}
+	for i, b := range bad {
+		if row := rows[len(rows)-1-i]; !strings.Contains(row.Reason, b.reason) || row.StreamSeq == 0 {
+			t.Errorf("thatch deadletters row for %s: %+v, want the reason %q and its stream sequence", b.name, row, b.reason)
+		}
+	}
+	out.Reset()
+	must(t, client(r.ctx(), r.cfg, "deadletters", nil, &out))
+	if lines := strings.Split(strings.TrimSpace(out.String()), "\n"); len(lines) != len(bad)+1 || !strings.HasPrefix(lines[0], "SEQ") {
+		t.Errorf("thatch deadletters printed %d lines, want a header and %d rows:\n%s", len(lines), len(bad), out.String())
 	}
 }
 

@@ -27,6 +27,7 @@ Usage:
   thatch sweep [--dry-run] [--host ID] [--json]
                                      one strand sweep now, printing its plan
   thatch costs [--days N] [--json]   what extraction cost, by UTC day and project (default: 30 days)
+  thatch deadletters [--json]        the events thatch rejected, newest first, and why
   thatch memories [--project P] [--search Q] [--kind K] [--limit N] [--json]
                                      the memories thatch keeps (show, forget, restore, export, import, hygiene, dismiss: see thatch memories --help)
   thatch install                     install the /thatch/compact and /thatch/exit commands and the plugin for opencode
@@ -142,7 +143,7 @@ func run(args []string) error {
 		return nil
 	case "env":
 		return env(c, os.Stdout, newLogger(os.Stderr, c.LogLevel, c.LogFormat))
-	case "status", "sessions", "entries", "sweep", "costs":
+	case "status", "sessions", "entries", "sweep", "costs", "deadletters":
 		return client(ctx, c, cmd, args, os.Stdout)
 	case "memories":
 		return memoriesCmd(ctx, c, args, os.Stdout)

@@ -90,6 +90,13 @@ func loadConfig() (Config, error) {
 			if pe.TypeName == "main.Switch" {
 				return c, fmt.Errorf("%s=%q: must be on or off", pe.KeyName, pe.Value)
 			}
+			switch pe.TypeName {
+			case "int", "int32", "int64":
+				if errors.Is(pe.Err, strconv.ErrRange) {
+					return c, fmt.Errorf("%s=%q: out of range", pe.KeyName, pe.Value)
+				}
+				return c, fmt.Errorf("%s=%q: must be a whole number, written in digits (e.g. 1000000)", pe.KeyName, pe.Value)
+			}
 			return c, fmt.Errorf("%s=%q: %v (expected %s)", pe.KeyName, pe.Value, unwrap(pe.Err), pe.TypeName)
 		}
 		return c, err

@@ -435,6 +435,8 @@ func TestExtractionConfig(t *testing.T) {
 		{"THATCH_EXTRACT_DAILY_TOKENS", "-5"},
 		{"THATCH_EXTRACT_DAILY_TOKENS", "0"}, // set is a limit: unset is no limit
 		{"THATCH_EXTRACT_DAILY_TOKENS", "lots"},
+		{"THATCH_EXTRACT_DAILY_TOKENS", "1e6"},
+		{"THATCH_BATCH_MAX", "99999999999999999999"},
 	} {
 		t.Run(tc.name+"="+tc.value, func(t *testing.T) {
 			t.Setenv(tc.name, tc.value)
@@ -442,7 +444,11 @@ func TestExtractionConfig(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tc.name+"=") || !strings.Contains(err.Error(), tc.value) {
 				t.Errorf("loadConfig with %s=%q: %v, want an error naming the variable and its value", tc.name, tc.value, err)
 			}
-			if tc.name == "THATCH_EXTRACT_DAILY_TOKENS" && tc.value != "lots" && !strings.Contains(fmt.Sprint(err), "unset it for no limit") {
+			if tc.value == "1e6" && !strings.Contains(fmt.Sprint(err), "whole number") ||
+				tc.name == "THATCH_BATCH_MAX" && !strings.Contains(fmt.Sprint(err), "out of range") {
+				t.Errorf("loadConfig with %s=%q: %v, want it to say what a number must look like", tc.name, tc.value, err)
+			}
+			if tc.name == "THATCH_EXTRACT_DAILY_TOKENS" && (tc.value == "-5" || tc.value == "0") && !strings.Contains(fmt.Sprint(err), "unset it for no limit") {
 				t.Errorf("loadConfig with %s=%q: %v, want it to say \"unset it for no limit\"", tc.name, tc.value, err)
 			}
 		})

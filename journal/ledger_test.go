@@ -296,8 +296,8 @@ func TestMigrationSizesOldEntries(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if err := s.DB().QueryRow(`SELECT max(version) FROM schema_migrations`).Scan(&version); err != nil || version != 6 {
-		t.Fatalf("migrated journal at version %d (%v), want 6", version, err)
+	if err := s.DB().QueryRow(`SELECT max(version) FROM schema_migrations`).Scan(&version); err != nil || version != 7 {
+		t.Fatalf("migrated journal at version %d (%v), want 7", version, err)
 	}
 	got, _, _, err := s.Load()
 	if err != nil {

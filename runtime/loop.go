@@ -77,6 +77,8 @@ type Loop struct {
 	StopGrace time.Duration
 	// OnCommit, when set, sees the event ids each committed batch applied (benchmarks).
 	OnCommit func(applied []Applied, at time.Time)
+	// CommitTook, when set, sees how long each successful journal commit took (metrics).
+	CommitTook func(time.Duration)
 	// WorkerIdle is how long a host's call worker waits for a call before it exits; the
 	// host's next call starts another. So a host that went quiet holds no goroutine.
 	WorkerIdle time.Duration
@@ -122,6 +124,11 @@ type Loop struct {
 	// the state or the loop's counts changed since.
 	snap      atomic.Pointer[Snapshot]
 	snapDirty bool
+	round     uint64 // the last snapshot's round
+	// table is the last directory copied for the operator's page (table.go); tableMu
+	// lets one reader at a time ask the loop for a new one.
+	table   atomic.Pointer[Table]
+	tableMu sync.Mutex
 }
 
 // waitingCall is a call in the waiting room: since when, and whether a nudge already
@@ -648,7 +655,11 @@ func (l *Loop) commit(ctx, wctx context.Context, build func(time.Time) (*Batch, 
 		l.changed()
 		b, err := build(l.Now())
 		if err == nil {
+			began := time.Now()
 			err = l.Journal.Commit(b)
+			if err == nil && l.CommitTook != nil {
+				l.CommitTook(time.Since(began))
+			}
 		}
 		if err == nil {
 			l.journalErr = ""

@@ -16,7 +16,17 @@ type Snapshot struct {
 	// At is when the loop published it.
 	At       time.Time
 	counters Counters
+	round    uint64 // counts the snapshots the loop published
+	waiting  map[string]int
 }
+
+// WaitingByHost counts, per host, the host calls waiting in the outbox for the host's next
+// hello; hosts without any are absent. The map is shared: only read it.
+func (s *Snapshot) WaitingByHost() map[string]int { return s.waiting }
+
+// Round tells snapshots apart: a newer snapshot has a larger round. A reader that saw
+// round r knows the state changed when a snapshot shows another.
+func (s *Snapshot) Round() uint64 { return s.round }
 
 // BudgetReached reports whether a daily token budget (0: none) stopped new extractions
 // at now, by the snapshot's spending: asked at now, a snapshot of yesterday says no.
@@ -36,7 +46,17 @@ func (l *Loop) changed() { l.snapDirty = true }
 func (l *Loop) publish() {
 	st := Summary(l.state, l.pos)
 	st.OutstandingCalls, st.WaitingCalls, st.JournalError = l.outstanding, l.nWaiting, l.journalErr
-	l.snap.Store(&Snapshot{Status: st, At: l.Now(), counters: l.state.Counters})
+	l.round++
+	snap := &Snapshot{Status: st, At: l.Now(), counters: l.state.Counters, round: l.round}
+	if l.nWaiting > 0 { // a map per publish only while calls wait
+		snap.waiting = make(map[string]int, len(l.waiting))
+		for h, calls := range l.waiting {
+			if len(calls) > 0 {
+				snap.waiting[h] = len(calls)
+			}
+		}
+	}
+	l.snap.Store(snap)
 	l.snapDirty = false
 }
 

@@ -49,6 +49,9 @@ type Server struct {
 	// than the row before (0: from the newest); nil answers the deadletters method with
 	// NotImplementedError.
 	DeadLetters func(before int64, limit int) ([]runtime.DeadLetterView, error)
+	// ToolTook, when set, sees each tool call's name, how long its answer took and the
+	// error's name ("" for a result): the operator's metrics.
+	ToolTook func(tool string, took time.Duration, errName string)
 
 	wg    sync.WaitGroup
 	subs  []*nats.Subscription
@@ -364,8 +367,18 @@ func badRequest(format string) *runtime.HostError {
 	return &runtime.HostError{Name: "BadRequestError", Message: format}
 }
 
-func (s *Server) tool(ctx context.Context, m *nats.Msg) (any, *runtime.HostError) {
+func (s *Server) tool(ctx context.Context, m *nats.Msg) (res any, herr *runtime.HostError) {
 	name := strings.TrimPrefix(m.Subject, s.Prefix+".tool.")
+	if s.ToolTook != nil {
+		began := time.Now()
+		defer func() {
+			errName := ""
+			if herr != nil {
+				errName = herr.Name
+			}
+			s.ToolTook(name, time.Since(began), errName)
+		}()
+	}
 	var req struct {
 		SessionID string          `json:"sessionID"`
 		CallID    string          `json:"callID"`
@@ -398,7 +411,17 @@ func (s *Server) tool(ctx context.Context, m *nats.Msg) (any, *runtime.HostError
 // held when its call arrived. Without it (a broker hiccup) the call is answered against
 // what is applied.
 func (s *Server) streamSeq(ctx context.Context) uint64 {
-	minSeq, err := s.probe.lastSeq(func() (uint64, error) {
+	minSeq, err := s.StreamLastSeq(ctx)
+	if err != nil {
+		s.Log.Warn("could not read the stream position; answering against the events applied so far", "err", err)
+	}
+	return minSeq
+}
+
+// StreamLastSeq reads the stream's last sequence, sharing the read with concurrent
+// callers (probe).
+func (s *Server) StreamLastSeq(ctx context.Context) (uint64, error) {
+	return s.probe.lastSeq(func() (uint64, error) {
 		ictx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
 		st, err := s.JS.Stream(ictx, s.Stream)
@@ -411,10 +434,6 @@ func (s *Server) streamSeq(ctx context.Context) uint64 {
 		}
 		return info.State.LastSeq, nil
 	})
-	if err != nil {
-		s.Log.Warn("could not read the stream position; answering against the events applied so far", "err", err)
-	}
-	return minSeq
 }
 
 // apiParams are the parameters of the API methods that are not the memory store's.

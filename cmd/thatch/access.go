@@ -32,6 +32,13 @@ func (c Config) checkAccess() error {
 		return fmt.Errorf("THATCH_NATS_TOKEN: the embedded broker's token must be at least %d characters without spaces; "+
 			"unset it to use the one thatch keeps in THATCH_DATA_DIR/%s", natsbus.MinTokenLen, natsbus.TokenFile)
 	}
+	if (c.HTTPTLSCert == "") != (c.HTTPTLSKey == "") {
+		return fmt.Errorf("THATCH_HTTP_TLS_CERT and THATCH_HTTP_TLS_KEY go together: set both (the endpoint's certificate and its key), or neither")
+	}
+	if c.HTTPOn() && !isLoopback(c.HTTPListen) && c.HTTPTLSCert == "" {
+		return fmt.Errorf("THATCH_HTTP_LISTEN=%q is not a loopback address: set THATCH_HTTP_TLS_CERT and THATCH_HTTP_TLS_KEY so the endpoint serves HTTPS "+
+			"(the web page's token and cookie sent in clear over a network protect nothing), listen on 127.0.0.1, or set it to off", c.HTTPListen)
+	}
 	if !isLoopback(c.ShimListen) {
 		return fmt.Errorf("THATCH_SHIM_LISTEN=%q is not a loopback address: the plugin shim serves plain HTTP and opencode reaches it on this machine, "+
 			"so keep it on loopback (e.g. 127.0.0.1:4223)", c.ShimListen)

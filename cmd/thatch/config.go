@@ -53,6 +53,9 @@ type Config struct {
 	LogFormat            string `envconfig:"LOG_FORMAT" default:"auto" desc:"auto (text on a terminal, JSON otherwise), text or json"`
 	OpencodeURL          string `envconfig:"OPENCODE_URL" desc:"a running opencode serve to bridge (thatch serve and thatch bridge)"`
 	ShimListen           string `envconfig:"SHIM_LISTEN" default:"127.0.0.1:4223" desc:"where the bridge serves the opencode plugin shim (loopback)"`
+	HTTPListen           string `envconfig:"HTTP_LISTEN" default:"127.0.0.1:4224" desc:"the operator's endpoint: /healthz, /readyz, /metrics and the web page (thatch ui); off disables it"`
+	HTTPTLSCert          string `envconfig:"HTTP_TLS_CERT" desc:"PEM certificate the operator's endpoint serves HTTPS with (needed beyond loopback)"`
+	HTTPTLSKey           string `envconfig:"HTTP_TLS_KEY" desc:"PEM private key of THATCH_HTTP_TLS_CERT"`
 	// OpencodePassword is THATCH_OPENCODE_SERVER_PASSWORD, else opencode's own
 	// OPENCODE_SERVER_PASSWORD (envconfig reads the unprefixed name when the prefixed one is unset).
 	OpencodePassword string `envconfig:"OPENCODE_SERVER_PASSWORD" desc:"the opencode server's password (HTTP basic auth)"`
@@ -148,7 +151,11 @@ func loadConfig() (Config, error) {
 			return c, fmt.Errorf("THATCH_OPENCODE_URL=%q: must be the server's http://host:port", c.OpencodeURL)
 		}
 	}
-	for name, addr := range map[string]string{"THATCH_NATS_LISTEN": c.NATSListen, "THATCH_SHIM_LISTEN": c.ShimListen} {
+	listens := map[string]string{"THATCH_NATS_LISTEN": c.NATSListen, "THATCH_SHIM_LISTEN": c.ShimListen}
+	if c.HTTPOn() {
+		listens["THATCH_HTTP_LISTEN"] = c.HTTPListen
+	}
+	for name, addr := range listens {
 		if err := checkListen(name, addr); err != nil {
 			return c, err
 		}
@@ -225,6 +232,15 @@ func (c Config) rules() runtime.Rules {
 		ExtractModel:  c.ExtractModel,
 		DailyTokens:   c.ExtractDailyTokens,
 	}
+}
+
+// HTTPOn says whether the operator's endpoint runs (THATCH_HTTP_LISTEN is not off).
+func (c Config) HTTPOn() bool {
+	switch strings.ToLower(strings.TrimSpace(c.HTTPListen)) {
+	case "off", "":
+		return false
+	}
+	return true
 }
 
 func (c Config) hostTimeout() time.Duration { return time.Duration(c.HostTimeoutMS) * time.Millisecond }

@@ -30,6 +30,7 @@ Usage:
   thatch deadletters [--json]        the events thatch rejected, newest first, and why
   thatch memories [--project P] [--search Q] [--kind K] [--limit N] [--json]
                                      the memories thatch keeps (show, forget, restore, export, import, hygiene, dismiss: see thatch memories --help)
+  thatch ui [--no-open]              print the web page's link (and open it): sessions, memories, dead letters, sweep
   thatch install                     install the /thatch/compact and /thatch/exit commands and the plugin for opencode
   thatch env                         what a host needs to connect: the broker URL with its token, the prefixes
   thatch bench [--quick] [--out FILE] measure thatch against the bare pipeline (see the README)
@@ -147,6 +148,8 @@ func run(args []string) error {
 		return client(ctx, c, cmd, args, os.Stdout)
 	case "memories":
 		return memoriesCmd(ctx, c, args, os.Stdout)
+	case "ui":
+		return ui(ctx, c, args, os.Stdout)
 	}
 	fmt.Fprint(os.Stderr, usage)
 	return fmt.Errorf("unknown command %q", cmd)

@@ -27,6 +27,9 @@ func TestMain(m *testing.M) {
 			os.Unsetenv(k)
 		}
 	}
+	// The operator's endpoint is off unless a test turns it on at an address of its own:
+	// the daemons the tests start at once would all want 127.0.0.1:4224.
+	os.Setenv("THATCH_HTTP_LISTEN", "off")
 	// Every goroutine serve and the test brokers start must be gone when the tests end.
 	goleak.VerifyTestMain(m)
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -20,6 +21,7 @@ import (
 	"github.com/thatch-dev/thatch/adapters/host"
 	"github.com/thatch-dev/thatch/adapters/natsbus"
 	"github.com/thatch-dev/thatch/adapters/opencode"
+	"github.com/thatch-dev/thatch/adapters/web"
 	"github.com/thatch-dev/thatch/journal"
 	"github.com/thatch-dev/thatch/journal/memory"
 	"github.com/thatch-dev/thatch/runtime"
@@ -119,9 +121,19 @@ func serveWith(ctx context.Context, c Config, log *slog.Logger, tune func(*runti
 		return fmt.Errorf("jetstream: %w", err)
 	}
 
-	caller := &host.Client{NC: nc, Prefix: c.SubjectPrefix, Timeout: c.hostTimeout(), Log: log.With("component", "host")}
+	// The operator's metrics (§8) count every host call and time every commit and tool
+	// call, whether or not the endpoint serves them: counting costs next to nothing.
+	var srv *natsbus.Server // set below; the metrics read status through it
+	metrics := web.NewMetrics(web.Source{
+		Status:        func(ctx context.Context) (runtime.StatusView, error) { return srv.Status(ctx) },
+		Snapshot:      func() *runtime.Snapshot { return srv.Loop.Snapshot() },
+		StreamLastSeq: func(ctx context.Context) (uint64, error) { return srv.StreamLastSeq(ctx) },
+		Memories:      memStore, Log: log.With("component", "metrics"),
+	})
+	caller := metrics.Caller(&host.Client{NC: nc, Prefix: c.SubjectPrefix, Timeout: c.hostTimeout(), Log: log.With("component", "host")})
 	loop := runtime.NewLoop(store, natsbus.Injecting{Caller: caller, Memories: memories, Log: log.With("component", "memory")}, log.With("component", "runtime"))
 	loop.Rules, loop.Prefix, loop.MaxBatch, loop.WaitApplied = c.rules(), c.SubjectPrefix, c.BatchMax, c.hostTimeout()
+	loop.CommitTook = metrics.CommitTook
 	if tune != nil {
 		tune(loop)
 	}
@@ -139,7 +151,7 @@ func serveWith(ctx context.Context, c Config, log *slog.Logger, tune func(*runti
 		ocBridge = newBridge(c, nc, js, log)
 		redactions = append(redactions, &ocBridge.Redacted)
 	}
-	srv := &natsbus.Server{Redactions: redactions, NC: nc, JS: js, Stream: c.Stream, Prefix: c.APIPrefix, Loop: loop, Consumer: consumer,
+	srv = &natsbus.Server{ToolTook: metrics.ToolTook, Redactions: redactions, NC: nc, JS: js, Stream: c.Stream, Prefix: c.APIPrefix, Loop: loop, Consumer: consumer,
 		Log: log.With("component", "api"), Sweep: sweepAPI(sweeper), Memories: memories, Costs: store.Costs, Extract: c.rules(),
 		DeadLetters: store.DeadLetterPage}
 	if watch != nil {
@@ -157,6 +169,19 @@ func serveWith(ctx context.Context, c Config, log *slog.Logger, tune func(*runti
 			return err
 		}
 		defer ocBridge.Close() // Run closes it too; Close is idempotent
+	}
+
+	// The operator's endpoint: a taken address fails the start here, naming its variable.
+	var page *web.Server
+	var pageLn net.Listener
+	if c.HTTPOn() {
+		if pageLn, err = web.Listen(c.HTTPListen, c.HTTPTLSCert, c.HTTPTLSKey); err != nil {
+			return err
+		}
+		defer pageLn.Close()
+		page = &web.Server{Listen: c.HTTPListen, Token: fileToken, TLSCert: c.HTTPTLSCert, TLSKey: c.HTTPTLSKey,
+			Loop: loop, Status: srv.Status, Journal: store, Memories: memStore, Sweep: sweeper.Sweep, Metrics: metrics,
+			Log: log.With("component", "web")}
 	}
 
 	// One owner of the parts (rule 12): the first part to end stops the others, in the
@@ -196,6 +221,11 @@ func serveWith(ctx context.Context, c Config, log *slog.Logger, tune func(*runti
 			<-done
 		})
 	}
+	if page != nil {
+		add("operator endpoint (THATCH_HTTP_LISTEN)", func(ctx context.Context) error { return page.Run(ctx, pageLn) })
+		log.Info("operator endpoint listening: /healthz, /readyz, /metrics; thatch ui prints the web page's link",
+			"url", pageURL(pageLn.Addr().String(), c.HTTPTLSCert != ""))
+	}
 	add("sweeper", sweeper.Run)
 	if watch != nil {
 		add("broker watch", watch.Run)
@@ -203,6 +233,9 @@ func serveWith(ctx context.Context, c Config, log *slog.Logger, tune func(*runti
 	var broker statusFile // where the CLI finds the embedded broker; never its token
 	if ns != nil {
 		broker.BrokerURL, broker.BrokerCert = ns.ClientURL(), c.NATSTLSCert
+	}
+	if page != nil {
+		broker.PageURL = pageURL(pageLn.Addr().String(), c.HTTPTLSCert != "")
 	}
 	add("status file", func(ctx context.Context) error { return writeStatusFile(ctx, srv, c.DataDir, broker, log) })
 	add("thatch API", func(ctx context.Context) error {
@@ -323,6 +356,9 @@ type statusFile struct {
 	// BrokerCert is the certificate file the embedded broker serves TLS with, so the CLI
 	// trusts it without THATCH_NATS_TLS_CERT of its own. The broker's token is never here.
 	BrokerCert string `json:"brokerCert,omitempty"`
+	// PageURL is the operator endpoint's address (without the token), so thatch ui finds a
+	// daemon started with another THATCH_HTTP_LISTEN.
+	PageURL string `json:"pageURL,omitempty"`
 }
 
 // markStopped records a clean stop in the status file.
@@ -362,7 +398,7 @@ func writeStatusFile(ctx context.Context, srv *natsbus.Server, dir string, broke
 		if err != nil {
 			continue // the loop is stopping
 		}
-		data, _ := json.Marshal(statusFile{At: time.Now().UTC(), Status: st, BrokerURL: broker.BrokerURL, BrokerCert: broker.BrokerCert})
+		data, _ := json.Marshal(statusFile{At: time.Now().UTC(), Status: st, BrokerURL: broker.BrokerURL, BrokerCert: broker.BrokerCert, PageURL: broker.PageURL})
 		tmp := path + ".tmp"
 		err = os.WriteFile(tmp, data, 0o600)
 		if err == nil {

@@ -254,6 +254,10 @@ func (s *Store) checkpoints() {
 	}
 }
 
+// Writes counts the store's committed write transactions since it was opened: a reader
+// that saw another count knows the memories may have changed.
+func (s *Store) Writes() int64 { return s.writes.Load() }
+
 // Path is the store's file.
 func (s *Store) Path() string { return s.path }
 
@@ -771,6 +775,25 @@ func (s *Store) Count(ctx context.Context) (live int, err error) {
 		return 0, fmt.Errorf("count memories: %w", err)
 	}
 	return live, nil
+}
+
+// Kinds counts the live memories by kind.
+func (s *Store) Kinds(ctx context.Context) (map[string]int, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT kind, count(*) FROM memories WHERE forgotten_at = 0 GROUP BY kind`)
+	if err != nil {
+		return nil, fmt.Errorf("count memories by kind: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]int{}
+	for rows.Next() {
+		var kind string
+		var n int
+		if err := rows.Scan(&kind, &n); err != nil {
+			return nil, fmt.Errorf("count memories by kind: %w", err)
+		}
+		out[kind] = n
+	}
+	return out, rows.Err()
 }
 
 // Prune drops the callID memo and the frozen session texts older than before. Memories and

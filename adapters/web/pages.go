@@ -1,0 +1,581 @@
+package web
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"log"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/thatch-dev/thatch/journal/memory"
+	"github.com/thatch-dev/thatch/runtime"
+)
+
+// The pages' sizes: a person reads a page, never ten thousand rows.
+const (
+	topPerPage      = 100 // top-level sessions of the sessions page, with their children
+	entriesPerPage  = 500 // a session's entries
+	memoriesPerPage = 50
+	deadPerPage     = 50
+	signalsShown    = 50
+	tableAge        = time.Second // how old a directory the pages may show
+)
+
+func slogLogger(l *slog.Logger) *log.Logger { return slog.NewLogLogger(l.Handler(), slog.LevelWarn) }
+
+// parse reads the embedded templates: one set per page, each the layout plus the page.
+func (s *Server) parse() error {
+	funcs := template.FuncMap{
+		"ago":   ago,
+		"short": short,
+		"csrf":  func() string { return s.key("csrf") },
+		"join":  strings.Join,
+		"query": func(base string, kv ...string) string {
+			q := url.Values{}
+			for i := 0; i+1 < len(kv); i += 2 {
+				if kv[i+1] != "" {
+					q.Set(kv[i], kv[i+1])
+				}
+			}
+			if len(q) == 0 {
+				return base
+			}
+			return base + "?" + q.Encode()
+		},
+		"kinds": func() []string { return memory.Kinds },
+		"usd":   func(v float64) string { return fmt.Sprintf("$%.4f", v) },
+		"add1":  func(n int) int { return n + 1 },
+		"sub1":  func(n int) int { return n - 1 },
+		"pairSide": func(keep, drop memory.Memory) map[string]memory.Memory {
+			return map[string]memory.Memory{"Keep": keep, "Drop": drop}
+		},
+	}
+	layout, err := template.New("layout").Funcs(funcs).ParseFS(files, "templates/layout.html")
+	if err != nil {
+		return err
+	}
+	names, err := fs.Glob(files, "templates/*.html")
+	if err != nil {
+		return err
+	}
+	s.pages = map[string]*template.Template{}
+	for _, n := range names {
+		name := strings.TrimSuffix(path.Base(n), ".html")
+		if name == "layout" {
+			continue
+		}
+		t, err := template.Must(layout.Clone()).ParseFS(files, n)
+		if err != nil {
+			return err
+		}
+		s.pages[name] = t
+	}
+	return nil
+}
+
+// render writes page with data: the whole document, or only its main part when the
+// page's own script asks for an update (X-Partial).
+func (s *Server) render(w http.ResponseWriter, r *http.Request, page string, data map[string]any) error {
+	data["Page"] = page
+	if s.Memories == nil {
+		data["NoMemories"] = true
+	}
+	var buf bytes.Buffer
+	name := "layout"
+	if r.Header.Get("X-Partial") == "1" {
+		name = "main"
+	}
+	if err := s.pages[page].ExecuteTemplate(&buf, name, data); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	_, err := w.Write(buf.Bytes())
+	return err
+}
+
+func (s *Server) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
+}
+
+// overview is the first page: status and hosts.
+func (s *Server) overview(w http.ResponseWriter, r *http.Request) error {
+	st, err := s.Status(r.Context())
+	if err != nil {
+		return httpError{http.StatusServiceUnavailable, "thatch is not ready: " + err.Error()}
+	}
+	t, err := s.Loop.Table(r.Context(), tableAge)
+	if err != nil {
+		return err
+	}
+	return s.render(w, r, "overview", map[string]any{"Title": "Overview", "Status": st, "Hosts": t.Hosts, "At": t.At})
+}
+
+// Node is a session in the sessions tree, with its children.
+type Node struct {
+	runtime.SessionRow
+	Children []*Node
+	Depth    int
+}
+
+// Tree is one page of the sessions tree: top-level sessions, newest activity first, each
+// with its descendants; Orphans are live sessions whose parent thatch does not track.
+type Tree struct {
+	Roots          []*Node
+	Total, Matched int // live sessions; top-level sessions that pass the filter
+	Page, Pages    int
+	Host, Query    string
+	Busy, Pending  int
+}
+
+// BuildTree makes page (from 1) of the sessions tree of t: the top-level sessions of host
+// (all when "") whose id, title or folder holds q, most recently active first.
+func BuildTree(t *runtime.Table, host, q string, page int) Tree {
+	tr := Tree{Total: len(t.Sessions), Host: host, Query: q}
+	children := map[string][]*runtime.SessionRow{}
+	var tops []*runtime.SessionRow
+	q = strings.ToLower(q)
+	for i := range t.Sessions {
+		row := &t.Sessions[i]
+		if row.Status == runtime.StatusBusy {
+			tr.Busy++
+		}
+		tr.Pending += row.Pending
+		if row.ParentID != "" {
+			children[row.ParentID] = append(children[row.ParentID], row)
+			continue
+		}
+		if host != "" && row.HostID != host {
+			continue
+		}
+		if q != "" && !strings.Contains(strings.ToLower(row.SessionID), q) && !strings.Contains(strings.ToLower(row.Title), q) &&
+			!strings.Contains(strings.ToLower(row.Directory), q) {
+			continue
+		}
+		tops = append(tops, row)
+	}
+	tr.Matched = len(tops)
+	tr.Pages = max(1, (len(tops)+topPerPage-1)/topPerPage)
+	tr.Page = min(max(page, 1), tr.Pages)
+	slices.SortFunc(tops, func(a, b *runtime.SessionRow) int {
+		return cmp.Or(b.Touched.Compare(a.Touched), strings.Compare(a.SessionID, b.SessionID))
+	})
+	from := (tr.Page - 1) * topPerPage
+	tops = tops[from:min(len(tops), from+topPerPage)]
+	var grow func(row *runtime.SessionRow, depth int) *Node
+	grow = func(row *runtime.SessionRow, depth int) *Node {
+		n := &Node{SessionRow: *row, Depth: depth}
+		if depth < 8 { // hosts nest tasks a few levels at most
+			for _, c := range children[row.SessionID] {
+				n.Children = append(n.Children, grow(c, depth+1))
+			}
+		}
+		return n
+	}
+	for _, row := range tops {
+		tr.Roots = append(tr.Roots, grow(row, 0))
+	}
+	return tr
+}
+
+func (s *Server) sessions(w http.ResponseWriter, r *http.Request) error {
+	t, err := s.Loop.Table(r.Context(), tableAge)
+	if err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	page, _ := strconv.Atoi(q.Get("page"))
+	tr := BuildTree(t, q.Get("host"), q.Get("q"), page)
+	return s.render(w, r, "sessions", map[string]any{"Title": "Sessions", "Tree": tr, "Hosts": t.Hosts, "At": t.At})
+}
+
+// session shows one session: its row in the directory when live, and what the journal
+// holds of it (entries, claims, extractions).
+func (s *Server) session(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	t, err := s.Loop.Table(r.Context(), tableAge)
+	if err != nil {
+		return err
+	}
+	var live *runtime.SessionRow
+	var kids []runtime.SessionRow
+	for i := range t.Sessions {
+		switch {
+		case t.Sessions[i].SessionID == id:
+			live = &t.Sessions[i]
+		case t.Sessions[i].ParentID == id:
+			kids = append(kids, t.Sessions[i])
+		}
+	}
+	d, err := s.Journal.SessionDetail(id, entriesPerPage)
+	if err != nil && live == nil {
+		return err
+	}
+	type claim struct {
+		Child    string
+		Entries  int
+		At       time.Time
+		Running  bool
+		Finished bool
+	}
+	var claims []claim
+	pending := 0
+	for _, e := range d.Entries {
+		if e.ClaimedBy == "" {
+			pending++
+			continue
+		}
+		if i := slices.IndexFunc(claims, func(c claim) bool { return c.Child == e.ClaimedBy }); i >= 0 {
+			claims[i].Entries++
+			continue
+		}
+		claims = append(claims, claim{Child: e.ClaimedBy, Entries: 1, At: e.ClaimedAt, Running: d.Session.Child == e.ClaimedBy})
+	}
+	return s.render(w, r, "session", map[string]any{"Title": "Session " + short(id), "ID": id, "Live": live, "Detail": d,
+		"Children": kids, "Claims": claims, "Pending": pending, "At": t.At})
+}
+
+// memories lists or searches the memories.
+func (s *Server) memories(w http.ResponseWriter, r *http.Request) error {
+	if s.Memories == nil {
+		return httpError{http.StatusNotFound, "This thatch keeps no memories."}
+	}
+	ctx := r.Context()
+	q := r.URL.Query()
+	project, kind, search, after := q.Get("project"), q.Get("kind"), strings.TrimSpace(q.Get("q")), q.Get("after")
+	if kind != "" && !slices.Contains(memory.Kinds, kind) {
+		return httpError{http.StatusBadRequest, fmt.Sprintf("kind %q is not one of %s", kind, strings.Join(memory.Kinds, ", "))}
+	}
+	var keys []string
+	if project != "" {
+		var err error
+		if keys, err = s.Memories.Resolve(ctx, project); err != nil {
+			return err
+		}
+		if len(keys) == 0 {
+			keys = []string{project}
+		}
+	}
+	ms, err := s.Memories.List(ctx, memory.ListQuery{Projects: keys, Query: search, Kind: kind, Limit: memoriesPerPage, After: after})
+	if err != nil {
+		return err
+	}
+	projects, err := s.Memories.Projects(ctx, "")
+	if err != nil {
+		return err
+	}
+	next := ""
+	if search == "" && len(ms) == memoriesPerPage {
+		next = ms[len(ms)-1].ID
+	}
+	data := map[string]any{"Title": "Memories", "Memories": ms, "Projects": projects, "Project": project, "Kind": kind,
+		"Query": search, "Next": next, "After": after}
+	if id := q.Get("forgot"); id != "" { // the undo bar of a forget just done
+		if m, _, err := s.Memories.Get(ctx, id); err == nil && m.ForgottenAt != nil {
+			data["Forgot"] = m
+		}
+	}
+	return s.render(w, r, "memories", data)
+}
+
+// memory shows one memory, its form and its audit trail.
+func (s *Server) memory(w http.ResponseWriter, r *http.Request) error {
+	if s.Memories == nil {
+		return httpError{http.StatusNotFound, "This thatch keeps no memories."}
+	}
+	m, audit, err := s.Memories.Get(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	return s.render(w, r, "memory", map[string]any{"Title": "Memory " + m.ID, "M": m, "Audit": audit,
+		"Tags": strings.Join(m.Tags, ", "), "Saved": r.URL.Query().Get("saved") != ""})
+}
+
+// back is where a form returns: its "back" field when it is a path of this endpoint.
+func back(r *http.Request, def string) string {
+	if b := r.PostFormValue("back"); strings.HasPrefix(b, "/") && !strings.HasPrefix(b, "//") && !strings.Contains(b, "\\") {
+		return b
+	}
+	return def
+}
+
+func (s *Server) editMemory(w http.ResponseWriter, r *http.Request) error {
+	if s.Memories == nil {
+		return httpError{http.StatusNotFound, "This thatch keeps no memories."}
+	}
+	id := r.PathValue("id")
+	m, _, err := s.Memories.Get(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	var a memory.UpdateArgs
+	if v := r.PostFormValue("content"); v != m.Content && strings.TrimSpace(v) != "" {
+		a.Content = &v
+	}
+	if v := r.PostFormValue("kind"); v != "" && v != m.Kind {
+		a.Kind = &v
+	}
+	tags := splitTags(r.PostFormValue("tags"))
+	if !slices.Equal(tags, m.Tags) {
+		a.Tags = &tags
+	}
+	if a.Content != nil || a.Kind != nil || a.Tags != nil {
+		if _, err := s.Memories.Update(r.Context(), memory.Caller{}, id, a, s.now()); err != nil {
+			return err
+		}
+	}
+	http.Redirect(w, r, "/memories/"+url.PathEscape(id)+"?saved=1", http.StatusSeeOther)
+	return nil
+}
+
+func splitTags(v string) []string {
+	tags := []string{}
+	for t := range strings.SplitSeq(v, ",") {
+		if t = strings.TrimSpace(t); t != "" && !slices.Contains(tags, t) {
+			tags = append(tags, t)
+		}
+	}
+	return tags
+}
+
+func (s *Server) forgetMemory(w http.ResponseWriter, r *http.Request) error {
+	if s.Memories == nil {
+		return httpError{http.StatusNotFound, "This thatch keeps no memories."}
+	}
+	id := r.PathValue("id")
+	reason := cmp.Or(strings.TrimSpace(r.PostFormValue("reason")), "forgotten on thatch's page")
+	if _, err := s.Memories.Forget(r.Context(), memory.Caller{}, id, reason, s.now()); err != nil {
+		return err
+	}
+	to, _ := url.Parse(back(r, "/memories"))
+	q := to.Query()
+	q.Set("forgot", id)
+	to.RawQuery = q.Encode()
+	http.Redirect(w, r, to.String(), http.StatusSeeOther)
+	return nil
+}
+
+func (s *Server) restoreMemory(w http.ResponseWriter, r *http.Request) error {
+	if s.Memories == nil {
+		return httpError{http.StatusNotFound, "This thatch keeps no memories."}
+	}
+	id := r.PathValue("id")
+	if _, err := s.Memories.Restore(r.Context(), memory.Caller{}, id, s.now()); err != nil {
+		return err
+	}
+	to, _ := url.Parse(back(r, "/memories/"+url.PathEscape(id)))
+	q := to.Query()
+	q.Del("forgot")
+	to.RawQuery = q.Encode()
+	http.Redirect(w, r, to.String(), http.StatusSeeOther)
+	return nil
+}
+
+// hygiene shows the open signals: duplicate pairs side by side, stale memories and those
+// of deleted branches.
+func (s *Server) hygiene(w http.ResponseWriter, r *http.Request) error {
+	if s.Memories == nil {
+		return httpError{http.StatusNotFound, "This thatch keeps no memories."}
+	}
+	sigs, err := s.Memories.Signals(r.Context(), nil, signalsShown, s.now())
+	if err != nil {
+		return err
+	}
+	var pairs, single []memory.Signal
+	for _, sg := range sigs {
+		if sg.Kind == memory.SignalDuplicate && len(sg.Memories) == 2 {
+			pairs = append(pairs, sg)
+		} else if len(sg.Memories) > 0 {
+			single = append(single, sg)
+		}
+	}
+	return s.render(w, r, "hygiene", map[string]any{"Title": "Hygiene", "Pairs": pairs, "Single": single})
+}
+
+// merge keeps one memory of a duplicate pair, with the text the person settled on, and
+// forgets the other, saying which it was merged into.
+func (s *Server) merge(w http.ResponseWriter, r *http.Request) error {
+	if s.Memories == nil {
+		return httpError{http.StatusNotFound, "This thatch keeps no memories."}
+	}
+	ctx, keep, drop := r.Context(), r.PostFormValue("keep"), r.PostFormValue("drop")
+	if keep == "" || drop == "" || keep == drop {
+		return httpError{http.StatusBadRequest, "A merge needs two different memories: keep and drop."}
+	}
+	m, _, err := s.Memories.Get(ctx, keep)
+	if err != nil {
+		return err
+	}
+	if _, _, err := s.Memories.Get(ctx, drop); err != nil {
+		return err
+	}
+	// Forget first: the kept text may become the dropped one's, and two live memories of
+	// a project never say the same.
+	if _, err := s.Memories.Forget(ctx, memory.Caller{}, drop, "merged into "+keep+" on thatch's page", s.now()); err != nil {
+		return err
+	}
+	if v := r.PostFormValue("content"); strings.TrimSpace(v) != "" && v != m.Content {
+		if _, err := s.Memories.Update(ctx, memory.Caller{}, keep, memory.UpdateArgs{Content: &v}, s.now()); err != nil {
+			return err
+		}
+	}
+	http.Redirect(w, r, "/hygiene", http.StatusSeeOther)
+	return nil
+}
+
+func (s *Server) dismiss(w http.ResponseWriter, r *http.Request) error {
+	if s.Memories == nil {
+		return httpError{http.StatusNotFound, "This thatch keeps no memories."}
+	}
+	if err := s.Memories.Dismiss(r.Context(), memory.Caller{}, r.PostFormValue("a"), r.PostFormValue("b"), s.now()); err != nil {
+		return err
+	}
+	http.Redirect(w, r, "/hygiene", http.StatusSeeOther)
+	return nil
+}
+
+// projectWide makes a deleted branch's memory hold for the whole project.
+func (s *Server) projectWide(w http.ResponseWriter, r *http.Request) error {
+	if s.Memories == nil {
+		return httpError{http.StatusNotFound, "This thatch keeps no memories."}
+	}
+	if _, err := s.Memories.Update(r.Context(), memory.Caller{}, r.PostFormValue("id"), memory.UpdateArgs{ProjectWide: true}, s.now()); err != nil {
+		return err
+	}
+	http.Redirect(w, r, "/hygiene", http.StatusSeeOther)
+	return nil
+}
+
+func (s *Server) deadLetters(w http.ResponseWriter, r *http.Request) error {
+	var before int64
+	if v := r.URL.Query().Get("before"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 1 {
+			return httpError{http.StatusBadRequest, "before=" + strconv.Quote(v) + " is not a page of dead letters"}
+		}
+		before = n
+	}
+	rows, err := s.Journal.DeadLetterPage(before, deadPerPage+1)
+	if err != nil {
+		return err
+	}
+	next := int64(0)
+	if len(rows) > deadPerPage {
+		rows = rows[:deadPerPage]
+		next = rows[len(rows)-1].ID
+	}
+	return s.render(w, r, "deadletters", map[string]any{"Title": "Dead letters", "Rows": rows, "Next": next, "First": before == 0})
+}
+
+// sweepPlan shows the strand sweep's plan: a dry run, which touches nothing.
+func (s *Server) sweepPlan(w http.ResponseWriter, r *http.Request) error {
+	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
+	defer cancel()
+	host := r.URL.Query().Get("host")
+	res, err := s.Sweep(ctx, host, true)
+	data := map[string]any{"Title": "Sweep", "Actions": res.Actions, "Host": host, "DryRun": true}
+	if err != nil {
+		data["Error"] = err.Error()
+	}
+	return s.render(w, r, "sweep", data)
+}
+
+// sweepRun runs one strand sweep and shows what it did.
+func (s *Server) sweepRun(w http.ResponseWriter, r *http.Request) error {
+	ctx, cancel := context.WithTimeout(r.Context(), 60*time.Second)
+	defer cancel()
+	host := r.PostFormValue("host")
+	res, err := s.Sweep(ctx, host, false)
+	data := map[string]any{"Title": "Sweep", "Actions": res.Actions, "Host": host, "Ran": true}
+	if err != nil {
+		data["Error"] = err.Error()
+	}
+	return s.render(w, r, "sweep", data)
+}
+
+// live streams a "change" event (server-sent events) whenever the loop publishes a new
+// snapshot or the memory store commits a write: the page's script then fetches its main
+// part again. It looks twice a second and holds nothing of the loop.
+func (s *Server) live(w http.ResponseWriter, r *http.Request) error {
+	rc := http.NewResponseController(w)
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.WriteHeader(http.StatusOK)
+	version := func() string {
+		v := ""
+		if snap := s.Loop.Snapshot(); snap != nil {
+			v = strconv.FormatUint(snap.Round(), 10)
+		}
+		if s.Memories != nil {
+			v += "." + strconv.FormatInt(s.Memories.Writes(), 10)
+		}
+		return v
+	}
+	last := version()
+	fmt.Fprintf(w, "retry: 2000\nevent: hello\ndata: %s\n\n", last)
+	if err := rc.Flush(); err != nil {
+		return nil
+	}
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	idle := 0
+	for {
+		select {
+		case <-r.Context().Done():
+			return nil
+		case <-tick.C:
+		}
+		v := version()
+		idle++
+		switch {
+		case v != last:
+			last, idle = v, 0
+			fmt.Fprintf(w, "event: change\ndata: %s\n\n", v)
+		case idle%30 == 0:
+			fmt.Fprint(w, ": still here\n\n") // keeps proxies and the browser from timing out
+		default:
+			continue
+		}
+		if err := rc.Flush(); err != nil {
+			return nil
+		}
+	}
+}
+
+// ago says how long ago t was, for people.
+func ago(t time.Time) string {
+	if t.IsZero() {
+		return "never"
+	}
+	d := time.Since(t)
+	switch {
+	case d < 0:
+		return "just now"
+	case d < time.Minute:
+		return fmt.Sprintf("%ds ago", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm ago", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh ago", int(d.Hours()))
+	}
+	return fmt.Sprintf("%dd ago", int(d.Hours()/24))
+}
+
+// short cuts a long id for a column; the full id is in the link and the title.
+func short(id string) string {
+	if len(id) <= 18 {
+		return id
+	}
+	return id[:8] + "…" + id[len(id)-8:]
+}

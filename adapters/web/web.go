@@ -1,0 +1,301 @@
+// Package web is thatch's operator endpoint (protocol §8): /healthz, /readyz and
+// /metrics for machines, and a web page for people that shows what thatch knows and lets
+// them fix its memories. It reads the loop's published snapshots and the stores' read
+// connections; it never holds the loop's goroutine longer than one copy of the directory
+// (runtime.Loop.Table), at most once a second however many pages are open.
+//
+// It imports the runtime and the stores, never the NATS adapters: cmd/thatch wires it.
+package web
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"crypto/subtle"
+	"crypto/tls"
+	"embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/thatch-dev/thatch/journal"
+	"github.com/thatch-dev/thatch/journal/memory"
+	"github.com/thatch-dev/thatch/runtime"
+)
+
+//go:embed templates static
+var files embed.FS
+
+// CookieName is the page's session cookie: a key derived from the broker token, never the
+// token itself.
+const CookieName = "thatch_ui"
+
+// Server is the HTTP endpoint. Set its fields, then Run it.
+type Server struct {
+	Listen string // host:port
+	// Token is the broker token (§7): the link thatch ui prints carries it, and the cookie
+	// and the forms' CSRF field are keys derived from it.
+	Token string
+	// TLSCert and TLSKey serve HTTPS (needed off loopback, checked by the config).
+	TLSCert, TLSKey string
+
+	Loop    *runtime.Loop
+	Status  func(context.Context) (runtime.StatusView, error)
+	Journal *journal.Store
+	// Memories is the memory store; nil hides the memory pages.
+	Memories *memory.Store
+	// Sweep runs one strand sweep (a dry run only plans it).
+	Sweep   func(ctx context.Context, hostID string, dryRun bool) (runtime.SweepResult, error)
+	Metrics *Metrics
+	Log     *slog.Logger
+	// Now is the clock of the memory changes (tests); nil is time.Now.
+	Now func() time.Time
+
+	pages map[string]*template.Template
+}
+
+// Handler is the endpoint's routes.
+func (s *Server) Handler() (http.Handler, error) {
+	if err := s.parse(); err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("GET /readyz", s.readyz)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.Metrics.Registry, promhttp.HandlerOpts{ErrorLog: slogPrinter{s.Log}}))
+	static, _ := fs.Sub(files, "static")
+	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
+
+	page := func(pattern string, h func(http.ResponseWriter, *http.Request) error) {
+		mux.Handle(pattern, s.guard(h))
+	}
+	page("GET /{$}", s.overview)
+	page("GET /sessions", s.sessions)
+	page("GET /sessions/{id}", s.session)
+	page("GET /memories", s.memories)
+	page("GET /memories/{id}", s.memory)
+	page("POST /memories/{id}", s.editMemory)
+	page("POST /memories/{id}/forget", s.forgetMemory)
+	page("POST /memories/{id}/restore", s.restoreMemory)
+	page("GET /hygiene", s.hygiene)
+	page("POST /hygiene/merge", s.merge)
+	page("POST /hygiene/dismiss", s.dismiss)
+	page("POST /hygiene/projectwide", s.projectWide)
+	page("GET /deadletters", s.deadLetters)
+	page("GET /sweep", s.sweepPlan)
+	page("POST /sweep", s.sweepRun)
+	page("GET /live", s.live)
+	page("GET /", func(w http.ResponseWriter, r *http.Request) error {
+		return httpError{http.StatusNotFound, "There is no page " + r.URL.Path + " here."}
+	})
+
+	// Browsers say where a state-changing request comes from; one from another site is
+	// refused before any handler sees it (besides the CSRF field each form carries).
+	cop := http.NewCrossOriginProtection()
+	return s.hostCheck(cop.Handler(mux)), nil
+}
+
+// Run serves ln until ctx ends, then gives the requests in progress a second.
+func (s *Server) Run(ctx context.Context, ln net.Listener) error {
+	h, err := s.Handler()
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second,
+		IdleTimeout: 60 * time.Second, MaxHeaderBytes: 64 << 10, ErrorLog: slogLogger(s.Log)}
+	errc := make(chan error, 1)
+	go func() {
+		if s.TLSCert != "" {
+			errc <- srv.ServeTLS(ln, s.TLSCert, s.TLSKey)
+			return
+		}
+		errc <- srv.Serve(ln)
+	}()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		srv.Close() // the live pages' streams end here
+	}
+	return nil
+}
+
+// Listen binds addr, with TLS when cert is set: a taken address fails here, naming the
+// variable.
+func Listen(addr, cert, key string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("THATCH_HTTP_LISTEN=%q: %w (choose another address, or off)", addr, err)
+	}
+	if cert != "" {
+		if _, err := tls.LoadX509KeyPair(cert, key); err != nil {
+			ln.Close()
+			return nil, fmt.Errorf("THATCH_HTTP_LISTEN: TLS certificate: %w", err)
+		}
+	}
+	return ln, nil
+}
+
+// Link is the page's address with the token, as thatch ui prints it.
+func Link(listen, token string, tls bool) string {
+	host, port, _ := net.SplitHostPort(listen)
+	switch host {
+	case "", "0.0.0.0", "::":
+		host = "127.0.0.1"
+	}
+	scheme := "http"
+	if tls {
+		scheme = "https"
+	}
+	return scheme + "://" + net.JoinHostPort(host, port) + "/?token=" + url.QueryEscape(token)
+}
+
+// key derives one of the page's keys from the token.
+func (s *Server) key(purpose string) string {
+	m := hmac.New(sha256.New, []byte(s.Token))
+	m.Write([]byte("thatch web " + purpose))
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+func equal(a, b string) bool { return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1 }
+
+// guard lets a request through only with the page's cookie. ?token= with the broker token
+// sets the cookie and redirects to the same page without it; any other request answers
+// 401 with a page that says how to get the link. A POST must carry the CSRF field.
+func (s *Server) guard(h func(http.ResponseWriter, *http.Request) error) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "no-store")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		w.Header().Set("Referrer-Policy", "no-referrer")
+		w.Header().Set("X-Frame-Options", "DENY")
+		w.Header().Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'; form-action 'self'")
+		if tok := r.URL.Query().Get("token"); tok != "" && r.Method == http.MethodGet {
+			if !equal(tok, s.Token) {
+				s.fail(w, r, httpError{http.StatusUnauthorized, "That link's token is not this thatch's broker token (it changes when broker.token is replaced). Run thatch ui for the current link."})
+				return
+			}
+			http.SetCookie(w, &http.Cookie{Name: CookieName, Value: s.key("session"), Path: "/", HttpOnly: true,
+				SameSite: http.SameSiteStrictMode, Secure: s.TLSCert != ""})
+			q := r.URL.Query()
+			q.Del("token")
+			u := *r.URL
+			u.RawQuery = q.Encode()
+			http.Redirect(w, r, u.RequestURI(), http.StatusSeeOther)
+			return
+		}
+		c, err := r.Cookie(CookieName)
+		if err != nil || !equal(c.Value, s.key("session")) {
+			s.fail(w, r, httpError{http.StatusUnauthorized, ""})
+			return
+		}
+		if r.Method == http.MethodPost {
+			r.Body = http.MaxBytesReader(w, r.Body, 1<<20)
+			if !equal(r.PostFormValue("csrf"), s.key("csrf")) {
+				s.fail(w, r, httpError{http.StatusForbidden, "This form is not from this thatch's page (its CSRF field is missing or wrong). Reload the page and try again."})
+				return
+			}
+		}
+		if err := h(w, r); err != nil {
+			s.fail(w, r, err)
+		}
+	})
+}
+
+// hostCheck refuses a request whose Host is not an address of this endpoint: a page of
+// another site whose name resolves to 127.0.0.1 (DNS rebinding) never reaches a handler.
+func (s *Server) hostCheck(next http.Handler) http.Handler {
+	listenHost, _, _ := net.SplitHostPort(s.Listen)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host := r.Host
+		if h, _, err := net.SplitHostPort(host); err == nil {
+			host = h
+		}
+		host = strings.Trim(host, "[]")
+		ip := net.ParseIP(host)
+		ok := host == "localhost" || host == listenHost || (ip != nil && (ip.IsLoopback() || listenHost == "" || listenHost == "0.0.0.0" || listenHost == "::"))
+		if !ok {
+			http.Error(w, "thatch answers only requests addressed to "+s.Listen+" (Host "+r.Host+" refused)", http.StatusMisdirectedRequest)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// httpError is an error page's status and text.
+type httpError struct {
+	code int
+	msg  string
+}
+
+func (e httpError) Error() string { return e.msg }
+
+// fail answers err as a page: 401 says how to get the link, others their message.
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	var he httpError
+	if !errors.As(err, &he) {
+		switch {
+		case errors.Is(err, memory.ErrNotFound), errors.Is(err, journal.ErrNoSession):
+			he = httpError{http.StatusNotFound, err.Error()}
+		case errors.Is(err, memory.ErrBadRequest):
+			he = httpError{http.StatusBadRequest, err.Error()}
+		case errors.Is(err, runtime.ErrSweepDisabled):
+			he = httpError{http.StatusConflict, err.Error()}
+		case errors.Is(err, context.Canceled):
+			return
+		default:
+			s.Log.Warn("web page failed", "path", r.URL.Path, "err", err)
+			he = httpError{http.StatusInternalServerError, err.Error()}
+		}
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	if he.code == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Cookie realm="thatch ui"`)
+	}
+	w.WriteHeader(he.code)
+	_ = s.pages["error"].ExecuteTemplate(w, "layout", map[string]any{"Code": he.code, "Title": http.StatusText(he.code),
+		"Message": he.msg, "Unauthorized": he.code == http.StatusUnauthorized, "NoNav": he.code == http.StatusUnauthorized})
+}
+
+// readyz answers 200 once the consumer runs and the journal takes writes (§8).
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	reason := ""
+	st, err := s.Status(ctx)
+	switch {
+	case err != nil:
+		reason = "not ready: " + err.Error()
+	case st.JournalError != "":
+		reason = "journal error: " + st.JournalError
+	case st.BrokerError != "":
+		reason = "broker error: " + st.BrokerError
+	case !st.Consuming:
+		reason = "broker unreachable: the durable consumer is not running"
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	if reason != "" {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprintln(w, reason)
+		return
+	}
+	fmt.Fprintln(w, "ready")
+}
+
+// slogPrinter is promhttp's error log.
+type slogPrinter struct{ log *slog.Logger }
+
+func (p slogPrinter) Println(v ...any) { p.log.Warn("metrics", "err", fmt.Sprint(v...)) }

@@ -125,10 +125,10 @@ type Loop struct {
 	snap      atomic.Pointer[Snapshot]
 	snapDirty bool
 	round     uint64 // the last snapshot's round
-	// table is the last directory copied for the operator's page (table.go); tableMu
-	// lets one reader at a time ask the loop for a new one.
-	table   atomic.Pointer[Table]
-	tableMu sync.Mutex
+	// dir is the hosts and live sessions published for the operator's page (table.go),
+	// kept up to date by every commit once a reader turned it on (dirOn).
+	dir   directory
+	dirOn atomic.Bool
 }
 
 // waitingCall is a call in the waiting room: since when, and whether a nudge already
@@ -663,6 +663,9 @@ func (l *Loop) commit(ctx, wctx context.Context, build func(time.Time) (*Batch, 
 		}
 		if err == nil {
 			l.journalErr = ""
+			if l.dirOn.Load() {
+				l.dir.update(l.state, b.Effects, l.Now())
+			}
 			if l.OnCommit != nil && len(b.Applied) > 0 {
 				l.OnCommit(b.Applied, l.Now())
 			}
@@ -691,6 +694,9 @@ func (l *Loop) commit(ctx, wctx context.Context, build func(time.Time) (*Batch, 
 		l.journalErr = err.Error()
 		if st, _, pos, lerr := l.Journal.Load(); lerr == nil {
 			l.state, l.pos = st, pos
+			if l.dirOn.Load() {
+				l.dir.fill(l.state, l.Now())
+			}
 		}
 		l.publish() // status says what is wrong while the loop waits
 		// Wait out the backoff, still answering queries from the last committed state so

@@ -4,18 +4,20 @@ import (
 	"context"
 	"maps"
 	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 )
 
-// Table is the directory the operator's page shows: every host and every live session,
-// as of one round. Like a Snapshot it is published and never changed: the page reads it
-// without entering the loop, and the loop copies one out only when a reader asks for a
-// newer one than the last (Loop.Table), so a page that nobody looks at costs nothing.
+// Table is the directory the operator's page shows: every host and every live session.
+// Readers build it from the loop's published directory (Loop.Table), on their own
+// goroutine: the loop keeps that directory up to date one changed session at a time.
 type Table struct {
-	At       time.Time
-	Round    uint64 // the snapshot round it shows
+	At       time.Time // the last commit it shows
 	Hosts    []HostRow
 	Sessions []SessionRow // live sessions, id order
+	waiting  map[string]int
 }
 
 // HostRow is a host as the operator's page shows it.
@@ -42,64 +44,149 @@ type SessionRow struct {
 	Touched   time.Time `json:"touched"`
 }
 
-// BuildTable copies the hosts and live sessions of s; waiting counts host calls waiting
-// per host. It costs a pass over the sessions: the loop runs it only when asked.
-func BuildTable(s *State, waiting map[string]int, round uint64, now time.Time) *Table {
-	t := &Table{At: now, Round: round, Hosts: make([]HostRow, 0, len(s.Hosts))}
-	x := s.index()
-	for _, id := range slices.Sorted(maps.Keys(s.Hosts)) {
-		h := s.Hosts[id]
-		row := HostRow{ID: h.ID, API: h.API, Version: h.Version, BootID: h.BootID, Online: h.Online,
-			Directory: h.Directory, SmallModel: h.SmallModel, Missing: slices.Clone(h.MissingTools), Waiting: waiting[id]}
-		if h.Heard > 0 {
-			row.Heard = time.UnixMilli(h.Heard)
-		}
-		for _, sess := range x.byHost[id] {
-			if !sess.Exited {
-				row.Sessions++
-			}
-		}
-		t.Hosts = append(t.Hosts, row)
+// directory is the loop's published copy of its hosts and live sessions, for readers on
+// other goroutines. The loop writes only the rows a commit changed; a reader ranges over
+// the maps without blocking it (sync.Map reads take no lock the writer waits for). Each
+// row is immutable once stored; a reader may see rows of two adjacent rounds.
+type directory struct {
+	sessions sync.Map // id → *SessionRow, live sessions only
+	hosts    sync.Map // id → *HostRow (Sessions and Waiting left to the reader)
+	at       atomic.Int64
+	version  atomic.Uint64 // counts fills and updates
+
+	mu     sync.Mutex // the readers' cache
+	cached *Table
+	built  uint64 // the version cached was built at
+}
+
+// sessionRow is the row of sess, or nil when it is not in the live directory.
+func sessionRow(s *State, sess *Session) *SessionRow {
+	if sess == nil || sess.Exited {
+		return nil
 	}
-	views := LiveSessions(s, "")
-	t.Sessions = make([]SessionRow, len(views))
-	for i, v := range views {
-		sess := s.Sessions[v.SessionID]
-		t.Sessions[i] = SessionRow{SessionView: v, Child: sess.Child, Resolving: sess.Resolving, Touched: sess.Touched}
+	c := s.index().counted[sess.ID]
+	return &SessionRow{SessionView: SessionView{SessionID: sess.ID, HostID: sess.HostID, ParentID: sess.ParentID,
+		Kind: sess.Kind, Status: sess.Status, Pending: c.Pending, Accepted: c.Accepted,
+		Extracting: sess.Extracting, Compacting: sess.Compacting, WrapUp: sess.WrapUp,
+		Directory: sess.Directory, Title: sess.Title}, Child: sess.Child, Resolving: sess.Resolving, Touched: sess.Touched}
+}
+
+func hostRow(h *Host) *HostRow {
+	row := &HostRow{ID: h.ID, API: h.API, Version: h.Version, BootID: h.BootID, Online: h.Online,
+		Directory: h.Directory, SmallModel: h.SmallModel, Missing: slices.Clone(h.MissingTools)}
+	if h.Heard > 0 {
+		row.Heard = time.UnixMilli(h.Heard)
 	}
+	return row
+}
+
+// fill publishes every host and session of s: when the first reader asks, and after the
+// loop reloaded its state from the journal.
+func (d *directory) fill(s *State, now time.Time) {
+	d.sessions.Clear()
+	d.hosts.Clear()
+	for id, sess := range s.Sessions {
+		if row := sessionRow(s, sess); row != nil {
+			d.sessions.Store(id, row)
+		}
+	}
+	for id, h := range s.Hosts {
+		d.hosts.Store(id, hostRow(h))
+	}
+	d.at.Store(now.UnixNano())
+	d.version.Add(1)
+}
+
+// update publishes what fx changed in s: its sessions and hosts, and the sessions whose
+// entries it changed. It costs what the commit wrote, never a pass over the state.
+func (d *directory) update(s *State, fx *Effects, now time.Time) {
+	put := func(id string) {
+		if row := sessionRow(s, s.Sessions[id]); row != nil {
+			d.sessions.Store(id, row)
+		} else {
+			d.sessions.Delete(id)
+		}
+	}
+	for id := range fx.Sessions {
+		put(id)
+	}
+	for _, op := range fx.Entries {
+		if !fx.Sessions[op.Root] {
+			put(op.Root)
+		}
+	}
+	for id := range fx.Hosts {
+		if h := s.Hosts[id]; h != nil {
+			d.hosts.Store(id, hostRow(h))
+		} else {
+			d.hosts.Delete(id)
+		}
+	}
+	d.at.Store(now.UnixNano())
+	d.version.Add(1)
+}
+
+// table returns a Table of the directory, built on the caller's goroutine, or the one
+// the last reader built when the directory did not change since. waiting counts the host
+// calls waiting per host. The Table is shared: only read it.
+func (d *directory) table(waiting map[string]int) *Table {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	v := d.version.Load()
+	if c := d.cached; c != nil && d.built == v && maps.Equal(c.waiting, waiting) {
+		return c
+	}
+	t := d.build(waiting)
+	d.cached, d.built = t, v
 	return t
 }
 
-// Table returns a published Table no older than maxAge, or as new as the state if the
-// state did not change since. Only when neither holds does it ask the loop for a copy;
-// concurrent readers share that one copy.
-func (l *Loop) Table(ctx context.Context, maxAge time.Duration) (*Table, error) {
-	fresh := func() *Table {
-		t, snap := l.table.Load(), l.snap.Load()
-		if t != nil && (snap == nil || t.Round == snap.round || l.Now().Sub(t.At) < maxAge) {
-			return t
-		}
-		return nil
-	}
-	if t := fresh(); t != nil {
-		return t, nil
-	}
-	l.tableMu.Lock()
-	defer l.tableMu.Unlock()
-	if t := fresh(); t != nil { // another reader had it copied meanwhile
-		return t, nil
-	}
-	res, err := l.Query(ctx, func(View) any {
-		waiting := make(map[string]int, len(l.waiting))
-		for h, calls := range l.waiting {
-			waiting[h] = len(calls)
-		}
-		return BuildTable(l.state, waiting, l.round, l.Now())
+// build builds a Table from the directory.
+func (d *directory) build(waiting map[string]int) *Table {
+	t := &Table{At: time.Unix(0, d.at.Load()), waiting: waiting}
+	count := map[string]int{}
+	d.sessions.Range(func(_, v any) bool {
+		row := v.(*SessionRow)
+		t.Sessions = append(t.Sessions, *row)
+		count[row.HostID]++
+		return true
 	})
-	if err != nil {
-		return nil, err
+	slices.SortFunc(t.Sessions, func(a, b SessionRow) int { return strings.Compare(a.SessionID, b.SessionID) })
+	d.hosts.Range(func(_, v any) bool {
+		row := *v.(*HostRow)
+		row.Sessions, row.Waiting = count[row.ID], waiting[row.ID]
+		t.Hosts = append(t.Hosts, row)
+		return true
+	})
+	slices.SortFunc(t.Hosts, func(a, b HostRow) int { return strings.Compare(a.ID, b.ID) })
+	return t
+}
+
+// BuildTable is the Table of s: what the loop's directory holds once filled from s.
+func BuildTable(s *State, waiting map[string]int, now time.Time) *Table {
+	var d directory
+	d.fill(s, now)
+	return d.build(waiting)
+}
+
+// Table returns the hosts and live sessions as the loop last published them. The first
+// call asks the loop to publish its whole directory once (a pass over the sessions);
+// from then on the loop publishes each commit's changes, and Table never waits for it.
+func (l *Loop) Table(ctx context.Context) (*Table, error) {
+	if !l.dirOn.Load() {
+		if _, err := l.Query(ctx, func(View) any {
+			if !l.dirOn.Load() {
+				l.dir.fill(l.state, l.Now())
+				l.dirOn.Store(true)
+			}
+			return nil
+		}); err != nil {
+			return nil, err
+		}
 	}
-	t := res.(*Table)
-	l.table.Store(t)
-	return t, nil
+	var waiting map[string]int
+	if snap := l.snap.Load(); snap != nil {
+		waiting = snap.waiting
+	}
+	return l.dir.table(waiting), nil
 }

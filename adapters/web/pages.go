@@ -28,7 +28,6 @@ const (
 	memoriesPerPage = 50
 	deadPerPage     = 50
 	signalsShown    = 50
-	tableAge        = time.Second // how old a directory the pages may show
 )
 
 func slogLogger(l *slog.Logger) *log.Logger { return slog.NewLogLogger(l.Handler(), slog.LevelWarn) }
@@ -116,7 +115,7 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return httpError{http.StatusServiceUnavailable, "thatch is not ready: " + err.Error()}
 	}
-	t, err := s.Loop.Table(r.Context(), tableAge)
+	t, err := s.Loop.Table(r.Context())
 	if err != nil {
 		return err
 	}
@@ -191,7 +190,7 @@ func BuildTree(t *runtime.Table, host, q string, page int) Tree {
 }
 
 func (s *Server) sessions(w http.ResponseWriter, r *http.Request) error {
-	t, err := s.Loop.Table(r.Context(), tableAge)
+	t, err := s.Loop.Table(r.Context())
 	if err != nil {
 		return err
 	}
@@ -205,7 +204,7 @@ func (s *Server) sessions(w http.ResponseWriter, r *http.Request) error {
 // holds of it (entries, claims, extractions).
 func (s *Server) session(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
-	t, err := s.Loop.Table(r.Context(), tableAge)
+	t, err := s.Loop.Table(r.Context())
 	if err != nil {
 		return err
 	}

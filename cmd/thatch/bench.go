@@ -46,11 +46,13 @@ type benchSize struct {
 	MemoryProjects      int
 	MemoryCallers       int
 	MemoryCalls         int // per caller and phase
+	UISessions          int // the operator's page: live sessions
+	UIMemories          int // and memories
 }
 
 var (
-	fullSize  = benchSize{4, 2000, 10, 200, 100_000, 1_000_000, 100_000, 5000, 50, 100_000, 100, 10, 100}
-	quickSize = benchSize{2, 60, 1, 10, 2_000, 20_000, 2_000, 2000, 10, 2_000, 10, 2, 10}
+	fullSize  = benchSize{4, 2000, 10, 200, 100_000, 1_000_000, 100_000, 5000, 50, 100_000, 100, 10, 100, 10_000, 10_000}
+	quickSize = benchSize{2, 60, 1, 10, 2_000, 20_000, 2_000, 2000, 10, 2_000, 10, 2, 10, 500, 500}
 )
 
 // Figure is one measured figure with its definition.
@@ -84,7 +86,7 @@ func bench(ctx context.Context, args []string, out io.Writer, progress io.Writer
 	quick := fs.Bool("quick", false, "a short run that checks correctness only")
 	outPath := fs.String("out", "", "write the JSON report here")
 	seed := fs.Uint64("seed", 1, "workload seed")
-	only := fs.String("only", "", "run one part: throughput, latency, tools, rehydrate, sweep or memory")
+	only := fs.String("only", "", "run one part: throughput, latency, tools, rehydrate, sweep, memory or ui")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the run here")
 	soakFor := fs.Duration("soak", 0, "instead of the figures, soak for this long, sampling memory and goroutines")
 	if err := fs.Parse(args); err != nil {
@@ -181,6 +183,7 @@ func (b *benchRun) run(ctx context.Context) error {
 		{"rehydrate", "rehydrate", b.rehydrate},
 		{"sweep", "strand-sweep planning", b.sweepPlanning},
 		{"memory", "memory store", b.memoryBench},
+		{"ui", "the operator's page", b.uiBench},
 	}
 	for _, s := range steps {
 		if b.only != "" && b.only != s.key {

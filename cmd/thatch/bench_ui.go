@@ -172,4 +172,6 @@ func (b *benchRun) uiBench(ctx context.Context) error {
 // noCalls is a caller for a loop that makes no host calls.
 type noCalls struct{}
 
-func (noCalls) Do(_ context.Context, _ string, c runtime.Call) runtime.Result { return runtime.Result{Call: c} }
+func (noCalls) Do(_ context.Context, _ string, c runtime.Call) runtime.Result {
+	return runtime.Result{Call: c}
+}

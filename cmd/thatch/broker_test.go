@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -73,7 +75,17 @@ func TestBrokerRestarts(t *testing.T) {
 	r.cfg, err = loadConfig()
 	must(t, err)
 	r.cfg.DataDir, r.cfg.NATSURL, r.cfg.InstallCommands, r.cfg.StrandSweep, r.cfg.HostTimeoutMS = r.dataDir, url, false, false, 2000
+	r.cfg.HTTPListen = freeAddr(t) // the operator's /readyz follows the broker
 	r.start()
+	readyz := func() (int, string) {
+		resp, err := http.Get("http://" + r.cfg.HTTPListen + "/readyz")
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -112,7 +124,11 @@ func TestBrokerRestarts(t *testing.T) {
 			var f statusFile
 			return err == nil && json.Unmarshal(data, &f) == nil && !f.Status.Consuming && time.Since(f.At) < 3*time.Second
 		})
+		if code, body := readyz(); code != http.StatusServiceUnavailable || !strings.Contains(body, "broker unreachable") {
+			t.Fatalf("/readyz with the broker down: %d %q", code, body)
+		}
 		startBroker()
+		waitFor(t, "/readyz to say ready again", func() bool { code, _ := readyz(); return code == http.StatusOK })
 	}
 	must(t, <-published)
 	total := int64(1 + sessions*(1+calls))

@@ -507,8 +507,8 @@ func TestHostAwayThenBack(t *testing.T) {
 	})
 }
 
-// TestListenProblemsStopTheStart: a taken THATCH_SHIM_LISTEN (with the bridge on) or
-// THATCH_NATS_LISTEN, and listen addresses that are not host:port, end thatch serve at
+// TestListenProblemsStopTheStart: a taken THATCH_SHIM_LISTEN (with the bridge on),
+// THATCH_NATS_LISTEN or THATCH_HTTP_LISTEN, and listen addresses that are not host:port, end thatch serve at
 // once with exit status 1 and a message naming the variable.
 func TestListenProblemsStopTheStart(t *testing.T) {
 	if testing.Short() {
@@ -528,6 +528,8 @@ func TestListenProblemsStopTheStart(t *testing.T) {
 		{"shim port not a number", "THATCH_SHIM_LISTEN", []string{"THATCH_SHIM_LISTEN=0.0.0.0:x"}},
 		{"broker port out of range", "THATCH_NATS_LISTEN", []string{"THATCH_NATS_LISTEN=127.0.0.1:70000"}},
 		{"shim host not an address", "THATCH_SHIM_LISTEN", []string{"THATCH_SHIM_LISTEN=example.com:4223"}},
+		{"operator endpoint address taken", "THATCH_HTTP_LISTEN", []string{"THATCH_HTTP_LISTEN=" + taken.Addr().String()}},
+		{"operator endpoint port not a number", "THATCH_HTTP_LISTEN", []string{"THATCH_HTTP_LISTEN=127.0.0.1:http"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

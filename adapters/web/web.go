@@ -111,8 +111,13 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	if err != nil {
 		return err
 	}
+	// Requests live in base: the stop ends the live pages' event streams at once instead of
+	// waiting for their browsers to hang up.
+	base, endRequests := context.WithCancel(context.Background())
+	defer endRequests()
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second,
-		IdleTimeout: 60 * time.Second, MaxHeaderBytes: 64 << 10, ErrorLog: slogLogger(s.Log)}
+		IdleTimeout: 60 * time.Second, MaxHeaderBytes: 64 << 10, ErrorLog: slogLogger(s.Log),
+		BaseContext: func(net.Listener) context.Context { return base }}
 	errc := make(chan error, 1)
 	go func() {
 		if s.TLSCert != "" {
@@ -126,6 +131,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 		return err
 	case <-ctx.Done():
 	}
+	endRequests()
 	sctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
@@ -215,10 +221,14 @@ func (s *Server) guard(h func(http.ResponseWriter, *http.Request) error) http.Ha
 	})
 }
 
-// hostCheck refuses a request whose Host is not an address of this endpoint: a page of
-// another site whose name resolves to 127.0.0.1 (DNS rebinding) never reaches a handler.
+// hostCheck refuses a request to a loopback endpoint whose Host is not a loopback name or
+// address: a page of another site whose name resolves to 127.0.0.1 (DNS rebinding) never
+// reaches a handler. An endpoint off loopback serves HTTPS, whose certificate names it.
 func (s *Server) hostCheck(next http.Handler) http.Handler {
 	listenHost, _, _ := net.SplitHostPort(s.Listen)
+	if ip := net.ParseIP(listenHost); listenHost != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return next
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		host := r.Host
 		if h, _, err := net.SplitHostPort(host); err == nil {
@@ -226,8 +236,7 @@ func (s *Server) hostCheck(next http.Handler) http.Handler {
 		}
 		host = strings.Trim(host, "[]")
 		ip := net.ParseIP(host)
-		ok := host == "localhost" || host == listenHost || (ip != nil && (ip.IsLoopback() || listenHost == "" || listenHost == "0.0.0.0" || listenHost == "::"))
-		if !ok {
+		if host != "localhost" && (ip == nil || !ip.IsLoopback()) {
 			http.Error(w, "thatch answers only requests addressed to "+s.Listen+" (Host "+r.Host+" refused)", http.StatusMisdirectedRequest)
 			return
 		}
@@ -278,7 +287,7 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	st, err := s.Status(ctx)
 	switch {
 	case err != nil:
-		reason = "not ready: " + err.Error()
+		reason = "not ready: the journal is loading or thatch is stopping (" + err.Error() + ")"
 	case st.JournalError != "":
 		reason = "journal error: " + st.JournalError
 	case st.BrokerError != "":

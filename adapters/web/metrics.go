@@ -42,6 +42,9 @@ type Source struct {
 // NewMetrics returns the registry with the Go and process collectors, the timings thatch
 // observes (ToolTook, CommitTook, Caller) and the state's counts read from src.
 func NewMetrics(src Source) *Metrics {
+	if src.Log == nil {
+		src.Log = slog.New(slog.DiscardHandler)
+	}
 	m := &Metrics{
 		Registry: prometheus.NewRegistry(),
 		toolSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -56,6 +59,15 @@ func NewMetrics(src Source) *Metrics {
 			Name: "thatch_host_calls_total", Help: "Host calls performed, by protocol operation and outcome.",
 		}, []string{"method", "outcome"}),
 	}
+	// Every series a dashboard or an alert names exists from the first scrape, before any
+	// call: a vector without a child is absent from the exposition, and an absent series
+	// reads as no data, not as zero.
+	for _, tool := range append(slices.Clone(tools), "other") {
+		m.toolSeconds.WithLabelValues(tool)
+	}
+	for _, op := range hostOps {
+		m.hostCalls.WithLabelValues(string(op), "ok")
+	}
 	m.Registry.MustRegister(m.toolSeconds, m.commitSeconds, m.hostCalls,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&stateCollector{src: src})
@@ -67,6 +79,10 @@ var tools = []string{
 	runtime.ToolPayload, runtime.ToolDone,
 	runtime.ToolSearch, runtime.ToolRemember, runtime.ToolUpdate, runtime.ToolForget,
 }
+
+// hostOps are the host operations whose ok count is reported from the start.
+var hostOps = []runtime.Op{runtime.OpCreate, runtime.OpPrompt, runtime.OpDelete, runtime.OpList, runtime.OpProjects,
+	runtime.OpMove, runtime.OpMessages, runtime.OpCompact, runtime.OpClose, runtime.OpToast}
 
 // ToolTook observes one tool call (natsbus.Server.ToolTook).
 func (m *Metrics) ToolTook(tool string, took time.Duration, _ string) {

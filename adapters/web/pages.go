@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"html/template"
 	"io/fs"
@@ -17,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/thatch-dev/thatch/journal"
 	"github.com/thatch-dev/thatch/journal/memory"
 	"github.com/thatch-dev/thatch/runtime"
 )
@@ -130,7 +132,8 @@ type Node struct {
 }
 
 // Tree is one page of the sessions tree: top-level sessions, newest activity first, each
-// with its descendants; Orphans are live sessions whose parent thatch does not track.
+// with its descendants. A live session whose parent is not live (it exited through
+// /thatch/exit while its task runs on) is shown among the top-level ones.
 type Tree struct {
 	Roots          []*Node
 	Total, Matched int // live sessions; top-level sessions that pass the filter
@@ -146,13 +149,17 @@ func BuildTree(t *runtime.Table, host, q string, page int) Tree {
 	children := map[string][]*runtime.SessionRow{}
 	var tops []*runtime.SessionRow
 	q = strings.ToLower(q)
+	live := make(map[string]bool, len(t.Sessions))
+	for i := range t.Sessions {
+		live[t.Sessions[i].SessionID] = true
+	}
 	for i := range t.Sessions {
 		row := &t.Sessions[i]
 		if row.Status == runtime.StatusBusy {
 			tr.Busy++
 		}
 		tr.Pending += row.Pending
-		if row.ParentID != "" {
+		if row.ParentID != "" && live[row.ParentID] {
 			children[row.ParentID] = append(children[row.ParentID], row)
 			continue
 		}
@@ -219,7 +226,7 @@ func (s *Server) session(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	d, err := s.Journal.SessionDetail(id, entriesPerPage)
-	if err != nil && live == nil {
+	if err != nil && (live == nil || !errors.Is(err, journal.ErrNoSession)) {
 		return err
 	}
 	type claim struct {
@@ -320,7 +327,7 @@ func (s *Server) editMemory(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	var a memory.UpdateArgs
-	if v := r.PostFormValue("content"); v != m.Content && strings.TrimSpace(v) != "" {
+	if v := formText(r, "content"); v != m.Content && strings.TrimSpace(v) != "" {
 		a.Content = &v
 	}
 	if v := r.PostFormValue("kind"); v != "" && v != m.Kind {
@@ -337,6 +344,13 @@ func (s *Server) editMemory(w http.ResponseWriter, r *http.Request) error {
 	}
 	http.Redirect(w, r, "/memories/"+url.PathEscape(id)+"?saved=1", http.StatusSeeOther)
 	return nil
+}
+
+// formText is a textarea's text as the store keeps it: a browser sends its line ends as
+// CRLF, which would make an unchanged memory of several lines differ from the stored
+// text, and the store trims it.
+func formText(r *http.Request, name string) string {
+	return strings.TrimSpace(strings.ReplaceAll(r.PostFormValue(name), "\r\n", "\n"))
 }
 
 func splitTags(v string) []string {
@@ -425,8 +439,13 @@ func (s *Server) merge(w http.ResponseWriter, r *http.Request) error {
 	if _, err := s.Memories.Forget(ctx, memory.Caller{}, drop, "merged into "+keep+" on thatch's page", s.now()); err != nil {
 		return err
 	}
-	if v := r.PostFormValue("content"); strings.TrimSpace(v) != "" && v != m.Content {
+	if v := formText(r, "content"); strings.TrimSpace(v) != "" && v != m.Content {
 		if _, err := s.Memories.Update(ctx, memory.Caller{}, keep, memory.UpdateArgs{Content: &v}, s.now()); err != nil {
+			// The text was refused (another memory says it, or it is too long): the merge
+			// did not happen, so the dropped memory is live again.
+			if _, rerr := s.Memories.Restore(ctx, memory.Caller{}, drop, s.now()); rerr != nil {
+				return errors.Join(err, fmt.Errorf("%s stays forgotten: %w", drop, rerr))
+			}
 			return err
 		}
 	}
@@ -573,8 +592,9 @@ func ago(t time.Time) string {
 
 // short cuts a long id for a column; the full id is in the link and the title.
 func short(id string) string {
-	if len(id) <= 18 {
+	r := []rune(id)
+	if len(r) <= 18 {
 		return id
 	}
-	return id[:8] + "…" + id[len(id)-8:]
+	return string(r[:8]) + "…" + string(r[len(r)-8:])
 }

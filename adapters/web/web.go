@@ -66,6 +66,13 @@ type Server struct {
 
 // Handler is the endpoint's routes.
 func (s *Server) Handler() (http.Handler, error) {
+	if len(s.Token) < 32 {
+		// The cookie and the CSRF field are keys derived from it: a short one is guessable.
+		return nil, errors.New("the web page needs the broker token (32 characters or more)")
+	}
+	if s.Log == nil {
+		s.Log = slog.New(slog.DiscardHandler)
+	}
 	if err := s.parse(); err != nil {
 		return nil, err
 	}

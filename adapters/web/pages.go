@@ -255,9 +255,6 @@ func (s *Server) session(w http.ResponseWriter, r *http.Request) error {
 
 // memories lists or searches the memories.
 func (s *Server) memories(w http.ResponseWriter, r *http.Request) error {
-	if s.Memories == nil {
-		return httpError{http.StatusNotFound, "This thatch keeps no memories."}
-	}
 	ctx := r.Context()
 	q := r.URL.Query()
 	project, kind, search, after := q.Get("project"), q.Get("kind"), strings.TrimSpace(q.Get("q")), q.Get("after")
@@ -298,9 +295,6 @@ func (s *Server) memories(w http.ResponseWriter, r *http.Request) error {
 
 // memory shows one memory, its form and its audit trail.
 func (s *Server) memory(w http.ResponseWriter, r *http.Request) error {
-	if s.Memories == nil {
-		return httpError{http.StatusNotFound, "This thatch keeps no memories."}
-	}
 	m, audit, err := s.Memories.Get(r.Context(), r.PathValue("id"))
 	if err != nil {
 		return err
@@ -318,9 +312,6 @@ func back(r *http.Request, def string) string {
 }
 
 func (s *Server) editMemory(w http.ResponseWriter, r *http.Request) error {
-	if s.Memories == nil {
-		return httpError{http.StatusNotFound, "This thatch keeps no memories."}
-	}
 	id := r.PathValue("id")
 	m, _, err := s.Memories.Get(r.Context(), id)
 	if err != nil {
@@ -364,9 +355,6 @@ func splitTags(v string) []string {
 }
 
 func (s *Server) forgetMemory(w http.ResponseWriter, r *http.Request) error {
-	if s.Memories == nil {
-		return httpError{http.StatusNotFound, "This thatch keeps no memories."}
-	}
 	id := r.PathValue("id")
 	reason := cmp.Or(strings.TrimSpace(r.PostFormValue("reason")), "forgotten on thatch's page")
 	if _, err := s.Memories.Forget(r.Context(), memory.Caller{}, id, reason, s.now()); err != nil {
@@ -381,9 +369,6 @@ func (s *Server) forgetMemory(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) restoreMemory(w http.ResponseWriter, r *http.Request) error {
-	if s.Memories == nil {
-		return httpError{http.StatusNotFound, "This thatch keeps no memories."}
-	}
 	id := r.PathValue("id")
 	if _, err := s.Memories.Restore(r.Context(), memory.Caller{}, id, s.now()); err != nil {
 		return err
@@ -399,9 +384,6 @@ func (s *Server) restoreMemory(w http.ResponseWriter, r *http.Request) error {
 // hygiene shows the open signals: duplicate pairs side by side, stale memories and those
 // of deleted branches.
 func (s *Server) hygiene(w http.ResponseWriter, r *http.Request) error {
-	if s.Memories == nil {
-		return httpError{http.StatusNotFound, "This thatch keeps no memories."}
-	}
 	sigs, err := s.Memories.Signals(r.Context(), nil, signalsShown, s.now())
 	if err != nil {
 		return err
@@ -420,9 +402,6 @@ func (s *Server) hygiene(w http.ResponseWriter, r *http.Request) error {
 // merge keeps one memory of a duplicate pair, with the text the person settled on, and
 // forgets the other, saying which it was merged into.
 func (s *Server) merge(w http.ResponseWriter, r *http.Request) error {
-	if s.Memories == nil {
-		return httpError{http.StatusNotFound, "This thatch keeps no memories."}
-	}
 	ctx, keep, drop := r.Context(), r.PostFormValue("keep"), r.PostFormValue("drop")
 	if keep == "" || drop == "" || keep == drop {
 		return httpError{http.StatusBadRequest, "A merge needs two different memories: keep and drop."}
@@ -454,9 +433,6 @@ func (s *Server) merge(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) dismiss(w http.ResponseWriter, r *http.Request) error {
-	if s.Memories == nil {
-		return httpError{http.StatusNotFound, "This thatch keeps no memories."}
-	}
 	if err := s.Memories.Dismiss(r.Context(), memory.Caller{}, r.PostFormValue("a"), r.PostFormValue("b"), s.now()); err != nil {
 		return err
 	}
@@ -466,9 +442,6 @@ func (s *Server) dismiss(w http.ResponseWriter, r *http.Request) error {
 
 // projectWide makes a deleted branch's memory hold for the whole project.
 func (s *Server) projectWide(w http.ResponseWriter, r *http.Request) error {
-	if s.Memories == nil {
-		return httpError{http.StatusNotFound, "This thatch keeps no memories."}
-	}
 	if _, err := s.Memories.Update(r.Context(), memory.Caller{}, r.PostFormValue("id"), memory.UpdateArgs{ProjectWide: true}, s.now()); err != nil {
 		return err
 	}

@@ -86,18 +86,27 @@ func (s *Server) Handler() (http.Handler, error) {
 	page := func(pattern string, h func(http.ResponseWriter, *http.Request) error) {
 		mux.Handle(pattern, s.guard(h))
 	}
+	// The memory pages, on a thatch that keeps memories.
+	memoryPage := func(pattern string, h func(http.ResponseWriter, *http.Request) error) {
+		page(pattern, func(w http.ResponseWriter, r *http.Request) error {
+			if s.Memories == nil {
+				return httpError{http.StatusNotFound, "This thatch keeps no memories."}
+			}
+			return h(w, r)
+		})
+	}
 	page("GET /{$}", s.overview)
 	page("GET /sessions", s.sessions)
 	page("GET /sessions/{id}", s.session)
-	page("GET /memories", s.memories)
-	page("GET /memories/{id}", s.memory)
-	page("POST /memories/{id}", s.editMemory)
-	page("POST /memories/{id}/forget", s.forgetMemory)
-	page("POST /memories/{id}/restore", s.restoreMemory)
-	page("GET /hygiene", s.hygiene)
-	page("POST /hygiene/merge", s.merge)
-	page("POST /hygiene/dismiss", s.dismiss)
-	page("POST /hygiene/projectwide", s.projectWide)
+	memoryPage("GET /memories", s.memories)
+	memoryPage("GET /memories/{id}", s.memory)
+	memoryPage("POST /memories/{id}", s.editMemory)
+	memoryPage("POST /memories/{id}/forget", s.forgetMemory)
+	memoryPage("POST /memories/{id}/restore", s.restoreMemory)
+	memoryPage("GET /hygiene", s.hygiene)
+	memoryPage("POST /hygiene/merge", s.merge)
+	memoryPage("POST /hygiene/dismiss", s.dismiss)
+	memoryPage("POST /hygiene/projectwide", s.projectWide)
 	page("GET /deadletters", s.deadLetters)
 	page("GET /sweep", s.sweepPlan)
 	page("POST /sweep", s.sweepRun)

@@ -13,7 +13,10 @@ SOAK          ?= 10m
 OPENCODE_VERSION := 1.18.33
 E2E_CACHE     ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/thatch-e2e/$(OPENCODE_VERSION)
 
-.PHONY: run build test e2e fuzz check fmt vet staticcheck bench soak clean
+# make ui-test: where the test saves its screenshots (none when empty; make ui-shots: docs/ui).
+UI_SHOTS      ?=
+
+.PHONY: run build test e2e ui-test ui-shots fuzz check fmt vet staticcheck bench soak clean
 
 ## run: start thatch with the embedded broker and journal (no set-up needed)
 run: build
@@ -33,6 +36,16 @@ e2e:
 	THATCH_E2E_OPENCODE="$$bin" THATCH_E2E_MODULES="$(E2E_CACHE)/node_modules" \
 		$(GO) test -tags e2e -run '^(TestOpencodeEndToEnd|TestShimWithoutThatch|TestShimContext)$$' -count=1 -v -timeout 15m ./cmd/thatch ./commands
 
+## ui-test: thatch's web page in headless Chromium (installs Debian's chromium with apt on first use)
+ui-test:
+	@bin=$$(./testdata/ui/setup.sh) && \
+	THATCH_UI_CHROMIUM="$$bin" THATCH_UI_SHOTS="$(UI_SHOTS)" \
+		$(GO) test -tags browser -run '^TestBrowserUI$$' -count=1 -v -timeout 10m ./cmd/thatch
+
+## ui-shots: ui-test, saving a screenshot of each page into docs/ui (the README's)
+ui-shots:
+	$(MAKE) ui-test UI_SHOTS="$(CURDIR)/docs/ui"
+
 ## fuzz: each fuzz target for FUZZTIME (seed corpora also run in make test)
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeEvent$$' -fuzztime $(FUZZTIME) ./runtime
@@ -47,10 +60,10 @@ fmt:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
 vet:
-	$(GO) vet -tags e2e ./...
+	$(GO) vet -tags e2e,browser ./...
 
 staticcheck:
-	$(GO) run $(STATICCHECK) -tags e2e ./...
+	$(GO) run $(STATICCHECK) -tags e2e,browser ./...
 
 ## bench: the full benchmark (report in bench.json) and the hot-path Go benchmarks
 bench: build

@@ -42,7 +42,7 @@ type Extraction struct {
 }
 
 // ErrNoSession is SessionDetail's answer for a session the journal does not hold.
-var ErrNoSession = errors.New("the journal holds no such session")
+var ErrNoSession = errors.New("thatch does not track this session (any more): an extraction child is deleted once its extraction ends, and the journal sweep drops sessions untouched for THATCH_RUNTIME_STATE_TTL_MS or whose folder is gone")
 
 // SessionDetail reads session id through the read-only pool: the session row, its first
 // limit entries (oldest first) and its 50 latest extractions. It is safe to call from any
@@ -104,4 +104,23 @@ func (s *Store) SessionDetail(id string, limit int) (SessionDetail, error) {
 		d.Extractions = append(d.Extractions, x)
 	}
 	return d, xs.Err()
+}
+
+// HasSessions reports which of ids the journal holds a row of, through the read-only
+// pool.
+func (s *Store) HasSessions(ids []string) (map[string]bool, error) {
+	out := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		if id == "" || out[id] {
+			continue
+		}
+		var one int
+		switch err := s.r.QueryRow(`SELECT 1 FROM sessions WHERE session_id = ?`, id).Scan(&one); {
+		case err == nil:
+			out[id] = true
+		case !errors.Is(err, sql.ErrNoRows):
+			return nil, fmt.Errorf("read session %s: %w", id, err)
+		}
+	}
+	return out, nil
 }

@@ -56,7 +56,16 @@ func (s *Server) parse() error {
 		"kinds": func() []string { return memory.Kinds },
 		"usd":   func(v float64) string { return fmt.Sprintf("$%.4f", v) },
 		"add1":  func(n int) int { return n + 1 },
+		"plural": func(n int, one, many string) string {
+			if n == 1 {
+				return "1 " + one
+			}
+			return fmt.Sprintf("%d %s", n, many)
+		},
 		"sub1":  func(n int) int { return n - 1 },
+		"actionsOf": func(actions []runtime.StrandAction, known map[string]bool, id string) map[string]any {
+			return map[string]any{"Actions": actions, "Known": known, "ID": id}
+		},
 		"pairSide": func(keep, drop memory.Memory) map[string]memory.Memory {
 			return map[string]memory.Memory{"Keep": keep, "Drop": drop}
 		},
@@ -230,11 +239,11 @@ func (s *Server) session(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	type claim struct {
-		Child    string
-		Entries  int
-		At       time.Time
-		Running  bool
-		Finished bool
+		Child   string
+		Entries int
+		At      time.Time
+		Running bool
+		Live    bool // thatch still tracks the child: it has a page
 	}
 	var claims []claim
 	pending := 0
@@ -247,7 +256,8 @@ func (s *Server) session(w http.ResponseWriter, r *http.Request) error {
 			claims[i].Entries++
 			continue
 		}
-		claims = append(claims, claim{Child: e.ClaimedBy, Entries: 1, At: e.ClaimedAt, Running: d.Session.Child == e.ClaimedBy})
+		live := slices.ContainsFunc(kids, func(k runtime.SessionRow) bool { return k.SessionID == e.ClaimedBy })
+		claims = append(claims, claim{Child: e.ClaimedBy, Entries: 1, At: e.ClaimedAt, Running: d.Session.Child == e.ClaimedBy, Live: live})
 	}
 	return s.render(w, r, "session", map[string]any{"Title": "Session " + short(id), "ID": id, "Live": live, "Detail": d,
 		"Children": kids, "Claims": claims, "Pending": pending, "At": t.At})
@@ -299,7 +309,15 @@ func (s *Server) memory(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return s.render(w, r, "memory", map[string]any{"Title": "Memory " + m.ID, "M": m, "Audit": audit,
+	ids := []string{m.Source.SessionID}
+	for _, a := range audit {
+		ids = append(ids, a.SessionID)
+	}
+	known, err := s.Journal.HasSessions(ids) // an extraction child is gone once done: no link to it
+	if err != nil {
+		return err
+	}
+	return s.render(w, r, "memory", map[string]any{"Title": "Memory " + m.ID, "M": m, "Audit": audit, "Known": known,
 		"Tags": strings.Join(m.Tags, ", "), "Saved": r.URL.Query().Get("saved") != ""})
 }
 
@@ -470,30 +488,65 @@ func (s *Server) deadLetters(w http.ResponseWriter, r *http.Request) error {
 	return s.render(w, r, "deadletters", map[string]any{"Title": "Dead letters", "Rows": rows, "Next": next, "First": before == 0})
 }
 
-// sweepPlan shows the strand sweep's plan: a dry run, which touches nothing.
+// sweepPlan shows the strand sweep's plan, a dry run that touches nothing, under what
+// the last sweep run from the page did.
 func (s *Server) sweepPlan(w http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 	defer cancel()
 	host := r.URL.Query().Get("host")
 	res, err := s.Sweep(ctx, host, true)
-	data := map[string]any{"Title": "Sweep", "Actions": res.Actions, "Host": host, "DryRun": true}
+	data := map[string]any{"Title": "Sweep", "Actions": res.Actions, "Host": host}
 	if err != nil {
 		data["Error"] = err.Error()
 	}
+	ids := []string{}
+	for _, a := range res.Actions {
+		ids = append(ids, a.SessionID)
+	}
+	s.mu.Lock()
+	if last := s.lastSweep; last != nil {
+		data["Last"] = last
+		for _, a := range last.Actions {
+			ids = append(ids, a.SessionID)
+		}
+	}
+	s.mu.Unlock()
+	known, err := s.Journal.HasSessions(ids)
+	if err != nil {
+		return err
+	}
+	data["Known"] = known
 	return s.render(w, r, "sweep", data)
 }
 
-// sweepRun runs one strand sweep and shows what it did.
+// sweepRun is one sweep run from the page: what it did, for the page to show.
+type sweepRun struct {
+	At      time.Time
+	Host    string
+	Actions []runtime.StrandAction
+	Error   string
+}
+
+// sweepRun runs one strand sweep, keeps what it did, and sends the browser back to the
+// plan (a reload shows the page again; it does not run the sweep twice).
 func (s *Server) sweepRun(w http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := context.WithTimeout(r.Context(), 60*time.Second)
 	defer cancel()
 	host := r.PostFormValue("host")
 	res, err := s.Sweep(ctx, host, false)
-	data := map[string]any{"Title": "Sweep", "Actions": res.Actions, "Host": host, "Ran": true}
+	run := &sweepRun{At: s.now(), Host: host, Actions: res.Actions}
 	if err != nil {
-		data["Error"] = err.Error()
+		run.Error = err.Error()
 	}
-	return s.render(w, r, "sweep", data)
+	s.mu.Lock()
+	s.lastSweep = run
+	s.mu.Unlock()
+	to := "/sweep"
+	if host != "" {
+		to += "?host=" + url.QueryEscape(host)
+	}
+	http.Redirect(w, r, to, http.StatusSeeOther)
+	return nil
 }
 
 // live streams a "change" event (server-sent events) whenever the loop publishes a new

@@ -24,6 +24,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -62,6 +63,9 @@ type Server struct {
 	Now func() time.Time
 
 	pages map[string]*template.Template
+
+	mu        sync.Mutex
+	lastSweep *sweepRun // the last sweep run from the page
 }
 
 // Handler is the endpoint's routes.

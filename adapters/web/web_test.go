@@ -355,7 +355,7 @@ func TestPages(t *testing.T) {
 		if calls := r.sweepCalls()[before:]; len(calls) != 1 || calls[0] != (sweepCall{"h1", true}) {
 			t.Errorf("GET /sweep called the sweep %v, want one dry run of h1", calls)
 		}
-		if !strings.Contains(body, "ses_stra") || !strings.Contains(body, "This is the plan: nothing was done") {
+		if !strings.Contains(body, "ses_stra") || !strings.Contains(body, "A dry run: nothing was done yet") || !strings.Contains(body, `id="plan"`) {
 			t.Errorf("GET /sweep does not show the plan:\n%s", body)
 		}
 		csrf := csrfField.FindStringSubmatch(body)[1]
@@ -372,11 +372,15 @@ func TestPages(t *testing.T) {
 		}
 		before = len(r.sweepCalls())
 		res := r.post(c, "/sweep", url.Values{"host": {"h1"}, "csrf": {csrf}})
-		if res.code != 200 || !strings.Contains(res.body, "The sweep ran: 1 actions") {
-			t.Errorf("POST /sweep: %d\n%s", res.code, res.body)
+		if res.code != http.StatusSeeOther {
+			t.Errorf("POST /sweep: %d, want 303 back to the plan\n%s", res.code, res.body)
 		}
 		if calls := r.sweepCalls()[before:]; len(calls) != 1 || calls[0] != (sweepCall{"h1", false}) {
 			t.Errorf("POST /sweep called the sweep %v, want one run of h1", calls)
+		}
+		// The plan shows what the run did, whatever the live updates fetch again.
+		if body := r.page(c, "/sweep?host=h1"); !strings.Contains(body, `id="swept"`) || !strings.Contains(body, "on host h1: 1 action.") {
+			t.Errorf("GET /sweep after the run does not say what it did:\n%s", body)
 		}
 	})
 
@@ -1007,8 +1011,11 @@ func TestSweepErrors(t *testing.T) {
 		t.Error("an empty plan does not say so")
 	}
 	res := r.post(c, "/sweep", url.Values{"csrf": {csrfField.FindStringSubmatch(body)[1]}})
-	if res.code != 200 || !strings.Contains(res.body, "THATCH_STRAND_SWEEP=off") {
-		t.Errorf("POST /sweep while the sweep is off: %d\n%s", res.code, res.body)
+	if res.code != http.StatusSeeOther {
+		t.Errorf("POST /sweep while the sweep is off: %d, want 303", res.code)
+	}
+	if body := r.page(c, "/sweep"); !strings.Contains(body, "THATCH_STRAND_SWEEP=off") {
+		t.Errorf("the sweep page does not say the sweep is off:\n%s", body)
 	}
 }
 
@@ -1119,7 +1126,7 @@ func TestSessionPageShowsClaims(t *testing.T) {
 	}
 	body := r.page(c, "/sessions/"+topID)
 	claims := regexp.MustCompile(`(?s)<table class="grid" id="claims">.*?</table>`).FindString(body)
-	if !strings.Contains(claims, `title="`+child+`"`) || !strings.Contains(claims, "<td>2</td>") || !strings.Contains(claims, "running") {
+	if !strings.Contains(claims, `href="/sessions/`+child+`"`) || !strings.Contains(claims, "<td>2</td>") || !strings.Contains(claims, "running") {
 		t.Errorf("the session page's claims:\n%s", claims)
 	}
 	if !strings.Contains(body, "extracting") {

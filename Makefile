@@ -4,6 +4,7 @@ STATICCHECK   := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 VERSION       ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS       := -X github.com/thatch-dev/thatch/runtime.Version=$(VERSION)
 BIN           := bin/thatch
+BENCH_BIN     := bin/thatch-bench
 
 FUZZTIME      ?= 15s
 
@@ -22,9 +23,9 @@ UI_SHOTS      ?=
 run: build
 	./$(BIN) serve
 
-## build: build bin/thatch
+## build: build bin/thatch, and bin/thatch-bench (the benchmark, a command of its own)
 build:
-	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/thatch
+	$(GO) build -ldflags "$(LDFLAGS)" -o bin/ ./cmd/thatch ./cmd/thatch-bench
 
 ## test: every test, with the race detector
 test:
@@ -67,12 +68,12 @@ staticcheck:
 
 ## bench: the full benchmark (report in bench.json) and the hot-path Go benchmarks
 bench: build
-	./$(BIN) bench --out bench.json
+	./$(BENCH_BIN) --out bench.json
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./runtime ./journal ./journal/memory ./runtime/redact
 
-## soak: a long run sampling memory, goroutines and the journal (not in CI)
+## soak: a long run of bin/thatch serve sampling memory, goroutines and the journal (not in CI)
 soak: build
-	./$(BIN) bench --soak $(SOAK)
+	./$(BENCH_BIN) --soak $(SOAK)
 
 clean:
 	rm -rf bin

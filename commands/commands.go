@@ -1,10 +1,3 @@
-// Package commands holds the /thatch/compact and /thatch/exit command templates and the
-// opencode plugin shim, embedded in the binary, and the installer that writes them where
-// opencode discovers them ($XDG_CONFIG_HOME/opencode/command/thatch/ and
-// $XDG_CONFIG_HOME/opencode/plugin/thatch.js). The installer writes only files
-// whose content differs, so template updates self-heal and unchanged files keep their
-// modification time. opencode reads commands and plugins at start, so a first install shows after the
-// host's next start.
 package commands
 
 import (

@@ -1,7 +1,3 @@
-// Package journal is thatch's memory: a SQLite database (modernc.org/sqlite) holding the
-// runtime's state, the entry bodies, the outbox of host calls, the applied event ids and
-// the consumer position. One connection writes; every change of one batch commits in one
-// transaction. The file is private to its user (0600 in a 0700 folder).
 package journal
 
 import (

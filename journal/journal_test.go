@@ -60,6 +60,9 @@ func TestScenarioRoundTrip(t *testing.T) {
 				if r, ok := in.(runtime.Result); ok && r.Call.ID != 0 {
 					b.Done = []int64{r.Call.ID}
 				}
+				if r, ok := in.(runtime.Rejection); ok { // as the driver commits it
+					b.DeadLetters = []runtime.DeadLetter{r.DeadLetter()}
+				}
 				if err := store.Commit(b); err != nil {
 					t.Fatal(err)
 				}

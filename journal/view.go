@@ -106,6 +106,18 @@ func (s *Store) SessionDetail(id string, limit int) (SessionDetail, error) {
 	return d, xs.Err()
 }
 
+// ExtractedFrom is the top-level session an extraction child extracted, from the ledger;
+// "" when the ledger has no row of child (it was no extraction child, or its row is older
+// than the ledger keeps).
+func (s *Store) ExtractedFrom(child string) (string, error) {
+	var root string
+	err := s.r.QueryRow(`SELECT root_id FROM ledger WHERE child_id = ?`, child).Scan(&root)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	return root, err
+}
+
 // HasSessions reports which of ids the journal holds a row of, through the read-only
 // pool.
 func (s *Store) HasSessions(ids []string) (map[string]bool, error) {

@@ -5,9 +5,14 @@ import (
 	"log/slog"
 	"math"
 	"time"
+
+	"github.com/thatch-dev/thatch/runtime/protocol"
 )
 
-// Input is what Step consumes: an Event, a ToolCall, a Result or a Tick.
+// Input is what Step consumes: an Event, a ToolCall, a host call's Result, a Tick (the
+// periodic journal sweep), a SweepApply (a strand sweep's plan), a MemoryWrote (a memory
+// tool's effective write), a Rejection (a message that is not a valid event) or a
+// StreamSwitch (the stream was recreated).
 type Input interface{ input() }
 
 func (Event) input()    {}
@@ -20,12 +25,12 @@ func (Tick) input()     {}
 type Op string
 
 const (
-	OpCreate   Op = "session.create"
-	OpPrompt   Op = "session.prompt"
-	OpDelete   Op = "session.delete"
-	OpList     Op = "session.list"
-	OpProjects Op = "project.list"
-	OpMove     Op = "session.move"
+	OpCreate   Op = protocol.MethodSessionCreate
+	OpPrompt   Op = protocol.MethodSessionPrompt
+	OpDelete   Op = protocol.MethodSessionDelete
+	OpList     Op = protocol.MethodSessionList
+	OpProjects Op = protocol.MethodProjectList
+	OpMove     Op = protocol.MethodSessionMove
 	OpMessages Op = "messages" // v1 session.messages, v2 session.context
 	OpCompact  Op = "compact"  // v1 tui.executeCommand, v2 session.compact
 	OpClose    Op = "close"    // v1 tui.publish app.exit, v2 bridge.emit exit-tab-closed
@@ -126,14 +131,9 @@ type Result struct {
 	Projects []Project     // project.list
 }
 
-// HostError is a failed host call. NoResponder means the host does not offer the method.
-type HostError struct {
-	Name        string `json:"name"`
-	Message     string `json:"message"`
-	NoResponder bool   `json:"-"`
-}
-
-func (e *HostError) Error() string { return e.Name + ": " + e.Message }
+// HostError is a failed host call, tool call or API request: the reply envelope's error.
+// NoResponder means the host does not offer the method.
+type HostError = protocol.Error
 
 // Message is one session message in opencode's v1 shape.
 type Message struct {
@@ -277,7 +277,7 @@ type Body struct {
 	Metadata json.RawMessage `json:"metadata,omitempty"`
 }
 
-// Note is something worth logging, returned rather than logged so Step stays pure.
+// Note is something worth logging, returned rather than logged so Step does no I/O.
 type Note struct {
 	Level slog.Level
 	Msg   string
@@ -334,7 +334,7 @@ func Moot(c Call) bool {
 
 // HostRestarted is the error a moot waiting call is answered with.
 func HostRestarted(c Call) *HostError {
-	return &HostError{Name: "HostRestartedError", Message: "host " + c.Host + " restarted before it could answer " + string(c.Op)}
+	return &HostError{Name: protocol.HostRestarted, Message: "host " + c.Host + " restarted before it could answer " + string(c.Op)}
 }
 
 // NewEffects returns empty effects.

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+
+	"github.com/thatch-dev/thatch/runtime/protocol"
 )
 
 // MaxEventBytes is the largest event body thatch accepts.
@@ -103,11 +105,11 @@ func bad(format string, args ...any) error {
 // Known reports whether thatch acts on events of type t.
 func Known(t string) bool {
 	switch t {
-	case "host.hello", "host.goodbye",
-		"session.created", "session.updated", "session.deleted",
-		"session.status", "session.idle", "session.error",
-		"session.compacting", "session.compacted",
-		"tool.execute.after", "command.execute.before", "command.executed":
+	case protocol.EventHostHello, protocol.EventHostGoodbye,
+		protocol.EventSessionCreated, protocol.EventSessionUpdated, protocol.EventSessionDeleted,
+		protocol.EventSessionStatus, protocol.EventSessionIdle, protocol.EventSessionError,
+		protocol.EventSessionCompacting, protocol.EventSessionCompacted,
+		protocol.EventToolExecuteAfter, protocol.EventCommandExecuteBefore, protocol.EventCommandExecuted:
 		return true
 	}
 	return false
@@ -199,7 +201,7 @@ func (p *properties) into(ev *Event) error {
 		return nil
 	}
 	switch ev.Type {
-	case "host.hello":
+	case protocol.EventHostHello:
 		if p.BootID == "" {
 			return errors.New("bootID is missing")
 		}
@@ -211,9 +213,9 @@ func (p *properties) into(ev *Event) error {
 			return fmt.Errorf("api %q is neither v1 nor v2", hello.API)
 		}
 		ev.Hello, ev.BootID = &hello, p.BootID
-	case "host.goodbye":
+	case protocol.EventHostGoodbye:
 		ev.BootID = p.BootID
-	case "session.created", "session.updated", "session.deleted":
+	case protocol.EventSessionCreated, protocol.EventSessionUpdated, protocol.EventSessionDeleted:
 		if p.Info == nil || p.Info.ID == "" {
 			return errors.New("info with a string id is missing")
 		}
@@ -224,7 +226,7 @@ func (p *properties) into(ev *Event) error {
 			return fmt.Errorf("sessionID %q differs from info.id %q", ev.SessionID, p.Info.ID)
 		}
 		ev.Info = p.Info
-	case "session.status":
+	case protocol.EventSessionStatus:
 		if err := need(); err != nil {
 			return err
 		}
@@ -239,11 +241,11 @@ func (p *properties) into(ev *Event) error {
 		default:
 			return fmt.Errorf("status.type %q is not idle, busy or retry", p.Status.Type)
 		}
-	case "session.idle", "session.compacting", "session.compacted":
+	case protocol.EventSessionIdle, protocol.EventSessionCompacting, protocol.EventSessionCompacted:
 		return need()
-	case "session.error":
+	case protocol.EventSessionError:
 		ev.Error = p.Error
-	case "tool.execute.after":
+	case protocol.EventToolExecuteAfter:
 		if err := need(); err != nil {
 			return err
 		}
@@ -255,12 +257,12 @@ func (p *properties) into(ev *Event) error {
 		}
 		tool := p.ToolExec
 		ev.Tool = &tool
-	case "command.execute.before", "command.executed":
+	case protocol.EventCommandExecuteBefore, protocol.EventCommandExecuted:
 		if err := need(); err != nil {
 			return err
 		}
 		ev.Command = p.Command
-		if ev.Type == "command.executed" {
+		if ev.Type == protocol.EventCommandExecuted {
 			ev.Command = p.Name
 		}
 		ev.Command = strings.TrimPrefix(ev.Command, "/")

@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"math"
 	"time"
+
+	"github.com/thatch-dev/thatch/runtime/protocol"
 )
 
 // Extraction's cost (rule 14 and issue 14): the model it runs on, what each child cost,
@@ -114,7 +116,7 @@ func (t *step) ledger(c Call, res Result) {
 			t.note(slog.LevelInfo, "extraction cost", "session", ref.Root, "child", c.SessionID, "model", cost.Model,
 				"tokens_in", cost.TokensIn, "tokens_out", cost.TokensOut, "cost_usd", RoundUSD(cost.USD))
 		}
-	} else if !res.Err.NoResponder && res.Err.Name != "NotFoundError" {
+	} else if !res.Err.NoResponder && res.Err.Name != protocol.NotFound {
 		t.note(slog.LevelWarn, "could not read an extraction child's messages: its cost is not in the ledger", "host", c.Host, "session", ref.Root, "child", c.SessionID, "error", res.Err.Error())
 	}
 	if ref.Toast != "" {

@@ -12,7 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/thatch-dev/thatch/runtime/redact"
+	"github.com/thatch-dev/thatch/runtime/protocol"
 )
 
 // Delivery is one message of the durable consumer.
@@ -99,8 +99,9 @@ type Loop struct {
 
 	state       *State
 	pos         uint64
-	outstanding int    // host calls dispatched whose results are not committed
-	journalErr  string // the last commit error, while commits fail
+	parked      []*toolReq // tool calls waiting for the events they must see (isReady)
+	outstanding int        // host calls dispatched whose results are not committed
+	journalErr  string     // the last commit error, while commits fail
 	// waiting holds, per host, the calls that found no responder: they stay in the outbox
 	// and go out again at the host's next hello (rule 12), and once at the host's first
 	// event after they began to wait (nudge). moot holds the answers of those a new boot
@@ -221,111 +222,136 @@ func (l *Loop) Run(ctx context.Context) error {
 	l.publish()
 	close(l.ready)
 
-	// Each round takes whatever is ready — deliveries, host-call results, tool calls — and
-	// commits it in one transaction: a commit is the loop's main cost.
-	var parked []*toolReq
+	// Each turn is a round: wait for something to do, gather what else is ready, play it.
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
-		var deliveries []Delivery
-		var results []Result
-		expired := false
-		moot := l.moot // answered from the waiting room, not by a worker
+		r := round{moot: l.moot}
 		l.moot = nil
-		if len(moot) > 0 {
-			goto gather
-		}
-		select {
-		case <-ctx.Done():
-			for _, q := range parked {
-				q.reply <- &Reply{Err: &HostError{Name: "UnavailableError", Message: ErrStopped.Error()}}
-			}
-			l.handBack()
-			l.finishCalls(stopWorkers, wctx)
-			return nil
-		case d := <-l.deliveries:
-			deliveries = append(deliveries, d)
-		case r := <-l.results:
-			results = append(results, r)
-		case q := <-l.tools:
-			parked = append(parked, q)
-		case in := <-l.inputs:
-			ok := l.commit(ctx, wctx, func(now time.Time) (*Batch, error) {
-				b := &Batch{Now: now, State: l.state, Effects: l.Rules.Step(l.state, in, now)}
-				if _, tick := in.(Tick); tick {
-					b.PruneApplied = now.Add(-AppliedRetention)
-				}
-				return b, nil
-			})
-			if !ok {
-				return nil
-			}
-		case q := <-l.queries:
-			q.reply <- q.fn(l.view())
-		case <-timer.C:
-			expired = true
-		}
-	gather:
-		for len(deliveries) < l.MaxBatch {
+		if len(r.moot) == 0 { // else the round has work already: no waiting
 			select {
-			case d := <-l.deliveries:
-				deliveries = append(deliveries, d)
-			case r := <-l.results:
-				results = append(results, r)
-			case q := <-l.tools:
-				parked = append(parked, q)
-			default:
-				break gather
-			}
-		}
-		// The round: its events and results, then the tool calls they unblock, in one
-		// transaction; the replies go out after the commit.
-		results = l.park(wctx, results)
-		answered := len(results)
-		results = append(results, moot...)
-		var ready []*toolReq
-		var replies []*Reply
-		if len(deliveries)+len(results) > 0 || l.anyReady(parked, l.pos, expired) {
-			ok := l.commit(ctx, wctx, func(now time.Time) (*Batch, error) {
-				var b *Batch
-				var err error
-				b, err = l.stepRound(deliveries, results, now)
-				if err != nil {
-					return nil, err
+			case <-ctx.Done():
+				for _, q := range l.parked {
+					q.reply <- &Reply{Err: &HostError{Name: protocol.Unavailable, Message: ErrStopped.Error()}}
 				}
-				ready, replies = nil, nil
-				for _, q := range parked {
-					if l.isReady(q, max(l.pos, b.StreamSeq), now, expired) {
-						one := l.Rules.Step(l.state, q.call, now)
-						b.Effects.Merge(one)
-						ready, replies = append(ready, q), append(replies, one.Reply)
-					}
-				}
-				return b, nil
-			})
-			if !ok {
+				l.handBack()
+				l.finishCalls(stopWorkers, wctx)
 				return nil
-			}
-			l.outstanding -= answered
-			l.nudge(wctx, deliveries)
-			// The snapshot before the acknowledgements and replies: whoever saw this
-			// round's effects gets a status at least as new.
-			l.maybePublish()
-			for _, d := range deliveries {
-				if err := d.Ack(); err != nil {
-					l.Log.Warn("acknowledge failed; the event will be redelivered and skipped", "stream_seq", d.StreamSeq, "err", err)
+			case d := <-l.deliveries:
+				r.deliveries = append(r.deliveries, d)
+			case res := <-l.results:
+				r.results = append(r.results, res)
+			case q := <-l.tools:
+				l.parked = append(l.parked, q)
+			case in := <-l.inputs: // committed on its own, before the round
+				ok := l.commit(ctx, wctx, func(now time.Time) (*Batch, error) {
+					b := &Batch{Now: now, State: l.state, Effects: l.Rules.Step(l.state, in, now)}
+					if _, tick := in.(Tick); tick {
+						b.PruneApplied = now.Add(-AppliedRetention)
+					}
+					return b, nil
+				})
+				if !ok {
+					return nil
 				}
-			}
-			parked = slices.DeleteFunc(parked, func(q *toolReq) bool { return slices.Contains(ready, q) })
-			for i, q := range ready {
-				q.reply <- replies[i] // rendered by the caller's goroutine, off the loop
+			case q := <-l.queries:
+				q.reply <- q.fn(l.view())
+			case <-timer.C:
+				r.expired = true
 			}
 		}
-		if len(parked) > 0 {
-			timer.Reset(time.Until(parked[0].deadline))
+		l.gather(&r)
+		if !l.play(ctx, wctx, &r) {
+			return nil
+		}
+		if len(l.parked) > 0 {
+			timer.Reset(time.Until(l.parked[0].deadline))
 		}
 		l.maybePublish()
 	}
+}
+
+// round is one turn of Loop.Run: the deliveries and host-call results that are ready, and
+// the parked tool calls they make ready, stepped and committed in one transaction (a
+// commit is the loop's main cost).
+//
+// Nothing of a round leaves the loop before its commit: its deliveries are acknowledged,
+// its tool calls given Step's replies and the host calls it implies performed only once
+// the transaction that journals its effects committed. A round whose commit never
+// succeeds (thatch stops while the journal fails) acknowledges nothing and performs none
+// of its calls: the stream redelivers its events, the outbox keeps the calls whose
+// results it held, and its tool calls get UnavailableError, so their callers call again.
+// An input submitted to the loop (a Tick, a sweep) commits on its own, under the same rule.
+type round struct {
+	deliveries []Delivery
+	results    []Result // host-call results the workers sent
+	moot       []Result // waiting calls a new boot made pointless, answered by the loop (wake)
+	expired    bool     // the parked tool calls' timer fired: a call past its deadline is answered as is
+}
+
+// gather adds to r what else is ready, without waiting, up to MaxBatch deliveries; the
+// tool calls are parked until the events they must see are applied.
+func (l *Loop) gather(r *round) {
+	for len(r.deliveries) < l.MaxBatch {
+		select {
+		case d := <-l.deliveries:
+			r.deliveries = append(r.deliveries, d)
+		case res := <-l.results:
+			r.results = append(r.results, res)
+		case q := <-l.tools:
+			l.parked = append(l.parked, q)
+		default:
+			return
+		}
+	}
+}
+
+// play steps and commits r — its events and results, then the parked tool calls they make
+// ready — and then, and only then, acknowledges its deliveries and answers those tool
+// calls; commit performs the host calls. It returns false when ctx ended before the
+// commit succeeded.
+func (l *Loop) play(ctx, wctx context.Context, r *round) bool {
+	results := l.park(wctx, r.results)
+	answered := len(results)
+	results = append(results, r.moot...)
+	if len(r.deliveries)+len(results) == 0 && !l.anyReady(l.parked, l.pos, r.expired) {
+		return true
+	}
+	var ready []*toolReq
+	var replies []*Reply
+	ok := l.commit(ctx, wctx, func(now time.Time) (*Batch, error) {
+		b, err := l.stepRound(r.deliveries, results, now)
+		if err != nil {
+			return nil, err
+		}
+		ready, replies = nil, nil
+		for _, q := range l.parked {
+			if l.isReady(q, max(l.pos, b.StreamSeq), now, r.expired) {
+				one := l.Rules.Step(l.state, q.call, now)
+				b.Effects.Merge(one)
+				ready, replies = append(ready, q), append(replies, one.Reply)
+			}
+		}
+		return b, nil
+	})
+	if !ok {
+		return false
+	}
+	l.outstanding -= answered
+	l.nudge(wctx, r.deliveries)
+	// The snapshot before the acknowledgements and replies: whoever saw this round's
+	// effects gets a status at least as new.
+	l.maybePublish()
+	for _, d := range r.deliveries {
+		if err := d.Ack(); err != nil {
+			l.Log.Warn("acknowledge failed; the event will be redelivered and skipped", "stream_seq", d.StreamSeq, "err", err)
+		}
+	}
+	l.parked = slices.DeleteFunc(l.parked, func(q *toolReq) bool { return slices.Contains(ready, q) })
+	for i, q := range ready {
+		q.reply <- replies[i] // rendered by the caller's goroutine, off the loop
+	}
+	return true
 }
 
 // isReady reports whether a parked tool call may be answered: every event the stream held
@@ -353,11 +379,11 @@ func (l *Loop) render(ctx context.Context, reply *Reply) Answer {
 		case l.renders <- struct{}{}:
 			defer func() { <-l.renders }()
 		case <-ctx.Done():
-			return Answer{Err: &HostError{Name: "UnavailableError", Message: "thatch claimed the entries but the call ended before they were read; call again for them: " + ctx.Err().Error()}}
+			return Answer{Err: &HostError{Name: protocol.Unavailable, Message: "thatch claimed the entries but the call ended before they were read; call again for them: " + ctx.Err().Error()}}
 		}
 		entries, err := l.Journal.PayloadEntries(p.Root, p.Claimant)
 		if err != nil {
-			return Answer{Err: &HostError{Name: "UnavailableError", Message: "thatch could not read the claimed entries; call again: " + err.Error()}}
+			return Answer{Err: &HostError{Name: protocol.Unavailable, Message: "thatch could not read the claimed entries; call again: " + err.Error()}}
 		}
 		a.Payload = &Payload{Root: p.Root, Entries: entries, Remaining: p.Remaining, Again: p.Again}
 		a.Output = FormatPayload(*a.Payload, nil)
@@ -438,13 +464,13 @@ func (l *Loop) goneWaiting(events []Event) []Result {
 	var out []Result
 	answered := map[int64]bool{}
 	for _, ev := range events {
-		if ev.Type != "session.deleted" || ev.SessionID == "" {
+		if ev.Type != protocol.EventSessionDeleted || ev.SessionID == "" {
 			continue
 		}
 		for _, w := range l.waiting[ev.HostID] {
 			if w.SessionID == ev.SessionID && !answered[w.ID] {
 				answered[w.ID] = true
-				out = append(out, Result{Call: w.Call, Err: &HostError{Name: "NotFoundError", Message: "session " + w.SessionID + " was deleted while the call waited for its host"}})
+				out = append(out, Result{Call: w.Call, Err: &HostError{Name: protocol.NotFound, Message: "session " + w.SessionID + " was deleted while the call waited for its host"}})
 			}
 		}
 	}
@@ -583,15 +609,18 @@ func (l *Loop) handBack() {
 }
 
 // stepRound applies a round's deliveries (each event id at most once) and host-call
-// results as one batch. It also answers the waiting calls whose session the events
-// delete: they stop waiting once the batch is committed (unwait).
+// results as one batch: a delivery of another stream, and one that does not decode, are
+// inputs of Step like the events. It also answers the waiting calls whose session the
+// events delete: they stop waiting once the batch is committed (unwait).
 func (l *Loop) stepRound(batch []Delivery, results []Result, now time.Time) (*Batch, error) {
 	b := &Batch{Now: now, State: l.state, Effects: NewEffects()}
 	events := make([]Event, 0, len(batch))
 	var ids []string
 	for _, d := range batch {
 		if d.Stream != "" && d.Stream != l.state.Counters.Stream {
-			if FollowStream(l.state, d.Stream, b.Effects) {
+			replaced := l.state.Counters.Stream != "" // else the first stream this journal knows
+			b.Effects.Merge(l.Rules.Step(l.state, StreamSwitch{ID: d.Stream}, now))
+			if replaced {
 				l.pos, b.StreamSeq = 0, 0 // the journal takes the new stream's lower position
 			}
 		}
@@ -602,12 +631,9 @@ func (l *Loop) stepRound(batch []Delivery, results []Result, now time.Time) (*Ba
 			ev.HostSeq, err = parseHostSeq(d.HostSeq)
 		}
 		if err != nil {
-			l.state.Counters.Rejected++
-			b.Effects.Counters = true
-			body, n := redact.Text(string(d.Data)) // kept for a person to read: no secret in it (rule 13)
-			l.state.Counters.Redacted += int64(n.Total())
-			b.DeadLetters = append(b.DeadLetters, DeadLetter{Seq: d.StreamSeq, Subject: d.Subject, Reason: err.Error(), Body: []byte(body)})
-			l.Log.Warn("rejected event: acknowledged and dead-lettered", "subject", d.Subject, "stream_seq", d.StreamSeq, "reason", err.Error())
+			rj := Reject(d.StreamSeq, d.Subject, d.Data, err)
+			b.Effects.Merge(l.Rules.Step(l.state, rj, now))
+			b.DeadLetters = append(b.DeadLetters, rj.DeadLetter())
 			continue
 		}
 		if !Known(ev.Type) {
@@ -731,19 +757,19 @@ func (l *Loop) Tool(ctx context.Context, c ToolCall, minSeq uint64) Answer {
 	select {
 	case l.tools <- q:
 	case <-l.stopped:
-		return Answer{Err: &HostError{Name: "UnavailableError", Message: ErrStopped.Error()}}
+		return Answer{Err: &HostError{Name: protocol.Unavailable, Message: ErrStopped.Error()}}
 	case <-ctx.Done():
-		return Answer{Err: &HostError{Name: "UnavailableError", Message: ctx.Err().Error()}}
+		return Answer{Err: &HostError{Name: protocol.Unavailable, Message: ctx.Err().Error()}}
 	}
 	select {
 	case r := <-q.reply:
 		return l.render(ctx, r)
 	case <-l.stopped:
-		return Answer{Err: &HostError{Name: "UnavailableError", Message: ErrStopped.Error()}}
+		return Answer{Err: &HostError{Name: protocol.Unavailable, Message: ErrStopped.Error()}}
 	case <-ctx.Done():
 		// The caller is gone (thatch stopping, its deadline): a claim the loop commits
 		// later is the caller's all the same, and its next call gets the same entries.
-		return Answer{Err: &HostError{Name: "UnavailableError", Message: ctx.Err().Error()}}
+		return Answer{Err: &HostError{Name: protocol.Unavailable, Message: ctx.Err().Error()}}
 	}
 }
 

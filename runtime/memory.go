@@ -3,24 +3,26 @@ package runtime
 import (
 	"fmt"
 	"log/slog"
+
+	"github.com/thatch-dev/thatch/runtime/protocol"
 )
 
 // Memory tools (protocol §6) and thatch's context methods. The memory store lives outside
 // the runtime; Step only says who is calling: the caller must be tracked, and its project
 // is its root session's. The driver's caller then acts on the store.
 const (
-	ToolRemember = "memory_remember"
-	ToolSearch   = "memory_search"
-	ToolUpdate   = "memory_update"
-	ToolForget   = "memory_forget"
+	ToolRemember = protocol.ToolRemember
+	ToolSearch   = protocol.ToolSearch
+	ToolUpdate   = protocol.ToolUpdate
+	ToolForget   = protocol.ToolForget
 
 	// CallSessionContext asks for a session's start text (the reminder and the memories
 	// section), for a host that declared Capabilities.Context. The first ask counts as the
 	// session's reminder.
-	CallSessionContext = "session.context"
+	CallSessionContext = protocol.APISessionContext
 	// CallMemoryContext asks only who a session is, for the memories section of a
 	// compaction.
-	CallMemoryContext = "memory.context"
+	CallMemoryContext = protocol.APIMemoryContext
 )
 
 // MemoryTool reports whether name is one of the memory tools.
@@ -86,7 +88,7 @@ func Identify(s *State, sessionID string) *CallerRef {
 func (t *step) identify(c ToolCall, caller, root *Session) *Reply {
 	ref := Identify(t.s, caller.ID)
 	if ref == nil {
-		return toolError("UnknownSessionError", "thatch does not know the project of session %q yet: its host gave neither a projectID nor a directory", c.SessionID)
+		return toolError(protocol.UnknownSession, "thatch does not know the project of session %q yet: its host gave neither a projectID nor a directory", c.SessionID)
 	}
 	if c.Name == CallSessionContext && caller.Kind == KindTop {
 		ref.Reminder = t.reminder()

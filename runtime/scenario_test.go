@@ -9,7 +9,7 @@ import (
 	"github.com/thatch-dev/thatch/runtime/scenario"
 )
 
-// TestScenarios runs the golden scripts of testdata/scenarios against the pure core.
+// TestScenarios runs the golden scripts of testdata/scenarios against the decision core.
 // Run with -update to rewrite their outputs.
 func TestScenarios(t *testing.T) {
 	scripts := scenario.Scripts("../testdata/scenarios")
@@ -24,6 +24,13 @@ func TestScenarios(t *testing.T) {
 			h.AfterStep = func(in runtime.Input, _ *runtime.Effects) {
 				if err := h.State.CheckIndex(); err != nil {
 					t.Fatalf("after %T: %v", in, err)
+				}
+				// ExtractionPhase is derived on the promise that a child is named only
+				// while Extracting.
+				for id, sess := range h.State.Sessions {
+					if sess.Child != "" && !sess.Extracting {
+						t.Fatalf("after %T: %s names child %s but is not extracting", in, id, sess.Child)
+					}
 				}
 			}
 			scenario.Run(t, path, h.Exec)

@@ -161,14 +161,17 @@ type Session struct {
 	ProjectID string `json:"ProjectID"`
 	Status    Status `json:"Status"`
 
+	// Extracting and Child hold the session's ExtractionPhase, WrapUp and Resolving its
+	// WrapUpPhase, Resolved the wrap-up's expected echo: phase.go alone changes them and
+	// reads them together.
 	Reminded   bool   `json:"Reminded"`   // top: the session-start reminder was sent
 	Extracting bool   `json:"Extracting"` // top: an extraction child is being created or is running
 	Child      string `json:"Child"`      // top: the running extraction child, once the host named it
-	Compacting bool   `json:"Compacting"`
-	WrapUp     WrapUp `json:"WrapUp"`    // armed wrap-up command
-	Resolving  bool   `json:"Resolving"` // top: the armed wrap-up's messages were asked for; the idle waits for them
-	Resolved   WrapUp `json:"Resolved"`  // top: the last wrap-up resolved at an idle, so command.executed does not resolve it twice
-	Exited     bool   `json:"Exited"`    // left the live directory through a greenlit /thatch/exit; busy again brings it back
+	Compacting bool   `json:"Compacting"` // the host is compacting it: a greenlit /thatch/compact, or the host's own compaction
+	WrapUp     WrapUp `json:"WrapUp"`     // top: the armed wrap-up command
+	Resolving  bool   `json:"Resolving"`  // top: the armed wrap-up's messages were asked for; the idle waits for them
+	Resolved   WrapUp `json:"Resolved"`   // top: the last wrap-up resolved at an idle, so command.executed does not resolve it twice
+	Exited     bool   `json:"Exited"`     // left the live directory through a greenlit /thatch/exit; busy again brings it back
 
 	Metrics Metrics `json:"Metrics"` // child: what it reported with thatch_extraction_done
 	Wrote   Metrics `json:"Wrote"`   // extraction child: its effective writes through the memory tools, as thatch counted them

@@ -5,8 +5,8 @@ import "log/slog"
 // FollowStream makes id the stream the state counts in. When it replaces another one (the
 // stream was deleted and created again: a lost store, another broker), the sessions' Seq
 // watermarks belong to the old numbering and are reset, or every event of the new stream
-// would be taken for a stale one; the caller resets its position too. It reports whether
-// it replaced a stream.
+// would be taken for a stale one; the driver resets its position too. Step calls it for a
+// StreamSwitch. It reports whether it replaced a stream.
 func FollowStream(s *State, id string, fx *Effects) bool {
 	old := s.Counters.Stream
 	s.Counters.Stream = id

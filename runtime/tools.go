@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/thatch-dev/thatch/runtime/protocol"
 )
 
 // Payload cuts (protocol §3): what an extractor reads of each entry.
@@ -24,11 +26,11 @@ func toolError(name, format string, args ...any) *Reply {
 func (t *step) tool(c ToolCall) *Reply {
 	caller := t.s.Sessions[c.SessionID]
 	if caller == nil {
-		return toolError("UnknownSessionError", "session %q is not tracked by thatch: it never appeared in the host's events", c.SessionID)
+		return toolError(protocol.UnknownSession, "session %q is not tracked by thatch: it never appeared in the host's events", c.SessionID)
 	}
 	root := t.s.Sessions[t.s.Root(caller.ID)]
 	if root == nil {
-		return toolError("UnknownSessionError", "session %q has no top-level ancestor thatch tracks", c.SessionID)
+		return toolError(protocol.UnknownSession, "session %q has no top-level ancestor thatch tracks", c.SessionID)
 	}
 	t.touch(caller.ID)
 	if MemoryTool(c.Name) || c.Name == CallSessionContext || c.Name == CallMemoryContext {
@@ -37,7 +39,7 @@ func (t *step) tool(c ToolCall) *Reply {
 	switch c.Name {
 	case ToolPayload:
 		if err := argsObject(c.Args); err != nil {
-			return toolError("BadRequestError", "%s takes an empty object: %v", ToolPayload, err)
+			return toolError(protocol.BadRequest, "%s takes an empty object: %v", ToolPayload, err)
 		}
 		claimed := t.claim(root, caller.ID)
 		t.dirty(caller)
@@ -57,7 +59,7 @@ func (t *step) tool(c ToolCall) *Reply {
 	case ToolDone:
 		m, err := doneArgs(c.Args)
 		if err != nil {
-			return toolError("BadRequestError", "%s takes {new, updated, deleted} as non-negative integers: %v", ToolDone, err)
+			return toolError(protocol.BadRequest, "%s takes {new, updated, deleted} as non-negative integers: %v", ToolDone, err)
 		}
 		caller.Metrics.New += m.New
 		caller.Metrics.Updated += m.Updated
@@ -68,7 +70,7 @@ func (t *step) tool(c ToolCall) *Reply {
 		return &Reply{Output: fmt.Sprintf("Extraction recorded: %d %s completed (%d new, %d updated, %d deleted memories).",
 			n, Plural(n, "entry", "entries"), m.New, m.Updated, m.Deleted), Metadata: map[string]any{"completed": n}}
 	}
-	return toolError("BadRequestError", "unknown tool %q: thatch serves %s, %s, %s, %s, %s and %s",
+	return toolError(protocol.BadRequest, "unknown tool %q: thatch serves %s, %s, %s, %s, %s and %s",
 		c.Name, ToolPayload, ToolDone, ToolRemember, ToolSearch, ToolUpdate, ToolForget)
 }
 

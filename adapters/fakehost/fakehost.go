@@ -1,7 +1,3 @@
-// Package fakehost is a scriptable protocol host for tests and benchmarks: it publishes
-// bus events to the stream as a host must (JetStream publish, Nats-Msg-Id, Host-Seq),
-// answers the host API of protocol §2 from an in-memory session table, records every
-// call it receives, and calls thatch's tools as a host's model would.
 package fakehost
 
 import (
@@ -19,6 +15,7 @@ import (
 
 	"github.com/thatch-dev/thatch/adapters/natsbus"
 	"github.com/thatch-dev/thatch/runtime"
+	"github.com/thatch-dev/thatch/runtime/protocol"
 )
 
 // Call is one host API request the fake received.
@@ -89,13 +86,12 @@ type Host struct {
 	methods   []string
 	away      bool
 	sessions  map[string]runtime.SessionInfo
-	messages  map[string]string        // session → last assistant text
-	played    map[string]string        // extraction child → the model its prompt asked for
-	extracted map[string]int           // entry id → times the model completed it
-	answered  map[string][]byte        // idempotency key → the reply it got
-	acting    map[string]chan struct{} // idempotency key → closed once its first request is answered
-	repeats   map[string]int           // method → calls answered from memory
-	turns     int                      // extractions the model played
+	messages  map[string]string // session → last assistant text
+	played    map[string]string // extraction child → the model its prompt asked for
+	extracted map[string]int    // entry id → times the model completed it
+	answered  *protocol.Memo    // the replies by idempotency key
+	repeats   map[string]int    // method → calls answered from memory
+	turns     int               // extractions the model played
 	nextID    int
 	subs      []*nats.Subscription
 
@@ -122,11 +118,11 @@ func (h *Host) goRun(fn func(ctx context.Context)) {
 
 // Methods lists the host API methods an api host serves.
 func Methods(api string) []string {
-	common := []string{"session.create", "session.prompt", "session.delete", "session.list", "project.list", "session.move"}
+	common := []string{protocol.MethodSessionCreate, protocol.MethodSessionPrompt, protocol.MethodSessionDelete, protocol.MethodSessionList, protocol.MethodProjectList, protocol.MethodSessionMove}
 	if api == "v2" {
-		return append(common, "session.context", "session.compact", "bridge.emit")
+		return append(common, protocol.MethodSessionContext, protocol.MethodSessionCompact, protocol.MethodBridgeEmit)
 	}
-	return append(common, "session.messages", "tui.executeCommand", "tui.publish", "tui.showToast")
+	return append(common, protocol.MethodSessionMessages, protocol.MethodTUIExecuteCommand, protocol.MethodTUIPublish, protocol.MethodTUIShowToast)
 }
 
 // New starts a fake host serving methods (all of its API's when none are given).
@@ -138,7 +134,7 @@ func New(nc *nats.Conn, id, api string, methods ...string) (*Host, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	h := &Host{ID: id, API: api, Prefix: "opencode", NC: nc, JS: js, Dir: os.TempDir(), ctx: ctx, cancel: cancel,
 		sessions: map[string]runtime.SessionInfo{}, messages: map[string]string{}, played: map[string]string{}, extracted: map[string]int{},
-		answered: map[string][]byte{}, acting: map[string]chan struct{}{}, repeats: map[string]int{}}
+		answered: protocol.NewMemo(protocol.MemoSize), repeats: map[string]int{}}
 	if len(methods) == 0 {
 		methods = Methods(api)
 	}
@@ -216,40 +212,30 @@ func (h *Host) serve(m *nats.Msg) {
 	method := m.Subject[strings.LastIndex(m.Subject, ".api.")+len(".api."):]
 	var params map[string]any
 	_ = json.Unmarshal(m.Data, &params)
-	key, _ := params["idempotencyKey"].(string)
-	h.mu.Lock()
-	// A repeat that arrives while the first request is still being answered (thatch
-	// restarted meanwhile) waits for that answer instead of acting twice.
-	for first := h.acting[key]; first != nil && key != ""; first = h.acting[key] {
-		h.mu.Unlock()
-		<-first
+	key, _ := params[protocol.IdempotencyKey].(string)
+	// A repeat is answered from memory, not acted on twice; one that arrives while the
+	// first request is still being answered (thatch restarted meanwhile) waits for that
+	// answer. A Raw answer is not remembered.
+	data, repeat := h.answered.Do(key, func() ([]byte, bool) { return h.act(method, params, key) }, nil)
+	if repeat {
 		h.mu.Lock()
-	}
-	if old, ok := h.answered[key]; ok && key != "" {
-		h.repeats[method]++ // a repeated call: answered from memory, not acted on twice
+		h.repeats[method]++
 		h.requests = append(h.requests, Call{Method: method, Params: params, Key: key, Repeat: true})
 		h.mu.Unlock()
-		_ = m.Respond(old)
-		return
 	}
-	if key != "" {
-		done := make(chan struct{})
-		h.acting[key] = done
-		defer func() {
-			h.mu.Lock()
-			delete(h.acting, key)
-			h.mu.Unlock()
-			close(done)
-		}()
-	}
+	_ = m.Respond(data)
+}
+
+// act records and answers one request, and says whether its reply answers a repeat.
+func (h *Host) act(method string, params map[string]any, key string) (data []byte, keep bool) {
+	h.mu.Lock()
 	h.calls = append(h.calls, Call{Method: method, Params: params, Key: key})
 	h.requests = append(h.requests, Call{Method: method, Params: params, Key: key})
 	reply, raw := h.Reply, h.Raw
 	h.mu.Unlock()
 	if raw != nil {
 		if data, ok := raw(method); ok {
-			_ = m.Respond(data)
-			return
+			return data, false
 		}
 	}
 	var result any
@@ -261,18 +247,8 @@ func (h *Host) serve(m *nats.Msg) {
 	if !handled {
 		result, herr = h.builtin(method, params)
 	}
-	var data []byte
-	if herr != nil {
-		data, _ = json.Marshal(map[string]any{"error": herr})
-	} else {
-		data, _ = json.Marshal(map[string]any{"result": result})
-	}
-	if key != "" {
-		h.mu.Lock()
-		h.answered[key] = data
-		h.mu.Unlock()
-	}
-	_ = m.Respond(data)
+	data, _ = protocol.Encode(result, herr)
+	return data, true
 }
 
 // Repeats returns, per method, the calls that repeated an idempotency key already
@@ -292,36 +268,36 @@ func (h *Host) builtin(method string, p map[string]any) (any, *runtime.HostError
 	defer h.mu.Unlock()
 	sid, _ := p["sessionID"].(string)
 	switch method {
-	case "session.create":
+	case protocol.MethodSessionCreate:
 		h.nextID++
 		parent, _ := p["parentID"].(string)
 		title, _ := p["title"].(string)
 		if _, ok := h.sessions[parent]; parent != "" && !ok {
-			return nil, &runtime.HostError{Name: "NotFoundError", Message: "parent session " + parent + " not found"}
+			return nil, &runtime.HostError{Name: protocol.NotFound, Message: "parent session " + parent + " not found"}
 		}
 		s := runtime.SessionInfo{ID: fmt.Sprintf("ses_%s_c%03d", h.ID, h.nextID), ParentID: parent, Title: title, Directory: h.Dir}
 		if ps, ok := h.sessions[parent]; ok {
 			s.Directory = ps.Directory
 		}
 		h.sessions[s.ID] = s
-		h.announce("session.created", s)
+		h.announce(protocol.EventSessionCreated, s)
 		return s, nil
-	case "session.delete":
+	case protocol.MethodSessionDelete:
 		s, ok := h.sessions[sid]
 		if !ok {
-			return nil, &runtime.HostError{Name: "NotFoundError", Message: "session " + sid + " not found"}
+			return nil, &runtime.HostError{Name: protocol.NotFound, Message: "session " + sid + " not found"}
 		}
 		delete(h.sessions, sid)
-		h.announce("session.deleted", s)
+		h.announce(protocol.EventSessionDeleted, s)
 		return true, nil
-	case "session.list":
+	case protocol.MethodSessionList:
 		out := []runtime.SessionInfo{}
 		for _, s := range h.sessions {
 			out = append(out, s)
 		}
 		slices.SortFunc(out, func(a, b runtime.SessionInfo) int { return strings.Compare(a.ID, b.ID) })
 		return out, nil
-	case "session.prompt":
+	case protocol.MethodSessionPrompt:
 		if noReply, _ := p["noReply"].(bool); h.Model && !noReply {
 			if s, ok := h.sessions[sid]; ok && s.Title == runtime.ExtractionTitle {
 				model := "fake/session-model" // no model asked: the session's, as opencode's bridge does
@@ -333,20 +309,20 @@ func (h *Host) builtin(method string, p map[string]any) (any, *runtime.HostError
 			}
 		}
 		return map[string]any{}, nil
-	case "session.move":
+	case protocol.MethodSessionMove:
 		s, ok := h.sessions[sid]
 		if !ok {
-			return nil, &runtime.HostError{Name: "NotFoundError", Message: "session " + sid + " not found"}
+			return nil, &runtime.HostError{Name: protocol.NotFound, Message: "session " + sid + " not found"}
 		}
 		s.Directory, _ = p["directory"].(string)
 		h.sessions[sid] = s
 		return s, nil
-	case "project.list":
+	case protocol.MethodProjectList:
 		return []runtime.Project{{ID: "p1", Worktree: h.Dir}}, nil
-	case "session.messages":
+	case protocol.MethodSessionMessages:
 		info := h.turnInfo(sid)
 		return []map[string]any{{"info": info, "parts": []map[string]any{{"type": "text", "text": h.messages[sid]}}}}, nil
-	case "session.context":
+	case protocol.MethodSessionContext:
 		m := h.turnInfo(sid)
 		m["content"] = []map[string]any{{"type": "text", "text": h.messages[sid]}}
 		return map[string]any{"messages": []map[string]any{m}}, nil
@@ -406,7 +382,7 @@ func (h *Host) extract(ctx context.Context, child string) {
 			if err == nil && herr == nil {
 				return a, true
 			}
-			if herr != nil && herr.Name != "UnavailableError" {
+			if herr != nil && herr.Name != protocol.Unavailable {
 				return a, false // thatch forgot the child: the turn is over
 			}
 			time.Sleep(50 * time.Millisecond)
@@ -419,7 +395,7 @@ func (h *Host) extract(ctx context.Context, child string) {
 		return
 	}
 	defer func() { trace("idle: %v", h.Status(ctx, child, "idle")) }()
-	a, ok := call(runtime.ToolPayload, map[string]any{})
+	a, ok := call(protocol.ToolPayload, map[string]any{})
 	if !ok {
 		return
 	}
@@ -436,22 +412,22 @@ func (h *Host) extract(ctx context.Context, child string) {
 	fail := h.FailEvery > 0 && h.turns%h.FailEvery == 0
 	h.mu.Unlock()
 	if fail {
-		_, _ = h.Publish(ctx, "session.error", map[string]any{"sessionID": child,
+		_, _ = h.Publish(ctx, protocol.EventSessionError, map[string]any{"sessionID": child,
 			"error": map[string]any{"name": "APIError", "data": map[string]any{"message": "scripted failure"}}})
 		return
 	}
-	_ = h.ToolExecuted(ctx, child, child+"_mem", "memory_remember", "remembered")
+	_ = h.ToolExecuted(ctx, child, child+"_mem", protocol.ToolRemember, "remembered")
 	report := runtime.Metrics{New: int64(min(len(ids), 3))}
 	if h.Write != nil {
 		report = h.Write(ctx, child, a, func(name string, args any) (runtime.Answer, *runtime.HostError) {
 			a, herr, err := h.Tool(ctx, prefix, name, child, args)
 			if err != nil {
-				herr = &runtime.HostError{Name: "TransportError", Message: err.Error()}
+				herr = &runtime.HostError{Name: protocol.Transport, Message: err.Error()}
 			}
 			return a, herr
 		})
 	}
-	done, ok := call(runtime.ToolDone, map[string]any{"new": report.New, "updated": report.Updated, "deleted": report.Deleted})
+	done, ok := call(protocol.ToolDone, map[string]any{"new": report.New, "updated": report.Updated, "deleted": report.Deleted})
 	if !ok {
 		return
 	}
@@ -595,7 +571,7 @@ func (h *Host) PublishHello(ctx context.Context, boot string, caps runtime.Capab
 	}
 	hello := h.hello
 	h.mu.Unlock()
-	_, err := h.Publish(ctx, "host.hello", hello)
+	_, err := h.Publish(ctx, protocol.EventHostHello, hello)
 	return err
 }
 
@@ -628,7 +604,7 @@ func (h *Host) HelloAgain(ctx context.Context) error {
 	if hello == nil {
 		return fmt.Errorf("host %s never said hello", h.ID)
 	}
-	_, err := h.Publish(ctx, "host.hello", hello)
+	_, err := h.Publish(ctx, protocol.EventHostHello, hello)
 	return err
 }
 
@@ -636,25 +612,25 @@ func (h *Host) HelloAgain(ctx context.Context) error {
 func (h *Host) Created(ctx context.Context, id, parent, title, dir string) error {
 	info := runtime.SessionInfo{ID: id, ParentID: parent, Title: title, Directory: dir}
 	h.AddSession(info)
-	_, err := h.Publish(ctx, "session.created", map[string]any{"sessionID": id, "info": info})
+	_, err := h.Publish(ctx, protocol.EventSessionCreated, map[string]any{"sessionID": id, "info": info})
 	return err
 }
 
 // Status publishes a status change; an idle is sent as opencode does, twice.
 func (h *Host) Status(ctx context.Context, id, status string) error {
-	if _, err := h.Publish(ctx, "session.status", map[string]any{"sessionID": id, "status": map[string]any{"type": status}}); err != nil {
+	if _, err := h.Publish(ctx, protocol.EventSessionStatus, map[string]any{"sessionID": id, "status": map[string]any{"type": status}}); err != nil {
 		return err
 	}
 	if status != "idle" {
 		return nil
 	}
-	_, err := h.Publish(ctx, "session.idle", map[string]any{"sessionID": id})
+	_, err := h.Publish(ctx, protocol.EventSessionIdle, map[string]any{"sessionID": id})
 	return err
 }
 
 // ToolExecuted publishes one finished tool call.
 func (h *Host) ToolExecuted(ctx context.Context, session, callID, tool, output string) error {
-	_, err := h.Publish(ctx, "tool.execute.after", map[string]any{"sessionID": session, "callID": callID, "tool": tool,
+	_, err := h.Publish(ctx, protocol.EventToolExecuteAfter, map[string]any{"sessionID": session, "callID": callID, "tool": tool,
 		"args": map[string]any{"command": "echo " + callID}, "title": tool, "output": output, "metadata": map[string]any{}})
 	return err
 }
@@ -671,15 +647,10 @@ func (h *Host) ToolCall(ctx context.Context, apiPrefix, name, session, callID st
 	if err != nil {
 		return runtime.Answer{}, nil, err
 	}
-	var env struct {
-		Result *runtime.Answer    `json:"result"`
-		Error  *runtime.HostError `json:"error"`
+	result, herr, err := protocol.Decode(msg.Data)
+	if err != nil || herr != nil {
+		return runtime.Answer{}, herr, err
 	}
-	if err := json.Unmarshal(msg.Data, &env); err != nil {
-		return runtime.Answer{}, nil, err
-	}
-	if env.Error != nil {
-		return runtime.Answer{}, env.Error, nil
-	}
-	return *env.Result, nil, nil
+	var a runtime.Answer
+	return a, nil, json.Unmarshal(result, &a)
 }

@@ -1,8 +1,3 @@
-// Package host talks to protocol hosts (§2): it maps each runtime.Call to the method of
-// the host's API generation (v1 or v2), performs it with NATS request/reply on
-// <prefix>.<host>.api.<method>, and maps the reply back into the v1 shapes the runtime
-// reads. A method the host does not serve (no responder) is logged once per host and
-// method and reported as a failed call; it is never retried in a loop.
 package host
 
 import (
@@ -17,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/thatch-dev/thatch/runtime"
+	"github.com/thatch-dev/thatch/runtime/protocol"
 )
 
 // Client performs host calls over NATS.
@@ -47,7 +43,7 @@ func Encode(api string, c runtime.Call) (Request, error) {
 		if c.SessionID != "" {
 			p["parentID"] = c.SessionID
 		}
-		return Request{"session.create", p}, nil
+		return Request{protocol.MethodSessionCreate, p}, nil
 	case runtime.OpPrompt:
 		part := map[string]any{"type": "text", "text": c.Text}
 		if c.Synthetic {
@@ -60,38 +56,38 @@ func Encode(api string, c runtime.Call) (Request, error) {
 		if provider, model, ok := runtime.ParseModel(c.Model); ok {
 			p["model"] = map[string]string{"providerID": provider, "modelID": model}
 		}
-		return Request{"session.prompt", p}, nil
+		return Request{protocol.MethodSessionPrompt, p}, nil
 	case runtime.OpDelete:
-		return Request{"session.delete", map[string]any{"sessionID": c.SessionID}}, nil
+		return Request{protocol.MethodSessionDelete, map[string]any{"sessionID": c.SessionID}}, nil
 	case runtime.OpList:
-		return Request{"session.list", map[string]any{}}, nil
+		return Request{protocol.MethodSessionList, map[string]any{}}, nil
 	case runtime.OpProjects:
-		return Request{"project.list", map[string]any{}}, nil
+		return Request{protocol.MethodProjectList, map[string]any{}}, nil
 	case runtime.OpMove:
-		return Request{"session.move", map[string]any{"sessionID": c.SessionID, "directory": c.Directory}}, nil
+		return Request{protocol.MethodSessionMove, map[string]any{"sessionID": c.SessionID, "directory": c.Directory}}, nil
 	case runtime.OpMessages:
 		if v2 {
-			return Request{"session.context", map[string]any{"sessionID": c.SessionID}}, nil
+			return Request{protocol.MethodSessionContext, map[string]any{"sessionID": c.SessionID}}, nil
 		}
-		return Request{"session.messages", map[string]any{"sessionID": c.SessionID}}, nil
+		return Request{protocol.MethodSessionMessages, map[string]any{"sessionID": c.SessionID}}, nil
 	case runtime.OpCompact:
 		if v2 {
-			return Request{"session.compact", map[string]any{"sessionID": c.SessionID}}, nil
+			return Request{protocol.MethodSessionCompact, map[string]any{"sessionID": c.SessionID}}, nil
 		}
 		// sessionID is an extension (docs/protocol.md): a host with no TUI, such as
 		// the opencode bridge, compacts that session itself.
-		return Request{"tui.executeCommand", map[string]any{"command": "session_compact", "sessionID": c.SessionID}}, nil
+		return Request{protocol.MethodTUIExecuteCommand, map[string]any{"command": "session_compact", "sessionID": c.SessionID}}, nil
 	case runtime.OpClose:
 		if v2 {
-			return Request{"bridge.emit", map[string]any{"type": "exit-tab-closed", "properties": map[string]any{"sessionID": c.SessionID}}}, nil
+			return Request{protocol.MethodBridgeEmit, map[string]any{"type": "exit-tab-closed", "properties": map[string]any{"sessionID": c.SessionID}}}, nil
 		}
-		return Request{"tui.publish", map[string]any{"type": "tui.command.execute", "properties": map[string]any{"command": "app.exit"}}}, nil
+		return Request{protocol.MethodTUIPublish, map[string]any{"type": "tui.command.execute", "properties": map[string]any{"command": "app.exit"}}}, nil
 	case runtime.OpToast:
 		p := map[string]any{"title": c.Title, "message": c.Text, "variant": c.Variant}
 		if v2 {
-			return Request{"bridge.emit", map[string]any{"type": "toast", "properties": p}}, nil
+			return Request{protocol.MethodBridgeEmit, map[string]any{"type": "toast", "properties": p}}, nil
 		}
-		return Request{"tui.showToast", p}, nil
+		return Request{protocol.MethodTUIShowToast, p}, nil
 	}
 	return Request{}, fmt.Errorf("no host method for operation %q", c.Op)
 }
@@ -143,11 +139,11 @@ func (cl *Client) Do(ctx context.Context, api string, c runtime.Call) runtime.Re
 	res := runtime.Result{Call: c}
 	req, err := Encode(api, c)
 	if err != nil {
-		res.Err = &runtime.HostError{Name: "BadRequestError", Message: err.Error()}
+		res.Err = &runtime.HostError{Name: protocol.BadRequest, Message: err.Error()}
 		return res
 	}
 	if p, ok := req.Params.(map[string]any); ok && c.Key != "" {
-		p["idempotencyKey"] = c.Key
+		p[protocol.IdempotencyKey] = c.Key
 	}
 	data, _ := json.Marshal(req.Params)
 	subject := cl.Prefix + "." + c.Host + ".api." + req.Method
@@ -157,32 +153,29 @@ func (cl *Client) Do(ctx context.Context, api string, c runtime.Call) runtime.Re
 	switch {
 	case errors.Is(err, nats.ErrNoResponders):
 		cl.noResponder(c.Host, req.Method)
-		res.Err = &runtime.HostError{Name: "NoResponderError", Message: "host " + c.Host + " does not serve " + req.Method, NoResponder: true}
+		res.Err = &runtime.HostError{Name: protocol.NoResponder, Message: "host " + c.Host + " does not serve " + req.Method, NoResponder: true}
 		return res
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout):
-		res.Err = &runtime.HostError{Name: "TimeoutError", Message: fmt.Sprintf("host %s did not answer %s within %s", c.Host, req.Method, cl.Timeout)}
+		res.Err = &runtime.HostError{Name: protocol.Timeout, Message: fmt.Sprintf("host %s did not answer %s within %s", c.Host, req.Method, cl.Timeout)}
 		return res
 	case err != nil:
-		res.Err = &runtime.HostError{Name: "TransportError", Message: fmt.Sprintf("%s to host %s: %v", req.Method, c.Host, err)}
+		res.Err = &runtime.HostError{Name: protocol.Transport, Message: fmt.Sprintf("%s to host %s: %v", req.Method, c.Host, err)}
 		return res
 	}
-	var env struct {
-		Result json.RawMessage    `json:"result"`
-		Error  *runtime.HostError `json:"error"`
-	}
-	if err := json.Unmarshal(msg.Data, &env); err != nil || (env.Error == nil && env.Result == nil) {
-		res.Err = &runtime.HostError{Name: "BadReplyError", Message: fmt.Sprintf("host %s answered %s with something other than {result} or {error}", c.Host, req.Method)}
+	result, herr, err := protocol.Decode(msg.Data)
+	if err != nil {
+		res.Err = &runtime.HostError{Name: protocol.BadReply, Message: fmt.Sprintf("host %s answered %s with something other than {result} or {error}", c.Host, req.Method)}
 		return res
 	}
-	if env.Error != nil {
-		if env.Error.Name == "" {
-			env.Error.Name = "HostError"
+	if herr != nil {
+		if herr.Name == "" {
+			herr.Name = protocol.HostFailed
 		}
-		res.Err = env.Error
+		res.Err = herr
 		return res
 	}
-	if err := Decode(api, c, env.Result, &res); err != nil {
-		res.Err = &runtime.HostError{Name: "BadReplyError", Message: fmt.Sprintf("host %s: %v", c.Host, err)}
+	if err := Decode(api, c, result, &res); err != nil {
+		res.Err = &runtime.HostError{Name: protocol.BadReply, Message: fmt.Sprintf("host %s: %v", c.Host, err)}
 	}
 	return res
 }

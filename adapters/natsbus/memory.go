@@ -14,6 +14,7 @@ import (
 
 	"github.com/thatch-dev/thatch/journal/memory"
 	"github.com/thatch-dev/thatch/runtime"
+	"github.com/thatch-dev/thatch/runtime/protocol"
 	"github.com/thatch-dev/thatch/runtime/redact"
 )
 
@@ -50,11 +51,11 @@ const RelatedMax = 10
 func storeError(err error) *runtime.HostError {
 	switch {
 	case errors.Is(err, memory.ErrNotFound):
-		return &runtime.HostError{Name: "NotFoundError", Message: err.Error()}
+		return &runtime.HostError{Name: protocol.NotFound, Message: err.Error()}
 	case errors.Is(err, memory.ErrBadRequest):
-		return &runtime.HostError{Name: "BadRequestError", Message: err.Error()}
+		return &runtime.HostError{Name: protocol.BadRequest, Message: err.Error()}
 	}
-	return &runtime.HostError{Name: "UnavailableError", Message: "thatch's memory store failed; call again: " + err.Error()}
+	return &runtime.HostError{Name: protocol.Unavailable, Message: "thatch's memory store failed; call again: " + err.Error()}
 }
 
 // decodeArgs reads a tool's args into dst; absent args are an empty object.
@@ -87,7 +88,7 @@ func argType(field string) string {
 // extraction child's effective writes, and renders the reply for the model.
 func (s *Server) memoryTool(ctx context.Context, name, callID string, args json.RawMessage, who *runtime.CallerRef) (any, *runtime.HostError) {
 	if s.Memories == nil {
-		return nil, &runtime.HostError{Name: "NotImplementedError", Message: "this thatch keeps no memories"}
+		return nil, &runtime.HostError{Name: protocol.NotImplemented, Message: "this thatch keeps no memories"}
 	}
 	st, now := s.Memories.Store, s.Memories.now()
 	c := memory.Caller{Project: who.Project, SessionID: who.SessionID, CallID: callID, Directory: who.Directory}
@@ -342,7 +343,7 @@ func (s *Server) contextText(ctx context.Context, method string, p apiParams) (a
 	switch {
 	case herr == nil:
 		who = *a.Caller
-	case herr.Name == "UnknownSessionError" && method == runtime.CallSessionContext:
+	case herr.Name == protocol.UnknownSession && method == runtime.CallSessionContext:
 		// The host asked before thatch saw the session (its first request can outrun the
 		// event): the host's own word for the project stands in.
 		who = runtime.CallerRef{SessionID: p.SessionID, Kind: runtime.KindTop, Project: runtime.ProjectKey(p.ProjectID, p.Directory), Directory: p.Directory, Reminder: runtime.Reminder(nil)}
@@ -403,7 +404,7 @@ func (s *Server) identify(ctx context.Context, method, sessionID string) (runtim
 // parameters is a project key or a folder (memory.Store.Resolve).
 func (s *Server) memoryAPI(ctx context.Context, method string, data []byte) (any, *runtime.HostError) {
 	if s.Memories == nil {
-		return nil, &runtime.HostError{Name: "NotImplementedError", Message: "this thatch keeps no memories"}
+		return nil, &runtime.HostError{Name: protocol.NotImplemented, Message: "this thatch keeps no memories"}
 	}
 	st, now := s.Memories.Store, s.Memories.now()
 	var p struct {
@@ -424,7 +425,7 @@ func (s *Server) memoryAPI(ctx context.Context, method string, data []byte) (any
 		}
 	}
 	var keys []string // the project keys p.Project names; none is every project
-	if p.Project != "" && method != "memory.projects" {
+	if p.Project != "" && method != protocol.APIMemoryProjects {
 		var err error
 		if keys, err = st.Resolve(ctx, p.Project); err != nil {
 			return nil, storeError(err)
@@ -436,13 +437,13 @@ func (s *Server) memoryAPI(ctx context.Context, method string, data []byte) (any
 		}
 	}
 	switch method {
-	case "memory.projects":
+	case protocol.APIMemoryProjects:
 		ps, err := st.Projects(ctx, p.Project)
 		if err != nil {
 			return nil, storeError(err)
 		}
 		return ps, nil
-	case "memories":
+	case protocol.APIMemories:
 		after := p.After
 		if p.Cursor != nil {
 			after = *p.Cursor
@@ -461,7 +462,7 @@ func (s *Server) memoryAPI(ctx context.Context, method string, data []byte) (any
 		// while pages come full.
 		more := p.Query == "" && len(ms) == cmp.Or(p.Limit, memory.DefaultListLimit)
 		return page(s, method, ms, more, func(_ int, m memory.Memory) string { return m.ID })
-	case "memory.get":
+	case protocol.APIMemoryGet:
 		m, audit, err := st.Get(ctx, p.ID)
 		if err != nil {
 			return nil, storeError(err)
@@ -470,13 +471,13 @@ func (s *Server) memoryAPI(ctx context.Context, method string, data []byte) (any
 			audit = []memory.Audit{}
 		}
 		return map[string]any{"memory": m, "audit": audit}, nil
-	case "memory.forget":
+	case protocol.APIMemoryForget:
 		r, err := st.Forget(ctx, memory.Caller{}, p.ID, p.Reason, now)
 		if err != nil {
 			return nil, storeError(err)
 		}
 		return map[string]string{"id": r.Memory.ID}, nil
-	case "memory.export":
+	case protocol.APIMemoryExport:
 		after := p.After
 		if p.Cursor != nil {
 			after = *p.Cursor
@@ -493,7 +494,7 @@ func (s *Server) memoryAPI(ctx context.Context, method string, data []byte) (any
 		}
 		more := len(ms) == cmp.Or(p.Limit, memory.DefaultExportLimit)
 		return page(s, method, ms, more, func(_ int, m memory.Memory) string { return m.ID })
-	case "memory.import":
+	case protocol.APIMemoryImport:
 		n, err := st.Import(ctx, p.Memories, now)
 		if err != nil {
 			return nil, storeError(err)
@@ -502,19 +503,19 @@ func (s *Server) memoryAPI(ctx context.Context, method string, data []byte) (any
 			s.Memories.PassDue.Store(true)
 		}
 		return map[string]int{"added": n}, nil
-	case "memory.restore":
+	case protocol.APIMemoryRestore:
 		r, err := st.Restore(ctx, memory.Caller{}, p.ID, now)
 		if err != nil {
 			return nil, storeError(err)
 		}
 		return map[string]string{"id": r.Memory.ID}, nil
-	case "memory.hygiene":
+	case protocol.APIMemoryHygiene:
 		h, err := st.Hygiene(ctx, keys, now)
 		if err != nil {
 			return nil, storeError(err)
 		}
 		return h, nil
-	case "memory.signals": // the hygiene signals with their memories' texts, for a person
+	case protocol.APIMemorySignals: // the hygiene signals with their memories' texts, for a person
 		sigs, err := st.Signals(ctx, keys, max(p.Limit, 1), now)
 		if err != nil {
 			return nil, storeError(err)
@@ -523,13 +524,13 @@ func (s *Server) memoryAPI(ctx context.Context, method string, data []byte) (any
 			sigs = []memory.Signal{}
 		}
 		return sigs, nil
-	case "memory.dismiss":
+	case protocol.APIMemoryDismiss:
 		if err := st.Dismiss(ctx, memory.Caller{}, p.ID, p.Other, now); err != nil {
 			return nil, storeError(err)
 		}
 		return map[string]string{"id": p.ID, "distinctFrom": p.Other}, nil
 	}
-	return nil, &runtime.HostError{Name: "NotFoundError", Message: "thatch has no API method " + method}
+	return nil, &runtime.HostError{Name: protocol.NotFound, Message: "thatch has no API method " + method}
 }
 
 // Injecting is a runtime.Caller that appends the memories section of a call's Project to

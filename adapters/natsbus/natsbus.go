@@ -1,7 +1,3 @@
-// Package natsbus is thatch's edge to NATS: the embedded nats-server, the connection,
-// the event stream and its durable pull consumer, and the responders of thatch's tools
-// and API (protocol §1, §3, §4). It converts between NATS messages and runtime inputs;
-// every decision stays in the runtime.
 package natsbus
 
 import (
@@ -139,29 +135,40 @@ func Connect(o ConnectOptions, log *slog.Logger) (*nats.Conn, error) {
 		}),
 		nats.ClosedHandler(func(*nats.Conn) { log.Debug("broker connection closed") }),
 	}
-	if o.CredsFile != "" {
-		opts = append(opts, nats.UserCredentials(o.CredsFile))
-	}
-	if o.Token != "" {
-		opts = append(opts, nats.Token(o.Token))
-	}
 	if o.InboxPrefix != "" {
 		opts = append(opts, nats.CustomInboxPrefix(o.InboxPrefix))
 	}
-	url := o.URL
+	url, clientTLS := o.URL, o.TLS
 	if o.Embedded != nil {
 		opts = append(opts, nats.InProcessServer(o.Embedded))
 		// In process, the broker requires no TLS: ask for none (its URL says tls:// when
 		// it serves TLS over the network).
 		url = "nats://" + strings.TrimPrefix(strings.TrimPrefix(o.Embedded.ClientURL(), "tls://"), "nats://")
-	} else if o.TLS != nil {
-		opts = append(opts, nats.Secure(o.TLS))
+		clientTLS = nil
 	}
+	opts = append(opts, AuthOptions(o.CredsFile, o.Token, clientTLS)...)
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("connect to NATS at %s: %w", RedactURLs(url), err)
 	}
 	return nc, nil
+}
+
+// AuthOptions are the options that present a client to the broker: a credentials file,
+// a token and a TLS configuration, each when set. Connect and the CLI's one-shot
+// connection both build them here.
+func AuthOptions(credsFile, token string, clientTLS *tls.Config) []nats.Option {
+	var opts []nats.Option
+	if credsFile != "" {
+		opts = append(opts, nats.UserCredentials(credsFile))
+	}
+	if token != "" {
+		opts = append(opts, nats.Token(token))
+	}
+	if clientTLS != nil {
+		opts = append(opts, nats.Secure(clientTLS))
+	}
+	return opts
 }
 
 // StreamConfig names the stream and the consumer, and bounds the stream.

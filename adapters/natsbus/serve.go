@@ -16,10 +16,15 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/thatch-dev/thatch/runtime"
+	"github.com/thatch-dev/thatch/runtime/protocol"
 )
 
 // Server answers thatch's tools (<api>.tool.<name>) and API (<api>.api.<method>) in the
-// queue group "thatch", so several thatch replicas may share the load.
+// queue group "thatch", as the contract asks (§3, §4). The group does not make replicas
+// safe: each answer comes from one process's journal, and two thatch processes on one
+// stream would split the durable consumer's events between two journals (or, each with
+// its own consumer, both act on every event); one data folder serves one thatch serve
+// (rule 12). Run one thatch per stream.
 type Server struct {
 	NC       *nats.Conn
 	JS       jetstream.JetStream
@@ -143,25 +148,18 @@ func (s *Server) reply(m *nats.Msg, res any, herr *runtime.HostError) {
 	if m.Reply == "" {
 		return
 	}
-	data, err := envelope(res, herr)
+	data, err := protocol.Encode(res, herr)
 	if err != nil {
 		s.Log.Error("could not encode a reply; answering with an error", "subject", m.Subject, "err", err)
-		data, _ = envelope(nil, &runtime.HostError{Name: "InternalError", Message: "thatch could not encode its reply: " + err.Error()})
+		data, _ = protocol.Encode(nil, &runtime.HostError{Name: protocol.Internal, Message: "thatch could not encode its reply: " + err.Error()})
 	}
 	if limit := s.NC.MaxPayload(); limit > 0 && int64(len(data)) > limit {
 		s.Log.Error("reply over the broker's max_payload; answering with an error instead", "subject", m.Subject, "bytes", len(data), "max_payload", limit)
-		data, _ = envelope(nil, tooLarge(m.Subject, len(data), limit))
+		data, _ = protocol.Encode(nil, tooLarge(m.Subject, len(data), limit))
 	}
 	if err := m.Respond(data); err != nil {
 		s.Log.Error("could not send a reply", "subject", m.Subject, "bytes", len(data), "err", err)
 	}
-}
-
-func envelope(res any, herr *runtime.HostError) ([]byte, error) {
-	if herr != nil {
-		return json.Marshal(map[string]any{"error": herr})
-	}
-	return json.Marshal(map[string]any{"result": res})
 }
 
 // tooLarge is the error that replaces a reply over the broker's max_payload.
@@ -170,7 +168,7 @@ func tooLarge(subject string, size int, limit int64) *runtime.HostError {
 	if _, method, ok := strings.Cut(subject, ".api."); ok && paged[method] {
 		msg += `: ask for it in pages, {"cursor": ""} and then {"cursor": nextCursor} until a page has no nextCursor (a limit makes pages smaller)`
 	}
-	return &runtime.HostError{Name: "TooLargeError", Message: msg}
+	return &runtime.HostError{Name: protocol.TooLarge, Message: msg}
 }
 
 // Paging, an extension of the list methods (paged): a request with a "cursor" ("" for
@@ -182,7 +180,7 @@ const (
 	MaxPage     = 10000
 )
 
-var paged = map[string]bool{"sessions": true, "entries": true, "deadletters": true, "memories": true, "memory.export": true}
+var paged = map[string]bool{protocol.APISessions: true, protocol.APIEntries: true, protocol.APIDeadLetters: true, protocol.APIMemories: true, protocol.APIMemoryExport: true}
 
 // Page is a list method's result when the request has a cursor: items, and the cursor
 // of the next page when there may be one (a last page may be empty).
@@ -222,11 +220,11 @@ func page[T any](s *Server, method string, items []T, more bool, next func(i int
 	for _, it := range items {
 		raw, err := json.Marshal(it)
 		if err != nil {
-			return nil, &runtime.HostError{Name: "InternalError", Message: "thatch could not encode a " + method + " row: " + err.Error()}
+			return nil, &runtime.HostError{Name: protocol.Internal, Message: "thatch could not encode a " + method + " row: " + err.Error()}
 		}
 		if size+int64(len(raw))+1 > budget {
 			if len(out.Items) == 0 {
-				return nil, &runtime.HostError{Name: "TooLargeError", Message: fmt.Sprintf("one %s row is %d bytes, over the broker's max_payload", method, len(raw))}
+				return nil, &runtime.HostError{Name: protocol.TooLarge, Message: fmt.Sprintf("one %s row is %d bytes, over the broker's max_payload", method, len(raw))}
 			}
 			more = true
 			break
@@ -364,7 +362,7 @@ func (s *Server) Status(ctx context.Context) (runtime.StatusView, error) {
 }
 
 func badRequest(format string) *runtime.HostError {
-	return &runtime.HostError{Name: "BadRequestError", Message: format}
+	return &runtime.HostError{Name: protocol.BadRequest, Message: format}
 }
 
 func (s *Server) tool(ctx context.Context, m *nats.Msg) (res any, herr *runtime.HostError) {
@@ -452,7 +450,8 @@ type apiParams struct {
 func (s *Server) api(ctx context.Context, m *nats.Msg) (any, *runtime.HostError) {
 	method := strings.TrimPrefix(m.Subject, s.Prefix+".api.")
 	switch method {
-	case "memories", "memory.get", "memory.forget", "memory.export", "memory.import", "memory.hygiene", "memory.signals", "memory.dismiss", "memory.restore", "memory.projects":
+	case protocol.APIMemories, protocol.APIMemoryGet, protocol.APIMemoryForget, protocol.APIMemoryExport, protocol.APIMemoryImport,
+		protocol.APIMemoryHygiene, protocol.APIMemorySignals, protocol.APIMemoryDismiss, protocol.APIMemoryRestore, protocol.APIMemoryProjects:
 		return s.memoryAPI(ctx, method, m.Data)
 	}
 	var p apiParams
@@ -462,21 +461,21 @@ func (s *Server) api(ctx context.Context, m *nats.Msg) (any, *runtime.HostError)
 		}
 	}
 	switch method {
-	case "sessions", "entries", "deadletters":
+	case protocol.APISessions, protocol.APIEntries, protocol.APIDeadLetters:
 		return s.list(ctx, method, p)
 	}
 	switch method {
 	case runtime.CallSessionContext, runtime.CallMemoryContext:
 		return s.contextText(ctx, method, p)
-	case "status":
+	case protocol.APIStatus:
 		st, err := s.Status(ctx)
 		if err != nil {
-			return nil, &runtime.HostError{Name: "UnavailableError", Message: err.Error()}
+			return nil, &runtime.HostError{Name: protocol.Unavailable, Message: err.Error()}
 		}
 		return st, nil
-	case "costs":
+	case protocol.APICosts:
 		if s.Costs == nil {
-			return nil, &runtime.HostError{Name: "NotImplementedError", Message: "this thatch keeps no ledger"}
+			return nil, &runtime.HostError{Name: protocol.NotImplemented, Message: "this thatch keeps no ledger"}
 		}
 		days := 30
 		if p.Days != nil {
@@ -487,16 +486,16 @@ func (s *Server) api(ctx context.Context, m *nats.Msg) (any, *runtime.HostError)
 		}
 		rows, err := s.costs(days)
 		if err != nil {
-			return nil, &runtime.HostError{Name: "UnavailableError", Message: err.Error()}
+			return nil, &runtime.HostError{Name: protocol.Unavailable, Message: err.Error()}
 		}
 		return rows, nil
-	case "sweep":
+	case protocol.APISweep:
 		if s.Sweep == nil {
-			return nil, &runtime.HostError{Name: "NotImplementedError", Message: "this thatch does not sweep yet"}
+			return nil, &runtime.HostError{Name: protocol.NotImplemented, Message: "this thatch does not sweep yet"}
 		}
 		return s.Sweep(ctx, p.HostID, p.DryRun)
 	default:
-		return nil, &runtime.HostError{Name: "NotFoundError", Message: "thatch has no API method " + method +
+		return nil, &runtime.HostError{Name: protocol.NotFound, Message: "thatch has no API method " + method +
 			": use status, sessions, entries, deadletters, costs, sweep, session.context, memories, memory.get, memory.forget, memory.context, memory.hygiene, memory.signals, memory.dismiss, memory.restore, memory.projects, memory.export or memory.import"}
 	}
 }
@@ -516,12 +515,12 @@ func (s *Server) list(ctx context.Context, method string, p apiParams) (any, *ru
 	query := func(fn func(runtime.View) any) (any, *runtime.HostError) {
 		res, err := s.Loop.Query(ctx, fn)
 		if err != nil {
-			return nil, &runtime.HostError{Name: "UnavailableError", Message: err.Error()}
+			return nil, &runtime.HostError{Name: protocol.Unavailable, Message: err.Error()}
 		}
 		return res, nil
 	}
 	switch method {
-	case "sessions":
+	case protocol.APISessions:
 		type result struct {
 			rows []runtime.SessionView
 			more bool
@@ -538,7 +537,7 @@ func (s *Server) list(ctx context.Context, method string, p apiParams) (any, *ru
 			return r.rows, nil
 		}
 		return page(s, method, r.rows, r.more, func(_ int, v runtime.SessionView) string { return v.SessionID })
-	case "entries":
+	case protocol.APIEntries:
 		if p.SessionID == "" {
 			return nil, badRequest("entries needs {sessionID}")
 		}
@@ -556,15 +555,15 @@ func (s *Server) list(ctx context.Context, method string, p apiParams) (any, *ru
 		}
 		r := res.(result)
 		if r.rows == nil {
-			return nil, &runtime.HostError{Name: "UnknownSessionError", Message: "thatch does not track session " + p.SessionID}
+			return nil, &runtime.HostError{Name: protocol.UnknownSession, Message: "thatch does not track session " + p.SessionID}
 		}
 		if p.Cursor == nil {
 			return r.rows, nil
 		}
 		return page(s, method, r.rows, r.more, func(i int, v runtime.EntryView) string { return runtime.EntryCursor(r.from+i, v.ID) })
-	case "deadletters":
+	case protocol.APIDeadLetters:
 		if s.DeadLetters == nil {
-			return nil, &runtime.HostError{Name: "NotImplementedError", Message: "this thatch does not serve its dead letters"}
+			return nil, &runtime.HostError{Name: protocol.NotImplemented, Message: "this thatch does not serve its dead letters"}
 		}
 		var before int64
 		if after != "" {
@@ -581,7 +580,7 @@ func (s *Server) list(ctx context.Context, method string, p apiParams) (any, *ru
 		// One more row than asked says whether another page follows.
 		rows, err := s.DeadLetters(before, n+1)
 		if err != nil {
-			return nil, &runtime.HostError{Name: "UnavailableError", Message: err.Error()}
+			return nil, &runtime.HostError{Name: protocol.Unavailable, Message: err.Error()}
 		}
 		more := len(rows) > n
 		rows = rows[:min(len(rows), n)]
@@ -590,6 +589,6 @@ func (s *Server) list(ctx context.Context, method string, p apiParams) (any, *ru
 		}
 		return page(s, method, rows, more, func(_ int, v runtime.DeadLetterView) string { return strconv.FormatInt(v.ID, 10) })
 	default:
-		return nil, &runtime.HostError{Name: "NotFoundError", Message: "thatch has no list method " + method}
+		return nil, &runtime.HostError{Name: protocol.NotFound, Message: "thatch has no list method " + method}
 	}
 }

@@ -26,6 +26,7 @@ import (
 
 	"github.com/thatch-dev/thatch/adapters/natsbus"
 	"github.com/thatch-dev/thatch/runtime"
+	"github.com/thatch-dev/thatch/runtime/protocol"
 	"github.com/thatch-dev/thatch/runtime/redact"
 )
 
@@ -75,8 +76,7 @@ type Bridge struct {
 	seq   int64      // Host-Seq of the last event published in this boot
 
 	mu       sync.Mutex
-	answered map[string]*answer // idempotency key → its answer, given or in the making
-	order    []string           // keys remembered, oldest first, to bound answered
+	answered *protocol.Memo     // the host API's replies by idempotency key
 	started  bool               // Start succeeded
 	stopped  bool               // Close ran: no new request is served
 	sub      *nats.Subscription // the host API's; nil while opencode is unreachable (withdrawAPI)
@@ -112,17 +112,6 @@ type Bridge struct {
 	rehello     chan struct{}
 }
 
-// answer is the reply to a host API request, shared by the requests that repeat its
-// idempotency key: a repeat that arrives while the first is in flight waits for it.
-type answer struct {
-	done chan struct{} // closed once data and kept are set
-	data []byte        // the reply; nil when the request was turned away (turnAway)
-	kept bool          // remembered for the key: a repeat gets data without acting again
-}
-
-// maxAnswered bounds the idempotency memory.
-const maxAnswered = 4096
-
 // DefaultCatchUp covers a restart of thatch, or of a bridge, with room to spare.
 const DefaultCatchUp = 15 * time.Minute
 
@@ -140,7 +129,7 @@ func (b *Bridge) Start() error {
 	if b.started {
 		return errors.New("the opencode bridge was already started")
 	}
-	b.answered = map[string]*answer{}
+	b.answered = protocol.NewMemo(protocol.MemoSize)
 	if err := b.subscribeLocked(); err != nil {
 		return err
 	}
@@ -495,7 +484,7 @@ func (b *Bridge) catchUp(ctx context.Context, since time.Time) error {
 		err := get(func(ctx context.Context) error {
 			return b.Client.do(ctx, "GET", "/session/"+url.PathEscape(s.ID)+"/message", nil, &msgs)
 		})
-		if he, ok := err.(*runtime.HostError); ok && he.Name == "NotFoundError" {
+		if he, ok := err.(*protocol.Error); ok && he.Name == protocol.NotFound {
 			continue // deleted meanwhile
 		} else if err != nil {
 			return err
@@ -607,7 +596,7 @@ func (s *listedSession) UnmarshalJSON(data []byte) error {
 // would. Its id names the update, so a repeat of the same state is one event.
 func (s listedSession) event() Event {
 	props, _ := json.Marshal(map[string]any{"sessionID": s.ID, "info": s.Info})
-	return Event{ID: fmt.Sprintf("sync_%s_%d", s.ID, s.Updated), Type: "session.updated", Properties: props}
+	return Event{ID: fmt.Sprintf("sync_%s_%d", s.ID, s.Updated), Type: protocol.EventSessionUpdated, Properties: props}
 }
 
 // idleEvent is the session.status idle that tells thatch s is idle now, as opencode's
@@ -618,7 +607,7 @@ func (s listedSession) idleEvent(boot string) Event {
 	if boot != "" {
 		id += "_" + boot
 	}
-	return Event{ID: id, Type: "session.status", Properties: props}
+	return Event{ID: id, Type: protocol.EventSessionStatus, Properties: props}
 }
 
 // lineage orders sessions parents first, adding the ancestors the list lacks (opencode
@@ -643,7 +632,7 @@ func (b *Bridge) lineage(get func(func(context.Context) error) error, sessions [
 				err := get(func(ctx context.Context) error {
 					return b.Client.do(ctx, "GET", "/session/"+url.PathEscape(p), nil, &parent)
 				})
-				if he, isHE := err.(*runtime.HostError); isHE && he.Name == "NotFoundError" {
+				if he, isHE := err.(*protocol.Error); isHE && he.Name == protocol.NotFound {
 					parent = listedSession{} // deleted meanwhile
 				} else if err != nil {
 					return err
@@ -719,7 +708,7 @@ func (b *Bridge) hello(ctx context.Context) error {
 	b.seq = 0
 	// Cleared before the publish: a call turned away after it is owed the next hello.
 	turned := b.turnedAway.Swap(false)
-	if err := b.publishLocked(ctx, Event{ID: "hello_" + boot, Type: "host.hello", Properties: props}); err != nil {
+	if err := b.publishLocked(ctx, Event{ID: "hello_" + boot, Type: protocol.EventHostHello, Properties: props}); err != nil {
 		if turned {
 			b.turnedAway.Store(true)
 		}
@@ -778,7 +767,7 @@ func (b *Bridge) helloAgainLocked(ctx context.Context, missing []string) error {
 	props, _ := json.Marshal(hi)
 	b.rehellos++
 	turned := b.turnedAway.Swap(false) // before the publish, as in hello
-	if err := b.publish(ctx, Event{ID: fmt.Sprintf("hello_%s_%d", hi.BootID, b.rehellos), Type: "host.hello", Properties: props}); err != nil {
+	if err := b.publish(ctx, Event{ID: fmt.Sprintf("hello_%s_%d", hi.BootID, b.rehellos), Type: protocol.EventHostHello, Properties: props}); err != nil {
 		if turned {
 			b.turnedAway.Store(true)
 		}
@@ -864,9 +853,9 @@ func (b *Bridge) recheckTools(ctx context.Context, fresh bool) error {
 // idle says whether ev tells that a session went idle.
 func idle(ev Event) bool {
 	switch ev.Type {
-	case "session.idle":
+	case protocol.EventSessionIdle:
 		return true
-	case "session.status":
+	case protocol.EventSessionStatus:
 		var p struct {
 			Status struct {
 				Type string `json:"type"`
@@ -924,71 +913,24 @@ func (b *Bridge) publishLocked(ctx context.Context, ev Event) error {
 
 // serve answers one host API request. A request repeating an idempotency key already
 // answered gets the same answer without acting again; one that arrives while the first
-// with its key is in flight waits for that one's answer. The request has its own
-// deadline, CallTimeout, and no other: a stop of the bridge does not cut it.
+// with its key is in flight waits for that one's answer (b.answered). An answer not to
+// remember (opencode unreachable, tools missing) is not: a repeat tries again for itself.
+// The request has its own deadline, CallTimeout, and no other: a stop of the bridge does
+// not cut it.
 func (b *Bridge) serve(m *nats.Msg) {
 	method := m.Subject[strings.LastIndex(m.Subject, ".api.")+len(".api."):]
 	var p map[string]json.RawMessage
 	if err := json.Unmarshal(m.Data, &p); err != nil {
-		data, _ := reply(nil, &runtime.HostError{Name: "BadRequestError", Message: "request is not a JSON object"})
+		data, _ := reply(nil, &protocol.Error{Name: protocol.BadRequest, Message: "request is not a JSON object"})
 		_ = m.Respond(data)
 		return
 	}
 	var key string
-	_ = json.Unmarshal(p["idempotencyKey"], &key)
-	for {
-		a, first := b.claim(key)
-		if first {
-			a.data, a.kept = b.perform(method, p)
-			b.settle(key, a)
-			send(m, a.data)
-			return
-		}
+	_ = json.Unmarshal(p[protocol.IdempotencyKey], &key)
+	data, _ := b.answered.Do(key, func() ([]byte, bool) { return b.perform(method, p) }, func() {
 		b.Log.Debug("a repeat of a request in flight waits for its answer", "method", method, "idempotency_key", key)
-		<-a.done // the first request with this key is in flight: its answer is this one's
-		if a.kept {
-			send(m, a.data)
-			return
-		}
-		// The first's answer is not one to remember (opencode unreachable, tools missing):
-		// this request tries again for itself.
-	}
-}
-
-// claim returns the answer of key: the one given or in the making, or, with first, a
-// new one that the caller makes and settles. A request without a key is always first.
-func (b *Bridge) claim(key string) (a *answer, first bool) {
-	if key == "" {
-		return &answer{done: make(chan struct{})}, true
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if a, ok := b.answered[key]; ok {
-		return a, false
-	}
-	a = &answer{done: make(chan struct{})}
-	b.answered[key] = a
-	return a, true
-}
-
-// settle publishes a's data and kept to the requests waiting for it, and remembers a
-// kept answer for its key, the last maxAnswered of them; an answer not kept is
-// forgotten, so that a repeat acts again.
-func (b *Bridge) settle(key string, a *answer) {
-	if key != "" {
-		b.mu.Lock()
-		if a.kept {
-			b.order = append(b.order, key)
-			if len(b.order) > maxAnswered {
-				delete(b.answered, b.order[0])
-				b.order = b.order[1:]
-			}
-		} else if b.answered[key] == a {
-			delete(b.answered, key)
-		}
-		b.mu.Unlock()
-	}
-	close(a.done)
+	})
+	send(m, data)
 }
 
 // perform acts on one request and returns its reply, nil to turn it away, and whether a
@@ -996,7 +938,7 @@ func (b *Bridge) settle(key string, a *answer) {
 func (b *Bridge) perform(method string, p map[string]json.RawMessage) (data []byte, kept bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), cmp.Or(b.CallTimeout, 30*time.Second))
 	defer cancel()
-	if method == "session.create" {
+	if method == protocol.MethodSessionCreate {
 		var title string
 		_ = json.Unmarshal(p["title"], &title)
 		if title == runtime.ExtractionTitle {
@@ -1008,11 +950,11 @@ func (b *Bridge) perform(method string, p map[string]json.RawMessage) (data []by
 		}
 	}
 	res, err := b.Client.Call(ctx, method, p)
-	herr, _ := err.(*runtime.HostError)
+	herr, _ := err.(*protocol.Error)
 	if err != nil && herr == nil {
-		herr = &runtime.HostError{Name: "HostError", Message: err.Error()}
+		herr = &protocol.Error{Name: protocol.HostFailed, Message: err.Error()}
 	}
-	if herr != nil && herr.Name == "UnavailableError" && ctx.Err() == nil {
+	if herr != nil && herr.Name == protocol.Unavailable && ctx.Err() == nil {
 		// opencode could not be reached, or went away during the call (a connection
 		// error, not the call's deadline): turned away like the calls that come while the
 		// stream is down. An error, or no answer (thatch's timeout), would fail the call
@@ -1028,12 +970,11 @@ func (b *Bridge) perform(method string, p map[string]json.RawMessage) (data []by
 
 // reply encodes a host API reply. A refusal that did nothing (tools missing) is not
 // remembered: a repeat must try again.
-func reply(res any, herr *runtime.HostError) (data []byte, kept bool) {
-	if herr != nil {
-		data, _ = json.Marshal(map[string]any{"error": herr})
-		return data, herr.Name != "ToolsMissingError" && herr.Name != "UnavailableError"
+func reply(res any, herr *protocol.Error) (data []byte, kept bool) {
+	data, _ = protocol.Encode(res, herr)
+	if herr != nil && (herr.Name == protocol.ToolsMissing || herr.Name == protocol.Unavailable) {
+		return data, false
 	}
-	data, _ = json.Marshal(map[string]any{"result": res})
 	return data, true
 }
 
@@ -1055,7 +996,7 @@ func turnAway(m *nats.Msg) {
 }
 
 // thatchTools are the tools thatch's plugin gives opencode's models.
-var thatchTools = []string{runtime.ToolPayload, runtime.ToolDone, runtime.ToolRemember, runtime.ToolSearch, runtime.ToolUpdate, runtime.ToolForget}
+var thatchTools = []string{protocol.ToolPayload, protocol.ToolDone, protocol.ToolRemember, protocol.ToolSearch, protocol.ToolUpdate, protocol.ToolForget}
 
 // ToolsTTL is how long a look at opencode's tools holds before an extraction child's
 // creation looks again.
@@ -1100,9 +1041,9 @@ func (b *Bridge) refused(missing []string) {
 
 // toolsMissing is the answer to an extraction child's creation when opencode has not
 // loaded thatch's plugin.
-func (b *Bridge) toolsMissing(missing []string) *runtime.HostError {
+func (b *Bridge) toolsMissing(missing []string) *protocol.Error {
 	plugin := cmp.Or(b.PluginPath, "plugin/thatch.js in its config folder")
-	return &runtime.HostError{Name: "ToolsMissingError", Message: fmt.Sprintf(
+	return &protocol.Error{Name: protocol.ToolsMissing, Message: fmt.Sprintf(
 		"opencode has not loaded thatch's plugin (missing tools: %s): run thatch install if you have not, then restart opencode (or POST /instance/dispose) so it loads the plugin from %s",
 		strings.Join(missing, ", "), plugin)}
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/thatch-dev/thatch/runtime"
+	"github.com/thatch-dev/thatch/runtime/protocol"
 )
 
 // Client calls an opencode server's HTTP API.
@@ -53,19 +54,19 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) err
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return &runtime.HostError{Name: "UnavailableError", Message: fmt.Sprintf("opencode at %s: %v", c.BaseURL, err)}
+		return &protocol.Error{Name: protocol.Unavailable, Message: fmt.Sprintf("opencode at %s: %v", c.BaseURL, err)}
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
-		return &runtime.HostError{Name: "UnavailableError", Message: fmt.Sprintf("%s %s: %v", method, path, err)}
+		return &protocol.Error{Name: protocol.Unavailable, Message: fmt.Sprintf("%s %s: %v", method, path, err)}
 	}
 	ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	if ct == "text/html" {
-		return &runtime.HostError{Name: "NotFoundError", Message: fmt.Sprintf("this opencode has no route %s %s", method, path)}
+		return &protocol.Error{Name: protocol.NotFound, Message: fmt.Sprintf("this opencode has no route %s %s", method, path)}
 	}
 	if resp.StatusCode == http.StatusUnauthorized {
-		return &runtime.HostError{Name: "UnauthorizedError", Message: "opencode refused the credentials: set OPENCODE_SERVER_PASSWORD to the server's password"}
+		return &protocol.Error{Name: protocol.Unauthorized, Message: "opencode refused the credentials: set OPENCODE_SERVER_PASSWORD to the server's password"}
 	}
 	if resp.StatusCode >= 300 {
 		var e struct {
@@ -75,15 +76,15 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) err
 			} `json:"data"`
 		}
 		if json.Unmarshal(data, &e) == nil && e.Name != "" {
-			return &runtime.HostError{Name: e.Name, Message: e.Data.Message}
+			return &protocol.Error{Name: e.Name, Message: e.Data.Message}
 		}
-		return &runtime.HostError{Name: "HostError", Message: fmt.Sprintf("%s %s: HTTP %d", method, path, resp.StatusCode)}
+		return &protocol.Error{Name: protocol.HostFailed, Message: fmt.Sprintf("%s %s: HTTP %d", method, path, resp.StatusCode)}
 	}
 	if out == nil || len(bytes.TrimSpace(data)) == 0 {
 		return nil
 	}
 	if err := json.Unmarshal(data, out); err != nil {
-		return &runtime.HostError{Name: "BadReplyError", Message: fmt.Sprintf("%s %s answered something other than JSON", method, path)}
+		return &protocol.Error{Name: protocol.BadReply, Message: fmt.Sprintf("%s %s answered something other than JSON", method, path)}
 	}
 	return nil
 }
@@ -98,7 +99,7 @@ func (c *Client) Call(ctx context.Context, method string, p map[string]json.RawM
 	sid := url.PathEscape(str("sessionID"))
 	var out json.RawMessage
 	switch method {
-	case "session.create":
+	case protocol.MethodSessionCreate:
 		body, route := map[string]any{}, "/session"
 		if v := str("parentID"); v != "" {
 			// opencode creates a session in the directory the request names, else in its
@@ -119,7 +120,7 @@ func (c *Client) Call(ctx context.Context, method string, p map[string]json.RawM
 		}
 		err := c.do(ctx, "POST", route, body, &out)
 		return out, err
-	case "session.prompt":
+	case protocol.MethodSessionPrompt:
 		body := map[string]json.RawMessage{"parts": p["parts"]}
 		if n, ok := p["noReply"]; ok {
 			body["noReply"] = n
@@ -152,21 +153,21 @@ func (c *Client) Call(ctx context.Context, method string, p map[string]json.RawM
 			return nil, err
 		}
 		return map[string]any{}, nil
-	case "session.delete":
+	case protocol.MethodSessionDelete:
 		if err := c.do(ctx, "DELETE", "/session/"+sid, nil, &out); err != nil {
 			return nil, err
 		}
 		return true, nil
-	case "session.list":
+	case protocol.MethodSessionList:
 		err := c.sessions(ctx, 0, &out)
 		return out, err
-	case "project.list":
+	case protocol.MethodProjectList:
 		err := c.do(ctx, "GET", "/project", nil, &out)
 		return out, err
-	case "session.messages":
+	case protocol.MethodSessionMessages:
 		err := c.do(ctx, "GET", "/session/"+sid+"/message", nil, &out)
 		return out, err
-	case "tui.executeCommand":
+	case protocol.MethodTUIExecuteCommand:
 		if str("command") == "session_compact" && str("sessionID") != "" {
 			// thatch names the session (a protocol extension): compact exactly that one,
 			// which also works with no TUI attached, where session_compact does nothing.
@@ -176,22 +177,22 @@ func (c *Client) Call(ctx context.Context, method string, p map[string]json.RawM
 			return nil, err
 		}
 		return true, nil
-	case "tui.publish":
+	case protocol.MethodTUIPublish:
 		if err := c.do(ctx, "POST", "/tui/publish", map[string]json.RawMessage{"type": p["type"], "properties": p["properties"]}, nil); err != nil {
 			return nil, err
 		}
 		return true, nil
-	case "tui.showToast":
+	case protocol.MethodTUIShowToast:
 		if err := c.do(ctx, "POST", "/tui/show-toast", map[string]string{"title": str("title"), "message": str("message"), "variant": str("variant")}, nil); err != nil {
 			return nil, err
 		}
 		return true, nil
-	case "session.move":
+	case protocol.MethodSessionMove:
 		err := c.do(ctx, "POST", "/experimental/control-plane/move-session",
 			map[string]any{"sessionID": str("sessionID"), "destination": map[string]string{"directory": str("directory")}}, &out)
 		return out, err
 	}
-	return nil, &runtime.HostError{Name: "NotFoundError", Message: "the opencode bridge has no method " + method}
+	return nil, &protocol.Error{Name: protocol.NotFound, Message: "the opencode bridge has no method " + method}
 }
 
 // sessions lists every project's sessions, those updated at or after sinceMS when it is
@@ -202,7 +203,7 @@ func (c *Client) sessions(ctx context.Context, sinceMS int64, out any) error {
 		q += fmt.Sprintf("&start=%d", sinceMS)
 	}
 	err := c.do(ctx, "GET", "/experimental/session"+q, nil, out)
-	if he, ok := err.(*runtime.HostError); ok && he.Name == "NotFoundError" {
+	if he, ok := err.(*protocol.Error); ok && he.Name == protocol.NotFound {
 		err = c.do(ctx, "GET", "/session"+q, nil, out) // an opencode without the route: this directory's
 	}
 	return err
@@ -299,7 +300,7 @@ func (c *Client) summarize(ctx context.Context, sessionID string) (any, error) {
 		}
 		var ok bool
 		if provider, model, ok = strings.Cut(cfg.Model, "/"); !ok {
-			return nil, &runtime.HostError{Name: "BadRequestError", Message: "cannot compact " + sessionID + ": it has no messages and opencode has no default model (set \"model\" in opencode.json)"}
+			return nil, &protocol.Error{Name: protocol.BadRequest, Message: "cannot compact " + sessionID + ": it has no messages and opencode has no default model (set \"model\" in opencode.json)"}
 		}
 	}
 	// The route answers when the compaction is over, which with a real model takes longer

@@ -20,7 +20,7 @@ import (
 	"time"
 
 	"github.com/thatch-dev/thatch/commands"
-	"github.com/thatch-dev/thatch/runtime"
+	"github.com/thatch-dev/thatch/runtime/protocol"
 )
 
 // ShimLimits bound the plugin shim's endpoint. It listens on loopback, where every local
@@ -117,7 +117,7 @@ func (b *Bridge) shimAuth(next http.Handler) http.Handler {
 		gh, wh := sha256.Sum256([]byte(got)), sha256.Sum256([]byte(want))
 		if err != nil || !ok || subtle.ConstantTimeCompare(gh[:], wh[:]) != 1 {
 			w.Header().Set("Connection", "close")
-			shimError(w, http.StatusUnauthorized, "UnauthorizedError", "bad or missing token")
+			shimError(w, http.StatusUnauthorized, protocol.Unauthorized, "bad or missing token")
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -129,7 +129,7 @@ func (b *Bridge) shimAuth(next http.Handler) http.Handler {
 func (b *Bridge) shimTool(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	if !slices.Contains(thatchTools, name) {
-		shimError(w, http.StatusNotFound, "NotFoundError", fmt.Sprintf("thatch serves no tool %q: the shim forwards only %s",
+		shimError(w, http.StatusNotFound, protocol.NotFound, fmt.Sprintf("thatch serves no tool %q: the shim forwards only %s",
 			clip(name), strings.Join(thatchTools, ", ")))
 		return
 	}
@@ -140,9 +140,9 @@ func (b *Bridge) shimTool(w http.ResponseWriter, r *http.Request) {
 // the text they add to a model request or a compaction, and returns thatch's reply.
 func (b *Bridge) shimAPI(w http.ResponseWriter, r *http.Request) {
 	method := r.PathValue("method")
-	if method != runtime.CallSessionContext && method != runtime.CallMemoryContext {
-		shimError(w, http.StatusNotFound, "NotFoundError", fmt.Sprintf("the shim forwards only %s and %s, not %q",
-			runtime.CallSessionContext, runtime.CallMemoryContext, clip(method)))
+	if method != protocol.APISessionContext && method != protocol.APIMemoryContext {
+		shimError(w, http.StatusNotFound, protocol.NotFound, fmt.Sprintf("the shim forwards only %s and %s, not %q",
+			protocol.APISessionContext, protocol.APIMemoryContext, clip(method)))
 		return
 	}
 	b.shimForward(w, r, b.APIPrefix+".api."+method)
@@ -161,18 +161,18 @@ func clip(s string) string {
 func (b *Bridge) shimForward(w http.ResponseWriter, r *http.Request, subject string) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxShimRequest))
 	if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-		shimError(w, http.StatusRequestEntityTooLarge, "BadRequestError", fmt.Sprintf("a request body over %d MiB", maxShimRequest>>20))
+		shimError(w, http.StatusRequestEntityTooLarge, protocol.BadRequest, fmt.Sprintf("a request body over %d MiB", maxShimRequest>>20))
 		return
 	}
 	if err != nil {
-		shimError(w, http.StatusBadRequest, "BadRequestError", err.Error())
+		shimError(w, http.StatusBadRequest, protocol.BadRequest, err.Error())
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), b.ShimLimits.withDefaults().Call)
 	defer cancel()
 	msg, err := b.NC.RequestWithContext(ctx, subject, body)
 	if err != nil {
-		shimError(w, http.StatusOK, "UnavailableError", "thatch did not answer: "+err.Error())
+		shimError(w, http.StatusOK, protocol.Unavailable, "thatch did not answer: "+err.Error())
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -181,7 +181,7 @@ func (b *Bridge) shimForward(w http.ResponseWriter, r *http.Request, subject str
 
 // shimError writes the reply envelope's error, {"error": {name, message}}.
 func shimError(w http.ResponseWriter, code int, name, message string) {
-	data, _ := json.Marshal(map[string]any{"error": runtime.HostError{Name: name, Message: message}})
+	data, _ := protocol.Encode(nil, &protocol.Error{Name: name, Message: message})
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	_, _ = w.Write(data)
@@ -195,7 +195,7 @@ func shimEventID(ev Event) string {
 		SessionID string `json:"sessionID"`
 		CallID    string `json:"callID"`
 	}
-	if ev.Type == "tool.execute.after" && json.Unmarshal(ev.Properties, &p) == nil && p.CallID != "" && p.SessionID != "" {
+	if ev.Type == protocol.EventToolExecuteAfter && json.Unmarshal(ev.Properties, &p) == nil && p.CallID != "" && p.SessionID != "" {
 		return ToolEventID(p.SessionID, p.CallID)
 	}
 	var id [8]byte
@@ -207,7 +207,7 @@ func shimEventID(ev Event) string {
 func (b *Bridge) shimEvent(w http.ResponseWriter, r *http.Request) {
 	tooLarge := func() {
 		w.Header().Set("Connection", "close") // the rest of the body is not read
-		shimError(w, http.StatusRequestEntityTooLarge, "BadRequestError", fmt.Sprintf("an event over %d MiB", maxShimEvent>>20))
+		shimError(w, http.StatusRequestEntityTooLarge, protocol.BadRequest, fmt.Sprintf("an event over %d MiB", maxShimEvent>>20))
 	}
 	if r.ContentLength > maxShimEvent {
 		tooLarge()
@@ -226,18 +226,19 @@ func (b *Bridge) shimEvent(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err != nil || ev.Type == "" {
-		shimError(w, http.StatusBadRequest, "BadRequestError", "want {type, properties}")
+		shimError(w, http.StatusBadRequest, protocol.BadRequest, "want {type, properties}")
 		return
 	}
 	ev.ID = shimEventID(ev)
 	ctx, cancel := context.WithTimeout(r.Context(), b.ShimLimits.withDefaults().Call)
 	defer cancel()
 	if err := b.publish(ctx, ev); err != nil {
-		shimError(w, http.StatusServiceUnavailable, "UnavailableError", "could not publish")
+		shimError(w, http.StatusServiceUnavailable, protocol.Unavailable, "could not publish")
 		return
 	}
+	data, _ := protocol.Encode(true, nil)
 	w.Header().Set("Content-Type", "application/json")
-	_, _ = io.WriteString(w, `{"result":true}`)
+	_, _ = w.Write(data)
 }
 
 // limitListener serves at most n connections at once: while n are open, Accept waits,

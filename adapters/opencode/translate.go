@@ -1,8 +1,3 @@
-// Package opencode bridges a running `opencode serve` to the thatch protocol: it reads
-// the server's bus events (GET /global/event, server-sent events) and publishes the ones
-// thatch acts on as host events, turning each completed tool part into one
-// tool.execute.after; and it answers the host API (opencode.<host>.api.*) with the
-// server's HTTP routes.
 package opencode
 
 import (
@@ -11,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/thatch-dev/thatch/runtime"
+	"github.com/thatch-dev/thatch/runtime/protocol"
 )
 
 // Event is one protocol event to publish.
@@ -67,7 +63,7 @@ func (p part) toolEvent() (Event, bool) {
 	}
 	props, _ := json.Marshal(map[string]any{"sessionID": p.SessionID, "callID": p.CallID, "tool": p.Tool,
 		"args": args, "title": p.State.Title, "output": p.State.Output, "metadata": rawOr(p.State.Metadata, "{}")})
-	return Event{ID: ToolEventID(p.SessionID, p.CallID), Type: "tool.execute.after", Properties: props}, true
+	return Event{ID: ToolEventID(p.SessionID, p.CallID), Type: protocol.EventToolExecuteAfter, Properties: props}, true
 }
 
 // Translate turns one server-sent event's data into the protocol events to publish: the

@@ -12,6 +12,7 @@ import (
 
 	"github.com/thatch-dev/thatch/journal/memory"
 	"github.com/thatch-dev/thatch/runtime"
+	"github.com/thatch-dev/thatch/runtime/protocol"
 )
 
 // Metrics is thatch's Prometheus registry (protocol §8): counts and timings only, never a
@@ -105,15 +106,15 @@ func outcome(err *runtime.HostError) string {
 		return "no_responder"
 	}
 	switch err.Name {
-	case "TimeoutError":
+	case protocol.Timeout:
 		return "timeout"
-	case "TransportError":
+	case protocol.Transport:
 		return "transport"
-	case "BadReplyError", "BadRequestError":
+	case protocol.BadReply, protocol.BadRequest:
 		return "bad_reply"
-	case "HostRestartedError":
+	case protocol.HostRestarted:
 		return "host_restarted"
-	case "NotFoundError", "UnknownSessionError":
+	case protocol.NotFound, protocol.UnknownSession:
 		return "not_found"
 	}
 	return "host_error"
@@ -138,11 +139,10 @@ func (c countingCaller) Do(ctx context.Context, api string, call runtime.Call) r
 type stateCollector struct {
 	src Source
 
-	mu       sync.Mutex // one store read at a time; scrapes in between reuse it
-	readAt   time.Time
-	kinds    map[string]int
-	hygiene  memory.Hygiene
-	storeErr error
+	mu      sync.Mutex // one store read at a time; scrapes in between reuse it
+	readAt  time.Time
+	kinds   map[string]int
+	hygiene memory.Hygiene
 }
 
 var (

@@ -37,10 +37,12 @@ func slogLogger(l *slog.Logger) *log.Logger { return slog.NewLogLogger(l.Handler
 // parse reads the embedded templates: one set per page, each the layout plus the page.
 func (s *Server) parse() error {
 	funcs := template.FuncMap{
-		"ago":   ago,
-		"short": short,
-		"csrf":  func() string { return s.key("csrf") },
-		"join":  strings.Join,
+		"ago":    ago,
+		"heard":  heard,
+		"recent": func(t time.Time) bool { return time.Since(t) < 10*time.Second },
+		"short":  short,
+		"csrf":   func() string { return s.key("csrf") },
+		"join":   strings.Join,
 		"query": func(base string, kv ...string) string {
 			q := url.Values{}
 			for i := 0; i+1 < len(kv); i += 2 {
@@ -62,7 +64,7 @@ func (s *Server) parse() error {
 			}
 			return fmt.Sprintf("%d %s", n, many)
 		},
-		"sub1":  func(n int) int { return n - 1 },
+		"sub1": func(n int) int { return n - 1 },
 		"actionsOf": func(actions []runtime.StrandAction, known map[string]bool, id string) map[string]any {
 			return map[string]any{"Actions": actions, "Known": known, "ID": id}
 		},
@@ -130,7 +132,11 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return s.render(w, r, "overview", map[string]any{"Title": "Overview", "Status": st, "Hosts": t.Hosts, "At": t.At})
+	unreachable := map[string]bool{} // the bridge's host while opencode cannot be reached
+	if b := st.Bridge; b != nil && !b.Connected {
+		unreachable[b.HostID] = true
+	}
+	return s.render(w, r, "overview", map[string]any{"Title": "Overview", "Status": st, "Hosts": t.Hosts, "At": t.At, "Unreachable": unreachable})
 }
 
 // Node is a session in the sessions tree, with its children.
@@ -268,6 +274,10 @@ func (s *Server) memories(w http.ResponseWriter, r *http.Request) error {
 	ctx := r.Context()
 	q := r.URL.Query()
 	project, kind, search, after := q.Get("project"), q.Get("kind"), strings.TrimSpace(q.Get("q")), q.Get("after")
+	forgotten := q.Get("state") == "forgotten"
+	if forgotten {
+		search = "" // a search looks at live memories only
+	}
 	if kind != "" && !slices.Contains(memory.Kinds, kind) {
 		return httpError{http.StatusBadRequest, fmt.Sprintf("kind %q is not one of %s", kind, strings.Join(memory.Kinds, ", "))}
 	}
@@ -281,7 +291,7 @@ func (s *Server) memories(w http.ResponseWriter, r *http.Request) error {
 			keys = []string{project}
 		}
 	}
-	ms, err := s.Memories.List(ctx, memory.ListQuery{Projects: keys, Query: search, Kind: kind, Limit: memoriesPerPage, After: after})
+	ms, err := s.Memories.List(ctx, memory.ListQuery{Projects: keys, Query: search, Kind: kind, Limit: memoriesPerPage, After: after, Forgotten: forgotten})
 	if err != nil {
 		return err
 	}
@@ -293,8 +303,12 @@ func (s *Server) memories(w http.ResponseWriter, r *http.Request) error {
 	if search == "" && len(ms) == memoriesPerPage {
 		next = ms[len(ms)-1].ID
 	}
+	state := ""
+	if forgotten {
+		state = "forgotten"
+	}
 	data := map[string]any{"Title": "Memories", "Memories": ms, "Projects": projects, "Project": project, "Kind": kind,
-		"Query": search, "Next": next, "After": after}
+		"Query": search, "Next": next, "After": after, "State": state, "Filtered": project != "" || kind != "" || after != ""}
 	if id := q.Get("forgot"); id != "" { // the undo bar of a forget just done
 		if m, _, err := s.Memories.Get(ctx, id); err == nil && m.ForgottenAt != nil {
 			data["Forgot"] = m
@@ -313,11 +327,17 @@ func (s *Server) memory(w http.ResponseWriter, r *http.Request) error {
 	for _, a := range audit {
 		ids = append(ids, a.SessionID)
 	}
-	known, err := s.Journal.HasSessions(ids) // an extraction child is gone once done: no link to it
+	// An extraction child is deleted once done: the page names the session it extracted,
+	// from the ledger, and links only to sessions thatch still tracks.
+	origin, err := s.Journal.ExtractedFrom(m.Source.SessionID)
 	if err != nil {
 		return err
 	}
-	return s.render(w, r, "memory", map[string]any{"Title": "Memory " + m.ID, "M": m, "Audit": audit, "Known": known,
+	known, err := s.Journal.HasSessions(append(ids, origin))
+	if err != nil {
+		return err
+	}
+	return s.render(w, r, "memory", map[string]any{"Title": "Memory " + m.ID, "M": m, "Audit": audit, "Known": known, "Origin": origin,
 		"Tags": strings.Join(m.Tags, ", "), "Saved": r.URL.Query().Get("saved") != ""})
 }
 
@@ -414,7 +434,13 @@ func (s *Server) hygiene(w http.ResponseWriter, r *http.Request) error {
 			single = append(single, sg)
 		}
 	}
-	return s.render(w, r, "hygiene", map[string]any{"Title": "Hygiene", "Pairs": pairs, "Single": single})
+	data := map[string]any{"Title": "Hygiene", "Pairs": pairs, "Single": single}
+	if id := r.URL.Query().Get("merged"); id != "" { // the undo bar of a merge just done
+		if m, _, err := s.Memories.Get(r.Context(), id); err == nil && m.ForgottenAt != nil {
+			data["Merged"], data["Into"] = m, r.URL.Query().Get("into")
+		}
+	}
+	return s.render(w, r, "hygiene", data)
 }
 
 // merge keeps one memory of a duplicate pair, with the text the person settled on, and
@@ -446,7 +472,7 @@ func (s *Server) merge(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
-	http.Redirect(w, r, "/hygiene", http.StatusSeeOther)
+	http.Redirect(w, r, "/hygiene?merged="+url.QueryEscape(drop)+"&into="+url.QueryEscape(keep), http.StatusSeeOther)
 	return nil
 }
 
@@ -564,6 +590,9 @@ func (s *Server) live(w http.ResponseWriter, r *http.Request) error {
 		if s.Memories != nil {
 			v += "." + strconv.FormatInt(s.Memories.Writes(), 10)
 		}
+		if s.Watch != nil {
+			v += "." + s.Watch()
+		}
 		return v
 	}
 	last := version()
@@ -587,7 +616,9 @@ func (s *Server) live(w http.ResponseWriter, r *http.Request) error {
 			last, idle = v, 0
 			fmt.Fprintf(w, "event: change\ndata: %s\n\n", v)
 		case idle%30 == 0:
-			fmt.Fprint(w, ": still here\n\n") // keeps proxies and the browser from timing out
+			// Every 15 s without a change the page still renders again: its "… ago" times
+			// move on. It keeps proxies and the browser from timing out too.
+			fmt.Fprintf(w, "event: change\ndata: %s\n\n", v)
 		default:
 			continue
 		}
@@ -595,6 +626,14 @@ func (s *Server) live(w http.ResponseWriter, r *http.Request) error {
 			return nil
 		}
 	}
+}
+
+// heard says when a host was last heard of: thatch keeps it to the minute.
+func heard(t time.Time) string {
+	if !t.IsZero() && time.Since(t) < time.Minute {
+		return "within the last minute"
+	}
+	return ago(t)
 }
 
 // ago says how long ago t was, for people.

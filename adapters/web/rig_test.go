@@ -77,6 +77,7 @@ type rig struct {
 	consuming  atomic.Bool
 	statusErr  atomic.Pointer[error]
 	journalErr atomic.Pointer[string]
+	bridge     atomic.Pointer[runtime.BridgeStatus]
 	lastSeq    atomic.Uint64 // the stream's last sequence, for thatch_stream_lag
 
 	sweepMu sync.Mutex
@@ -157,6 +158,7 @@ func (r *rig) status(ctx context.Context) (runtime.StatusView, error) {
 	if je := r.journalErr.Load(); je != nil {
 		st.JournalError = *je
 	}
+	st.Bridge = r.bridge.Load()
 	n, err := r.mem.Count(ctx)
 	if err != nil {
 		st.MemoryError = err.Error()

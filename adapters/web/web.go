@@ -1,10 +1,3 @@
-// Package web is thatch's operator endpoint (protocol §8): /healthz, /readyz and
-// /metrics for machines, and a web page for people that shows what thatch knows and lets
-// them fix its memories. It reads the loop's published snapshots and the stores' read
-// connections; it never holds the loop's goroutine longer than one copy of the directory
-// (runtime.Loop.Table), at most once a second however many pages are open.
-//
-// It imports the runtime and the stores, never the NATS adapters: cmd/thatch wires it.
 package web
 
 import (
@@ -58,7 +51,11 @@ type Server struct {
 	// Sweep runs one strand sweep (a dry run only plans it).
 	Sweep   func(ctx context.Context, hostID string, dryRun bool) (runtime.SweepResult, error)
 	Metrics *Metrics
-	Log     *slog.Logger
+	// Watch, when set, is a fingerprint of what the pages show beyond the loop's snapshot
+	// and the memory store (the bridge's connection, the broker's error): the open pages
+	// render again when it changes.
+	Watch func() string
+	Log   *slog.Logger
 	// Now is the clock of the memory changes (tests); nil is time.Now.
 	Now func() time.Time
 

@@ -768,8 +768,13 @@ func TestHygieneMergeAndDismiss(t *testing.T) {
 	// Merge: keep a with the text the person settled on, forget b.
 	merged := "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo"
 	res := r.post(c, "/hygiene/merge", url.Values{"csrf": {csrf}, "keep": {a.ID}, "drop": {b.ID}, "content": {merged}})
-	if res.code != http.StatusSeeOther || res.header.Get("Location") != "/hygiene" {
-		t.Fatalf("merge: %d to %q\n%s", res.code, res.header.Get("Location"), res.body)
+	undo := "/hygiene?merged=" + b.ID + "&into=" + a.ID
+	if res.code != http.StatusSeeOther || res.header.Get("Location") != undo {
+		t.Fatalf("merge: %d to %q, want %q\n%s", res.code, res.header.Get("Location"), undo, res.body)
+	}
+	// The page it comes back to says what happened and offers to undo it.
+	if body := r.page(c, undo); !strings.Contains(body, `id="undo-merge"`) || !strings.Contains(body, `action="/memories/`+b.ID+`/restore"`) {
+		t.Errorf("the hygiene page after a merge has no undo:\n%s", body)
 	}
 	if got := r.get(a.ID); got.Content != merged || got.ForgottenAt != nil {
 		t.Errorf("the kept memory: %+v", got)
@@ -1026,14 +1031,13 @@ func TestRunStopsWithOpenLivePages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := *r.srv
-	srv.Listen = ln.Addr().String()
+	srv := &web.Server{Listen: ln.Addr().String(), Token: r.srv.Token, Loop: r.srv.Loop, Status: r.srv.Status, Journal: r.srv.Journal,
+		Memories: r.srv.Memories, Sweep: r.srv.Sweep, Metrics: r.srv.Metrics, Log: r.srv.Log}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Run(ctx, ln) }()
 	c := r.login()
 	base := "http://" + ln.Addr().String()
-	var streams []*http.Response
 	for range 3 {
 		req, _ := http.NewRequest("GET", base+"/live", nil)
 		req.AddCookie(c)
@@ -1046,7 +1050,6 @@ func TestRunStopsWithOpenLivePages(t *testing.T) {
 		if resp.StatusCode != 200 || line != "retry: 2000\n" {
 			t.Fatalf("GET /live: %d %q", resp.StatusCode, line)
 		}
-		streams = append(streams, resp)
 	}
 	res, err := http.Get(base + "/healthz")
 	if err != nil || res.StatusCode != 200 {
@@ -1134,5 +1137,66 @@ func TestSessionPageShowsClaims(t *testing.T) {
 	}
 	if body := r.page(c, "/sessions"); !regexp.MustCompile(`data-session="`+child+`"`).MatchString(body) || !strings.Contains(body, "kind-extraction") {
 		t.Error("the extraction child is not under its parent on /sessions")
+	}
+}
+
+// The overview says at once when the bridge cannot reach opencode: a banner, and the
+// bridge's host marked unreachable rather than online.
+func TestOverviewShowsTheBridgeDown(t *testing.T) {
+	r := newRig(t)
+	c := r.login()
+	r.deliver("host.hello", `{"hostID":"h1","api":"v1","version":"x","bootID":"b1","directory":"/w","worktree":"/w","capabilities":{},"resumed":[]}`)
+	r.applied()
+	r.bridge.Store(&runtime.BridgeStatus{URL: "http://127.0.0.1:4096", HostID: "h1", Connected: true, Since: time.Now()})
+	if body := r.page(c, "/"); strings.Contains(body, `id="bridge-down"`) || !strings.Contains(body, `badge ok">online`) {
+		t.Fatalf("with opencode reachable:\n%s", body)
+	}
+	r.bridge.Store(&runtime.BridgeStatus{URL: "http://127.0.0.1:4096", HostID: "h1", Since: time.Now(), Error: "connection refused"})
+	body := r.page(c, "/")
+	if !strings.Contains(body, `id="bridge-down"`) || !strings.Contains(body, "connection refused") || !strings.Contains(body, ">unreachable<") {
+		t.Fatalf("with opencode gone:\n%s", body)
+	}
+}
+
+// Forgotten memories can be listed and restored from the page; an empty filtered list
+// says it is the filter, not an empty store.
+func TestForgottenMemoriesListed(t *testing.T) {
+	r := newRig(t)
+	c := r.login()
+	m := r.remember(api, "the release branch is cut on thursdays")
+	if _, err := r.mem.Forget(context.Background(), memory.Caller{}, m.ID, "test", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if body := r.page(c, "/memories"); strings.Contains(body, m.ID) || !strings.Contains(body, "No live memory:") {
+		t.Errorf("the live list shows a forgotten memory, or the wrong empty text:\n%s", body)
+	}
+	body := r.page(c, "/memories?state=forgotten")
+	if !strings.Contains(body, `data-memory="`+m.ID+`"`) || !strings.Contains(body, `action="/memories/`+m.ID+`/restore"`) {
+		t.Fatalf("the forgotten list:\n%s", body)
+	}
+	if body := r.page(c, "/memories?kind=todo"); !strings.Contains(body, "No live memory with these filters") {
+		t.Errorf("an empty filtered list:\n%s", body)
+	}
+}
+
+// A memory an extraction wrote names the session it extracted (from the ledger), since
+// the extraction child it names is deleted once done.
+func TestMemoryNamesTheExtractedSession(t *testing.T) {
+	r := newRig(t)
+	c := r.login()
+	child := "ses_child_gone"
+	m := r.remember(memory.Caller{Project: api.Project, SessionID: child, CallID: "w1", Directory: "/w/api"}, "deploys need the office VPN")
+	fx := runtime.NewEffects()
+	now := time.Now()
+	fx.Ledger = []runtime.LedgerRow{{Child: child, Root: "ses_root_extracted", Project: api.Project, Day: runtime.Day(now), At: now, Entries: 2}}
+	if err := r.store.Commit(&runtime.Batch{Now: now, State: runtime.NewState(), Effects: fx}); err != nil {
+		t.Fatal(err)
+	}
+	body := r.page(c, "/memories/"+m.ID)
+	if !strings.Contains(body, "the extraction of session <code") || !strings.Contains(body, "ses_root_extracted") {
+		t.Fatalf("the memory page does not name the extracted session:\n%s", body)
+	}
+	if strings.Contains(body, `href="/sessions/`+child+`"`) {
+		t.Error("the memory page links to a session thatch does not track")
 	}
 }

@@ -16,7 +16,6 @@ import (
 	"log/slog"
 	"math/big"
 	"net"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -31,6 +30,7 @@ import (
 	"github.com/thatch-dev/thatch/adapters/fakehost"
 	"github.com/thatch-dev/thatch/adapters/natsbus"
 	"github.com/thatch-dev/thatch/adapters/opencode"
+	"github.com/thatch-dev/thatch/cmd/internal/daemon"
 	"github.com/thatch-dev/thatch/runtime"
 )
 
@@ -67,18 +67,11 @@ func pemBlock(typ string, der []byte) []byte {
 	return pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der})
 }
 
-func mustURL(t *testing.T, raw string) *url.URL {
-	t.Helper()
-	u, err := url.Parse(raw)
-	must(t, err)
-	return u
-}
-
 // embeddedConfig is the defaults with the embedded broker (no THATCH_NATS_URL) on a free
 // loopback port and a data folder of the test's own.
-func embeddedConfig(t *testing.T) Config {
+func embeddedConfig(t *testing.T) daemon.Config {
 	t.Helper()
-	c, err := loadConfig()
+	c, err := daemon.LoadConfig()
 	must(t, err)
 	c.DataDir = filepath.Join(t.TempDir(), "data")
 	c.NATSURL, c.NATSListen = "", fmt.Sprintf("127.0.0.1:%d", freePort(t))
@@ -88,11 +81,11 @@ func embeddedConfig(t *testing.T) Config {
 
 // startServe runs thatch serve in process until the test ends (or stop is called), and
 // waits until the CLI, with c as its configuration and nothing else, gets its status.
-func startServe(t *testing.T, c Config, log *slog.Logger) (stop func()) {
+func startServe(t *testing.T, c daemon.Config, log *slog.Logger) (stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- serve(ctx, c, log) }()
+	go func() { done <- daemon.Serve(ctx, c, log) }()
 	stopped := false
 	stop = func() {
 		if stopped {
@@ -122,7 +115,7 @@ func startServe(t *testing.T, c Config, log *slog.Logger) (stop func()) {
 }
 
 // cliStatus is thatch status --json as the CLI gets it with c, nil when it fails.
-func cliStatus(c Config) *runtime.StatusView {
+func cliStatus(c daemon.Config) *runtime.StatusView {
 	var out bytes.Buffer
 	if err := client(context.Background(), c, "status", []string{"--json"}, &out); err != nil {
 		return nil
@@ -135,10 +128,10 @@ func cliStatus(c Config) *runtime.StatusView {
 }
 
 // envVars runs thatch env with c and returns its assignments.
-func envVars(t *testing.T, c Config) map[string]string {
+func envVars(t *testing.T, c daemon.Config) map[string]string {
 	t.Helper()
 	var out bytes.Buffer
-	must(t, env(c, &out, testLogger()))
+	must(t, client(context.Background(), c, "env", nil, &out))
 	vars := map[string]string{}
 	sc := bufio.NewScanner(&out)
 	for sc.Scan() {
@@ -150,9 +143,9 @@ func envVars(t *testing.T, c Config) map[string]string {
 }
 
 // checkStatusFileHasNoToken waits for thatch's status file and checks the token is not in it.
-func checkStatusFileHasNoToken(t *testing.T, c Config, token string) {
+func checkStatusFileHasNoToken(t *testing.T, c daemon.Config, token string) {
 	t.Helper()
-	path := filepath.Join(c.DataDir, StatusFile)
+	path := filepath.Join(c.DataDir, daemon.StatusFile)
 	waitFor(t, "the status file", func() bool { _, err := os.Stat(path); return err == nil })
 	data, err := os.ReadFile(path)
 	must(t, err)
@@ -169,9 +162,9 @@ func TestAccessEmbeddedBroker(t *testing.T) {
 	c := embeddedConfig(t)
 	stop := startServe(t, c, testLogger())
 
-	fi, err := os.Stat(c.tokenPath())
+	fi, err := os.Stat(c.TokenPath())
 	must(t, err)
-	token, err := natsbus.ReadToken(c.tokenPath())
+	token, err := natsbus.ReadToken(c.TokenPath())
 	must(t, err)
 	if fi.Mode().Perm() != 0o600 || len(token) < natsbus.MinTokenLen {
 		t.Fatalf("token file mode %v, %d characters: want 0600 and at least %d", fi.Mode().Perm(), len(token), natsbus.MinTokenLen)
@@ -214,13 +207,13 @@ func TestAccessEmbeddedBroker(t *testing.T) {
 	// thatch's is.
 	out.Reset()
 	must(t, client(ctx, c, "status", nil, &out))
-	if !strings.Contains(squash(out.String()), "broker token "+c.tokenPath()) {
+	if !strings.Contains(squash(out.String()), "broker token "+c.TokenPath()) {
 		t.Errorf("thatch status does not say where the token is:\n%s", out.String())
 	}
 	wrong := c
 	wrong.NATSToken = strings.Repeat("1", 64)
 	if err := client(ctx, wrong, "status", nil, &out); err == nil || !strings.Contains(err.Error(), "refused thatch's token") ||
-		!strings.Contains(err.Error(), c.tokenPath()) {
+		!strings.Contains(err.Error(), c.TokenPath()) {
 		t.Errorf("the CLI with another THATCH_NATS_TOKEN: %v, want a refusal naming the token's file", err)
 	}
 
@@ -229,7 +222,7 @@ func TestAccessEmbeddedBroker(t *testing.T) {
 	b.OpencodeURL = newFakeOpencode(t, 0).srv.URL // the bridge serves its host API while opencode is up
 	bctx, bcancel := context.WithCancel(context.Background())
 	bdone := make(chan error, 1)
-	go func() { bdone <- bridge(bctx, b, testLogger()) }()
+	go func() { bdone <- daemon.Bridge(bctx, b, testLogger()) }()
 	subject := "opencode." + opencode.HostIDFor(b.OpencodeURL) + ".api.session.list"
 	waitFor(t, "thatch bridge to answer "+subject, func() bool {
 		_, err := nc.Request(subject, []byte(`{}`), time.Second)
@@ -241,7 +234,7 @@ func TestAccessEmbeddedBroker(t *testing.T) {
 	checkStatusFileHasNoToken(t, c, token)
 	stop()
 	startServe(t, c, testLogger())
-	if again, err := natsbus.ReadToken(c.tokenPath()); err != nil || again != token {
+	if again, err := natsbus.ReadToken(c.TokenPath()); err != nil || again != token {
 		t.Fatalf("after a restart the token is %q (%v), want the same", again, err)
 	}
 }
@@ -255,7 +248,7 @@ func TestAccessTokenVariable(t *testing.T) {
 	nc, err := nats.Connect("nats://"+c.NATSListen, nats.Token(c.NATSToken))
 	must(t, err)
 	nc.Close()
-	fileToken, err := natsbus.ReadToken(c.tokenPath())
+	fileToken, err := natsbus.ReadToken(c.TokenPath())
 	must(t, err)
 	if nc, err := nats.Connect("nats://"+c.NATSListen, nats.Token(fileToken)); err == nil {
 		nc.Close()
@@ -264,8 +257,9 @@ func TestAccessTokenVariable(t *testing.T) {
 	if got := envVars(t, c)["THATCH_NATS_URL"]; got != "nats://"+c.NATSToken+"@"+c.NATSListen {
 		t.Fatalf("thatch env: THATCH_NATS_URL=%s", got)
 	}
-	if err := run([]string{"env", "--help"}); err != nil || !strings.Contains(commandUsage["env"], "keep it private") {
-		t.Fatalf("thatch env --help: %v\n%s", err, commandUsage["env"])
+	var help bytes.Buffer
+	if err := client(context.Background(), c, "env", []string{"--help"}, &help); err != nil || !strings.Contains(help.String(), "keep it private") {
+		t.Fatalf("thatch env --help: %v\n%s", err, help.String())
 	}
 }
 
@@ -299,7 +293,7 @@ func TestAccessConfigRefusesOpenListeners(t *testing.T) {
 			for k, v := range tc.env {
 				t.Setenv(k, v)
 			}
-			_, err := loadConfig()
+			_, err := daemon.LoadConfig()
 			if tc.want == nil {
 				if err != nil {
 					t.Fatalf("refused: %v", err)
@@ -339,7 +333,7 @@ func TestTLSEmbeddedBroker(t *testing.T) {
 	c := embeddedConfig(t)
 	c.NATSTLSCert, c.NATSTLSKey = writeTestCert(t, t.TempDir())
 	startServe(t, c, testLogger())
-	token, err := natsbus.ReadToken(c.tokenPath())
+	token, err := natsbus.ReadToken(c.TokenPath())
 	must(t, err)
 	if nc, err := nats.Connect("nats://"+c.NATSListen, nats.Token(token)); err == nil {
 		nc.Close()
@@ -366,7 +360,7 @@ func TestTLSEmbeddedBroker(t *testing.T) {
 
 	bare := c // a shell without the TLS variables: the status file names the certificate
 	bare.NATSTLSCert, bare.NATSTLSKey = "", ""
-	waitFor(t, "the certificate in the status file", func() bool { return statusBroker(c.DataDir).BrokerCert == c.NATSTLSCert })
+	waitFor(t, "the certificate in the status file", func() bool { return savedStatus(c).BrokerCert == c.NATSTLSCert })
 	if st := cliStatus(bare); st == nil || st.Sessions != 1 {
 		t.Fatalf("the CLI without the TLS variables: %+v", st)
 	}
@@ -385,7 +379,7 @@ func TestAccessLogsHideURLCredentials(t *testing.T) {
 			f, err := os.Create(path)
 			must(t, err)
 			defer f.Close()
-			stop := startServe(t, c, newLogger(f, "debug", format))
+			stop := startServe(t, c, daemon.NewLogger(f, "debug", format))
 			waitFor(t, "the bridge to log its failure", func() bool {
 				data, _ := os.ReadFile(path)
 				return bytes.Contains(data, []byte("cannot stream opencode's events"))
@@ -400,37 +394,6 @@ func TestAccessLogsHideURLCredentials(t *testing.T) {
 				t.Fatalf("the log never names the URL, redacted:\n%s", data)
 			}
 		})
-	}
-}
-
-// TestRedactingHandler: the message, string attributes, errors, Stringers, attributes
-// added with With, and attributes in groups lose their URLs' credentials; other values
-// stay as they are.
-func TestRedactingHandler(t *testing.T) {
-	var buf bytes.Buffer
-	log := slog.New(redactingHandler{slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})})
-	u := mustURL(t, "http://u1:s1@h:1/x")
-	log.With("base", "nats://s2@h:2", slog.Group("g0", "v", "nats://u:s3@h:3")).WithGroup("grp").
-		Info("dialing http://u:s4@h:4 now", "url", "tls://s5@h:5", "err", fmt.Errorf("get %q: refused", "http://u:s6@h:6"),
-			"stringer", u, "n", 7, slog.Group("inner", "deep", "http://u:s7@h:7", slog.Group("deeper", "x", "nats://s8@h:8")))
-	out := buf.String()
-	for i := 1; i <= 8; i++ {
-		if strings.Contains(out, fmt.Sprintf("s%d", i)) {
-			t.Errorf("secret s%d left in %s", i, out)
-		}
-	}
-	var line map[string]any
-	must(t, json.Unmarshal(buf.Bytes(), &line))
-	grp, _ := line["grp"].(map[string]any)
-	inner, _ := grp["inner"].(map[string]any)
-	if line["msg"] != "dialing http://REDACTED@h:4 now" || line["base"] != "nats://REDACTED@h:2" || grp["url"] != "tls://REDACTED@h:5" ||
-		grp["n"] != float64(7) || inner["deep"] != "http://REDACTED@h:7" || grp["stringer"] != "http://REDACTED@h:1/x" {
-		t.Fatalf("redacted line: %s", out)
-	}
-	buf.Reset()
-	log.Info("plain", "url", "http://127.0.0.1:4096", "email", "me@example.com")
-	if !strings.Contains(buf.String(), `"url":"http://127.0.0.1:4096"`) || !strings.Contains(buf.String(), "me@example.com") {
-		t.Fatalf("a line without credentials changed: %s", buf.String())
 	}
 }
 
@@ -510,7 +473,7 @@ func TestAccessExternalPermissions(t *testing.T) {
 	hostB.Dir = t.TempDir()
 	t.Cleanup(hostB.Close)
 
-	cfg, err := loadConfig()
+	cfg, err := daemon.LoadConfig()
 	must(t, err)
 	cfg.DataDir, cfg.NATSURL, cfg.InstallCommands, cfg.StrandSweep, cfg.HostTimeoutMS = filepath.Join(t.TempDir(), "data"), thatchURL, false, false, 2000
 	logPath := filepath.Join(t.TempDir(), "thatch.log")
@@ -521,7 +484,7 @@ func TestAccessExternalPermissions(t *testing.T) {
 	admin, err := dial(cfg)
 	must(t, err)
 	t.Cleanup(admin.Close)
-	r := &rig{t: t, url: thatchURL, dataDir: cfg.DataDir, nc: admin, host: hostA, cfg: cfg, log: newLogger(logf, "debug", "json")}
+	r := &rig{t: t, url: thatchURL, dataDir: cfg.DataDir, nc: admin, host: hostA, cfg: cfg, log: daemon.NewLogger(logf, "debug", "json")}
 	r.start()
 	ctx := r.ctx()
 

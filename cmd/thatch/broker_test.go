@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/thatch-dev/thatch/adapters/fakehost"
+	"github.com/thatch-dev/thatch/cmd/internal/daemon"
 )
 
 // natsServerBinary builds nats-server from the module thatch already depends on.
@@ -72,7 +73,7 @@ func TestBrokerRestarts(t *testing.T) {
 	host.Dir = t.TempDir()
 	t.Cleanup(host.Close)
 	r := &rig{t: t, url: url, dataDir: filepath.Join(t.TempDir(), "data"), nc: nc, host: host}
-	r.cfg, err = loadConfig()
+	r.cfg, err = daemon.LoadConfig()
 	must(t, err)
 	r.cfg.DataDir, r.cfg.NATSURL, r.cfg.InstallCommands, r.cfg.StrandSweep, r.cfg.HostTimeoutMS = r.dataDir, url, false, false, 2000
 	r.cfg.HTTPListen = freeAddr(t) // the operator's /readyz follows the broker
@@ -120,8 +121,8 @@ func TestBrokerRestarts(t *testing.T) {
 		stopBroker()
 		// While the broker is down, status cannot travel over it: the status file reports the outage.
 		waitFor(t, "the status file to report the outage", func() bool {
-			data, err := os.ReadFile(filepath.Join(r.dataDir, StatusFile))
-			var f statusFile
+			data, err := os.ReadFile(filepath.Join(r.dataDir, daemon.StatusFile))
+			var f daemon.SavedStatus
 			return err == nil && json.Unmarshal(data, &f) == nil && !f.Status.Consuming && time.Since(f.At) < 3*time.Second
 		})
 		if code, body := readyz(); code != http.StatusServiceUnavailable || !strings.Contains(body, "broker unreachable") {

@@ -4,9 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -17,20 +17,36 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/thatch-dev/thatch/adapters/natsbus"
+	"github.com/thatch-dev/thatch/cmd/internal/daemon"
 	"github.com/thatch-dev/thatch/runtime"
 )
 
 // cliConfig is the defaults with a data folder of the test's own and a broker address
 // where nothing listens.
-func cliConfig(t *testing.T) Config {
+func cliConfig(t *testing.T) daemon.Config {
 	t.Helper()
-	c, err := loadConfig()
+	c, err := daemon.LoadConfig()
 	if err != nil {
 		t.Fatal(err)
 	}
 	c.DataDir = t.TempDir()
 	c.NATSListen = fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	return c
+}
+
+// client runs the thatch command line cmd args against c, writing to out, as thatch does
+// with the configuration of its environment; memoriesCmd and ui run thatch memories and
+// thatch ui.
+func client(ctx context.Context, c daemon.Config, cmd string, args []string, out io.Writer) error {
+	return runCommand(ctx, func() (daemon.Config, error) { return c, nil }, out, append([]string{cmd}, args...))
+}
+
+func memoriesCmd(ctx context.Context, c daemon.Config, args []string, out io.Writer) error {
+	return client(ctx, c, "memories", args, out)
+}
+
+func ui(ctx context.Context, c daemon.Config, args []string, out io.Writer) error {
+	return client(ctx, c, "ui", args, out)
 }
 
 // TestCLIHelp: --help on a subcommand prints that subcommand's usage, with its own flags
@@ -70,16 +86,22 @@ func TestCLIHelp(t *testing.T) {
 		t.Errorf("thatch memories --help: %v\n%s", err, out.String())
 	}
 	for _, cmd := range []string{"serve", "bridge", "install", "version"} {
-		if err := run([]string{cmd, "--help"}); err != nil {
-			t.Errorf("thatch %s --help: %v", cmd, err)
+		out.Reset()
+		if err := client(ctx, c, cmd, []string{"--help"}, &out); err != nil || !strings.HasPrefix(out.String(), "usage: thatch "+cmd) {
+			t.Errorf("thatch %s --help: %v\n%s", cmd, err, out.String())
 		}
 	}
-	if !strings.Contains(commandUsage["install"], "plugin") || !strings.Contains(usage, "--limit N") {
-		t.Errorf("the install help or the top-level help is incomplete:\n%s\n%s", commandUsage["install"], usage)
+	out.Reset()
+	must(t, client(ctx, c, "install", []string{"--help"}, &out))
+	install := out.String()
+	out.Reset()
+	must(t, client(ctx, c, "help", nil, &out))
+	if !strings.Contains(install, "plugin") || !strings.Contains(out.String(), "--limit N") {
+		t.Errorf("the install help or the top-level help is incomplete:\n%s\n%s", install, out.String())
 	}
-	// The flag package answers bench's --help; main takes that for success.
-	if err := run([]string{"bench", "--help"}); !errors.Is(err, flag.ErrHelp) {
-		t.Errorf("thatch bench --help: %v, want flag.ErrHelp (exit 0)", err)
+	// The benchmark moved to thatch-bench: thatch bench says where.
+	if err := run([]string{"bench", "--help"}); err == nil || !strings.Contains(err.Error(), "thatch-bench") {
+		t.Errorf("thatch bench --help: %v, want where the benchmark went", err)
 	}
 }
 
@@ -102,7 +124,7 @@ func writeStatus(t *testing.T, dir string, at time.Time, st runtime.StatusView, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, StatusFile), data, 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, daemon.StatusFile), data, 0o600); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -194,7 +216,7 @@ func TestInstallLogsPlugin(t *testing.T) {
 	c := cliConfig(t)
 	c.OpencodeDir = t.TempDir()
 	var logs bytes.Buffer
-	changes, err := install(c, slog.New(slog.NewTextHandler(&logs, nil)))
+	changes, err := daemon.Install(c, slog.New(slog.NewTextHandler(&logs, nil)))
 	if err != nil || len(changes) != 3 {
 		t.Fatalf("install: %+v, %v", changes, err)
 	}
@@ -221,11 +243,99 @@ func TestLoggerNoColorInFile(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		newLogger(f, "info", format).Info("hello", "n", 1)
+		daemon.NewLogger(f, "info", format).Info("hello", "n", 1)
 		f.Close()
 		data, _ := os.ReadFile(f.Name())
 		if bytes.Contains(data, []byte("\x1b[")) || !bytes.Contains(data, []byte(want)) {
 			t.Errorf("THATCH_LOG_FORMAT=%s into a file wrote %q, want %q without colour codes", format, data, want)
+		}
+	}
+}
+
+// TestCLICommands: every command's --help and its line in thatch's list are made from the
+// flags it takes, each flag's value named, and the README's table of commands shows the
+// same synopsis; a flag it does not take, and an argument more than it takes, are errors
+// naming them. (All before any daemon is asked.)
+func TestCLICommands(t *testing.T) {
+	c := cliConfig(t)
+	ctx := context.Background()
+	var list bytes.Buffer
+	must(t, client(ctx, c, "help", nil, &list))
+	readme, err := os.ReadFile("../../README.md")
+	must(t, err)
+	for _, cmd := range allCommands() {
+		u := cmd.Usage()
+		name := strings.Fields(u.Name)
+		var help bytes.Buffer
+		must(t, client(ctx, c, name[0], append(name[1:], "--help"), &help))
+		syn := synopsis(cmd)
+		if !strings.HasPrefix(help.String(), "usage: "+syn+"\n") || !strings.Contains(list.String(), "  "+syn+" ") && !strings.Contains(list.String(), "  "+syn+"\n") {
+			t.Errorf("thatch %s: the synopsis %q is not its --help's first line and its line in the list:\n%s", u.Name, syn, help.String())
+		}
+		if !strings.Contains(string(readme), "| `"+syn+"` |") {
+			t.Errorf("the README's Commands table has no row | `%s` |", syn)
+		}
+		flagSet(cmd).VisitAll(func(f *flag.Flag) {
+			written := flagName(f)
+			if value, _ := flag.UnquoteUsage(f); value != strings.ToUpper(value) {
+				t.Errorf("thatch %s --%s: its value is named %q: back-quote a name in its usage", u.Name, f.Name, value)
+			}
+			if !strings.Contains(help.String(), "  "+written+" ") || !strings.Contains(syn, "["+written+"]") {
+				t.Errorf("thatch %s --help does not describe %s:\n%s", u.Name, written, help.String())
+			}
+		})
+		args := append(name[1:], u.Args...)
+		err := client(ctx, c, name[0], append(args, "--no-such-flag"), io.Discard)
+		if err == nil || !strings.Contains(err.Error(), "-no-such-flag") || !strings.Contains(err.Error(), "usage: thatch "+u.Name) {
+			t.Errorf("thatch %s --no-such-flag: %v, want the flag named and the usage", u.Name, err)
+		}
+		err = client(ctx, c, name[0], append(args, "extra"), io.Discard)
+		if err == nil || !strings.Contains(err.Error(), `"extra"`) {
+			t.Errorf("thatch %s with an argument too many: %v, want it named", u.Name, err)
+		}
+	}
+}
+
+// TestCLIJSONIsOneDocument: every command with --json prints exactly one JSON document,
+// whatever the daemon answers (here a page of one row to every method).
+func TestCLIJSONIsOneDocument(t *testing.T) {
+	ns, err := natsbus.StartEmbedded("127.0.0.1:-1", filepath.Join(t.TempDir(), "broker"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	sub, err := nc.Subscribe("thatch.api.>", func(m *nats.Msg) {
+		_ = m.Respond([]byte(`{"result":{"items":[{"id":"mem_1"}],"nextCursor":""}}`))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	must(t, nc.Flush())
+	c := cliConfig(t)
+	c.NATSURL = ns.ClientURL()
+	for _, cmd := range allCommands() {
+		if flagSet(cmd).Lookup("json") == nil {
+			continue
+		}
+		u := cmd.Usage()
+		name := strings.Fields(u.Name)
+		var out bytes.Buffer
+		if err := client(context.Background(), c, name[0], append(append(name[1:], u.Args...), "--json"), &out); err != nil {
+			t.Errorf("thatch %s --json: %v", u.Name, err)
+			continue
+		}
+		dec := json.NewDecoder(&out)
+		var doc, more any
+		if err := dec.Decode(&doc); err != nil {
+			t.Errorf("thatch %s --json printed no JSON: %v", u.Name, err)
+		} else if err := dec.Decode(&more); err != io.EOF {
+			t.Errorf("thatch %s --json printed more than one document (%v)", u.Name, err)
 		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/thatch-dev/thatch/adapters/fakehost"
+	"github.com/thatch-dev/thatch/cmd/internal/daemon"
 	"github.com/thatch-dev/thatch/runtime"
 )
 
@@ -403,9 +404,9 @@ func TestExtractionDailyBudget(t *testing.T) {
 }
 
 // TestExtractionConfig: the extraction settings are read, and a wrong value stops
-// loadConfig with a message naming the variable.
+// daemon.LoadConfig with a message naming the variable.
 func TestExtractionConfig(t *testing.T) {
-	c, err := loadConfig()
+	c, err := daemon.LoadConfig()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -416,11 +417,11 @@ func TestExtractionConfig(t *testing.T) {
 		t.Setenv("THATCH_EXTRACT_MODEL", "anthropic/claude-haiku-4-5")
 		t.Setenv("THATCH_EXTRACT_PAYLOAD_CHARS", "1000")
 		t.Setenv("THATCH_EXTRACT_DAILY_TOKENS", "250000")
-		c, err := loadConfig()
+		c, err := daemon.LoadConfig()
 		if err != nil {
 			t.Fatal(err)
 		}
-		rules := c.rules()
+		rules := c.Rules()
 		if rules.ExtractModel != "anthropic/claude-haiku-4-5" || rules.PayloadChars != 1000 || rules.DailyTokens != 250000 {
 			t.Errorf("rules %+v", rules)
 		}
@@ -440,16 +441,16 @@ func TestExtractionConfig(t *testing.T) {
 	} {
 		t.Run(tc.name+"="+tc.value, func(t *testing.T) {
 			t.Setenv(tc.name, tc.value)
-			_, err := loadConfig()
+			_, err := daemon.LoadConfig()
 			if err == nil || !strings.Contains(err.Error(), tc.name+"=") || !strings.Contains(err.Error(), tc.value) {
-				t.Errorf("loadConfig with %s=%q: %v, want an error naming the variable and its value", tc.name, tc.value, err)
+				t.Errorf("LoadConfig with %s=%q: %v, want an error naming the variable and its value", tc.name, tc.value, err)
 			}
 			if tc.value == "1e6" && !strings.Contains(fmt.Sprint(err), "whole number") ||
 				tc.name == "THATCH_BATCH_MAX" && !strings.Contains(fmt.Sprint(err), "out of range") {
-				t.Errorf("loadConfig with %s=%q: %v, want it to say what a number must look like", tc.name, tc.value, err)
+				t.Errorf("LoadConfig with %s=%q: %v, want it to say what a number must look like", tc.name, tc.value, err)
 			}
 			if tc.name == "THATCH_EXTRACT_DAILY_TOKENS" && (tc.value == "-5" || tc.value == "0") && !strings.Contains(fmt.Sprint(err), "unset it for no limit") {
-				t.Errorf("loadConfig with %s=%q: %v, want it to say \"unset it for no limit\"", tc.name, tc.value, err)
+				t.Errorf("LoadConfig with %s=%q: %v, want it to say \"unset it for no limit\"", tc.name, tc.value, err)
 			}
 		})
 	}

@@ -1,9 +1,10 @@
 package main
 
 import (
+	"context"
+	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/url"
 	"os"
@@ -12,13 +13,29 @@ import (
 
 	"github.com/thatch-dev/thatch/adapters/natsbus"
 	"github.com/thatch-dev/thatch/adapters/opencode"
+	"github.com/thatch-dev/thatch/cmd/internal/daemon"
 )
 
-// env prints, as shell assignments, what a protocol host (or a thatch bridge in another
+// envCommand is thatch env: what a host needs to reach this thatch.
+type envCommand struct{}
+
+func (*envCommand) Usage() usage {
+	return usage{Name: "env", Summary: "what a host needs to connect: the broker URL with its token, the prefixes",
+		Help: `print, as shell assignments, what a protocol host (or thatch bridge in another shell)
+needs to reach this thatch: THATCH_NATS_URL with the embedded broker's token (from
+$THATCH_DATA_DIR/broker.token, made if absent, or THATCH_NATS_TOKEN), the certificate
+to trust when the broker serves TLS, and the subject prefixes. The output holds the
+token: keep it private. With THATCH_NATS_URL, the external broker's own users apply.`}
+}
+
+func (*envCommand) Flags(*flag.FlagSet) {}
+
+// Run prints, as shell assignments, what a protocol host (or a thatch bridge in another
 // shell) needs to reach this thatch: the broker URL with the embedded broker's token, the
 // subject prefixes, and the certificate to trust when the broker serves TLS (§7). It makes
-// the token when no thatch serve has yet. log takes what was fixed in the token's file.
-func env(c Config, out io.Writer, log *slog.Logger) error {
+// the token when no thatch serve has yet, logging what it fixed in the token's file.
+func (*envCommand) Run(_ context.Context, c daemon.Config, out io.Writer, _ []string) error {
+	log := daemon.NewLogger(os.Stderr, c.LogLevel, c.LogFormat)
 	w := &strings.Builder{}
 	if c.NATSURL != "" {
 		fmt.Fprintf(w, "# thatch uses the external broker at THATCH_NATS_URL: who connects is that broker's business.\n"+
@@ -30,7 +47,7 @@ func env(c Config, out io.Writer, log *slog.Logger) error {
 	} else {
 		token := c.NATSToken
 		if token == "" {
-			tok, fixed, err := natsbus.EnsureToken(c.tokenPath())
+			tok, fixed, err := natsbus.EnsureToken(c.TokenPath())
 			if err != nil {
 				return err
 			}
@@ -42,7 +59,7 @@ func env(c Config, out io.Writer, log *slog.Logger) error {
 		host, port, _ := net.SplitHostPort(c.NATSListen) // checked at load
 		if port == "0" || port == "-1" {
 			// A free port picked at start: the running daemon's status file has it.
-			if u, err := url.Parse(statusBroker(c.DataDir).BrokerURL); err == nil && u.Port() != "" {
+			if u, err := url.Parse(savedStatus(c).BrokerURL); err == nil && u.Port() != "" {
 				port = u.Port()
 			}
 		}
@@ -59,7 +76,7 @@ func env(c Config, out io.Writer, log *slog.Logger) error {
 			scheme = "tls"
 		}
 		u := url.URL{Scheme: scheme, User: url.User(token), Host: net.JoinHostPort(host, port)}
-		fmt.Fprintf(w, "# What a host needs to reach this thatch. Keep it private: the URL holds the broker's token (%s).\n", c.tokenSource())
+		fmt.Fprintf(w, "# What a host needs to reach this thatch. Keep it private: the URL holds the broker's token (%s).\n", c.TokenSource())
 		if anyAddress {
 			fmt.Fprintf(w, "# THATCH_NATS_LISTEN=%s takes every address: a host elsewhere uses one of this machine's that the certificate names.\n", c.NATSListen)
 		}

@@ -1,61 +1,47 @@
 package main
 
 import (
+	"context"
+	"flag"
 	"fmt"
-	"log/slog"
-	"path/filepath"
+	"io"
+	"os"
 
-	"github.com/thatch-dev/thatch/commands"
+	"github.com/thatch-dev/thatch/cmd/internal/daemon"
 )
 
-// install writes the slash commands and the plugin shim into opencode's config folder,
-// after making sure the shim's token is sound (shimToken), logging what changed when log
-// is set. A token it had to repair is listed among the changes.
-func install(c Config, log *slog.Logger) ([]commands.Change, error) {
-	if c.OpencodeDir == "" {
-		return nil, fmt.Errorf("no opencode config folder: set XDG_CONFIG_HOME or HOME")
-	}
-	tokenFile, repaired, err := ensureShimToken(c.DataDir, log)
-	if err != nil {
-		return nil, err
-	}
-	var changes []commands.Change
-	if repaired {
-		changes = append(changes, commands.Change{Path: tokenFile})
-	}
-	plugin := commands.Plugin("http://"+c.ShimListen, tokenFile)
-	installed, err := commands.Install(c.OpencodeDir, append(commands.Files(), plugin))
-	if log != nil {
-		for _, ch := range installed {
-			what := "installed slash command"
-			if ch.Path == filepath.Join(c.OpencodeDir, plugin.Path) {
-				what = "installed plugin"
-			}
-			log.Info(what, "path", ch.Path, "created", ch.Created)
-		}
-	}
-	return append(changes, installed...), err
+// installCommand is thatch install: opencode's slash commands and thatch's plugin.
+type installCommand struct{}
+
+func (*installCommand) Usage() usage {
+	return usage{Name: "install", Summary: "install the /thatch/compact and /thatch/exit commands and the plugin for opencode",
+		Help: `write the /thatch/compact and /thatch/exit commands (command/thatch/) and thatch's plugin
+(plugin/thatch.js, which gives opencode's models the memory and extraction tools) into
+opencode's config folder, $XDG_CONFIG_HOME/opencode, printing what changed. Restart
+opencode afterwards so it loads them. thatch serve does the same at start unless
+THATCH_INSTALL_COMMANDS=off.`}
 }
 
-// ensureShimToken returns the file holding the token the plugin shim presents to the
-// bridge, creating it, or replacing an unsafe one, by commands.EnsureToken's rule (the
-// bridge calls it when it starts, as thatch install does), logging a repair when log is set. repaired reports that
-// an existing token was replaced or made private.
-func ensureShimToken(dataDir string, log *slog.Logger) (path string, repaired bool, err error) {
-	path = filepath.Join(dataDir, "shim.token")
-	action, why, err := commands.EnsureToken(path)
+func (*installCommand) Flags(*flag.FlagSet) {}
+
+func (*installCommand) Run(_ context.Context, c daemon.Config, out io.Writer, _ []string) error {
+	// The changes are printed below; the log says only what needs attention (an unsafe
+	// token replaced).
+	changes, err := daemon.Install(c, daemon.NewLogger(os.Stderr, "warn", c.LogFormat))
 	if err != nil {
-		return "", false, err
+		return err
 	}
-	if log != nil {
-		switch action {
-		case commands.TokenReplaced:
-			log.Warn("replaced the plugin shim's token: the old one was unsafe", "path", path, "reason", why)
-		case commands.TokenMadePrivate:
-			log.Info("made the plugin shim's token private (mode 0600)", "path", path, "was", why)
-		case commands.TokenCreated:
-			log.Info("created the plugin shim's token", "path", path)
+	for _, ch := range changes {
+		verb := "updated"
+		if ch.Created {
+			verb = "created"
 		}
+		fmt.Fprintf(out, "%s %s\n", verb, ch.Path)
 	}
-	return path, action == commands.TokenReplaced || action == commands.TokenMadePrivate, nil
+	if len(changes) == 0 {
+		fmt.Fprintf(out, "up to date in %s\n", c.OpencodeDir)
+	} else {
+		fmt.Fprintln(out, "restart opencode (or POST /instance/dispose) so it loads the new files")
+	}
+	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/thatch-dev/thatch/cmd/internal/daemon"
 	"github.com/thatch-dev/thatch/commands"
 )
 
@@ -35,7 +36,7 @@ func TestInstallRepairsShimToken(t *testing.T) {
 				t.Fatal(err)
 			}
 			var logs bytes.Buffer
-			changes, err := install(cfg, slog.New(slog.NewTextHandler(&logs, nil)))
+			changes, err := daemon.Install(cfg, slog.New(slog.NewTextHandler(&logs, nil)))
 			if err != nil || !slices.Contains(changes, commands.Change{Path: path}) {
 				t.Fatalf("install: %+v, %v; want the token among the changes", changes, err)
 			}
@@ -56,7 +57,7 @@ func TestInstallRepairsShimToken(t *testing.T) {
 			if !strings.Contains(string(plugin), path) {
 				t.Fatal("the plugin does not read the repaired token file")
 			}
-			changes, err = install(cfg, nil)
+			changes, err = daemon.Install(cfg, nil)
 			if err != nil || len(changes) != 0 {
 				t.Fatalf("a second install changed %+v (%v), want nothing", changes, err)
 			}
@@ -70,7 +71,7 @@ func TestInstallRepairsShimToken(t *testing.T) {
 // The stream's bounds default to 1 GiB and 1 MiB + 64 KiB; a value the bridge's events
 // would not fit, or too small to hold a history, is refused naming the variable.
 func TestStreamBoundsConfig(t *testing.T) {
-	c, err := loadConfig()
+	c, err := daemon.LoadConfig()
 	if err != nil || c.StreamMaxBytes != 1<<30 || c.StreamMaxMsgBytes != 1<<20+64<<10 {
 		t.Fatalf("defaults: %d, %d (%v)", c.StreamMaxBytes, c.StreamMaxMsgBytes, err)
 	}
@@ -82,14 +83,14 @@ func TestStreamBoundsConfig(t *testing.T) {
 	} {
 		t.Run(bad.name+"="+bad.value, func(t *testing.T) {
 			t.Setenv(bad.name, bad.value)
-			if _, err := loadConfig(); err == nil || !strings.HasPrefix(err.Error(), bad.name+"="+bad.value+": must be") {
+			if _, err := daemon.LoadConfig(); err == nil || !strings.HasPrefix(err.Error(), bad.name+"="+bad.value+": must be") {
 				t.Fatalf("%v, want an error naming %s and what it accepts", err, bad.name)
 			}
 		})
 	}
 	t.Setenv("THATCH_STREAM_MAX_BYTES", "104857600")
 	t.Setenv("THATCH_STREAM_MAX_MSG_BYTES", "2097152")
-	if c, err := loadConfig(); err != nil || c.StreamMaxBytes != 100<<20 || c.StreamMaxMsgBytes != 2<<20 {
+	if c, err := daemon.LoadConfig(); err != nil || c.StreamMaxBytes != 100<<20 || c.StreamMaxMsgBytes != 2<<20 {
 		t.Fatalf("set: %d, %d (%v)", c.StreamMaxBytes, c.StreamMaxMsgBytes, err)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/thatch-dev/thatch/cmd/internal/daemon"
 	"github.com/thatch-dev/thatch/journal"
 	"github.com/thatch-dev/thatch/runtime"
 )
@@ -27,7 +28,7 @@ func (r *rig) startTuned(tune func(*runtime.Loop)) {
 	if log == nil {
 		log = testLogger()
 	}
-	go func() { r.done <- serveWith(ctx, r.cfg, log, tune) }()
+	go func() { r.done <- daemon.ServeWith(ctx, r.cfg, log, tune) }()
 	r.t.Cleanup(r.stop)
 	waitFor(r.t, "thatch to answer status", func() bool {
 		var s runtime.StatusView

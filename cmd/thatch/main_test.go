@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -9,15 +8,7 @@ import (
 	"go.uber.org/goleak"
 )
 
-// TestMain lets the test binary stand in for thatch as the benchmark's rehydrate child.
 func TestMain(m *testing.M) {
-	if len(os.Args) == 3 && os.Args[1] == "bench-rehydrate" {
-		if err := benchRehydrate(os.Args[2], "", os.Stdout); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
 	// The tests start from thatch's defaults, whatever the developer's shell exports: a
 	// THATCH_NATS_URL or THATCH_LOG_LEVEL of theirs would change what the tests see. The
 	// tests' own switches (THATCH_E2E_*, THATCH_TEST_*) stay.

@@ -18,27 +18,14 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/thatch-dev/thatch/adapters/natsbus"
+	"github.com/thatch-dev/thatch/cmd/internal/daemon"
 	"github.com/thatch-dev/thatch/journal/memory"
 	"github.com/thatch-dev/thatch/runtime"
+	"github.com/thatch-dev/thatch/runtime/protocol"
 )
 
-const memoriesUsage = `usage:
-  thatch memories [--project P] [--search Q] [--kind K] [--limit N] [--json]
-                                      list live memories (newest first, or best match with --search)
-  thatch memories projects [--project P] [--json]
-                                      the projects with memories: folder, key, how many
-  thatch memories show ID [--json]    one memory and its history
-  thatch memories forget ID [--reason R]
-                                      forget a memory (it leaves search and injection; its history stays)
-  thatch memories restore ID          bring a forgotten memory back
-  thatch memories export [--project P] > FILE.jsonl
-                                      every live memory as JSON Lines
-  thatch memories import FILE.jsonl   add the memories of an export (- reads standard input); importing twice changes nothing
-  thatch memories hygiene [--project P] [--json]
-                                      duplicate pairs, stale memories and memories of deleted branches, with their texts
-  thatch memories dismiss ID OTHER    two memories flagged as duplicates say different things: stop pairing them
-
---project P is a project's folder (. for the current one), a folder inside it, or its key.`
+// thatch memories and its subcommands: the memories the running daemon keeps, each
+// subcommand a command of its own (thatch memories itself lists them).
 
 // exportPage is how many memories one export request asks for, and listMemoriesPage one
 // listing request; the daemon cuts a page shorter to fit the broker's max_payload.
@@ -51,241 +38,387 @@ const (
 // and short enough to answer quickly.
 const importBatchBytes = 128 << 10
 
-// memoriesCmd runs thatch memories and its subcommands against the running daemon.
-func memoriesCmd(ctx context.Context, c Config, args []string, out io.Writer) error {
-	sub := "list"
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		sub, args = args[0], args[1:]
+// projectFlag is the --project flag of the memories subcommands that keep to one project.
+func projectFlag(fs *flag.FlagSet, p *string) {
+	fs.StringVar(p, "project", "", "only the project `P`: its folder (. for the current one), a folder inside it, or its key")
+}
+
+// dialMemories connects to the daemon and makes *project, when set, a name of the
+// daemon's (projectName).
+func dialMemories(ctx context.Context, c daemon.Config, project *string) (*nats.Conn, error) {
+	nc, err := dial(c)
+	if err != nil {
+		return nil, err
 	}
-	fs := flag.NewFlagSet("memories "+sub, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	project := fs.String("project", "", "only this project: its folder, a folder inside it, or its key")
-	search := fs.String("search", "", "best matches of this text")
-	kind := fs.String("kind", "", "only this kind")
-	limit := fs.Int("limit", 100, "at most this many")
-	reason := fs.String("reason", "", "why (forget)")
-	asJSON := fs.Bool("json", false, "print JSON")
-	pos, err := parseInterspersed(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
-		_, err := fmt.Fprintln(out, memoriesUsage)
+	if *project != "" {
+		if *project, err = projectName(ctx, nc, c, *project); err != nil {
+			nc.Close()
+			return nil, err
+		}
+	}
+	return nc, nil
+}
+
+// memoriesCommand is thatch memories: the live memories.
+type memoriesCommand struct {
+	json    bool
+	kind    string
+	limit   int
+	project string
+	search  string
+}
+
+func (*memoriesCommand) Usage() usage {
+	return usage{Name: "memories", Summary: "the live memories, newest first (best match first with --search)"}
+}
+
+func (m *memoriesCommand) Flags(fs *flag.FlagSet) {
+	jsonFlag(fs, &m.json)
+	fs.StringVar(&m.kind, "kind", "", "only memories of kind `K`: "+strings.Join(memory.Kinds, ", "))
+	fs.IntVar(&m.limit, "limit", 100, "at most `N` memories")
+	projectFlag(fs, &m.project)
+	fs.StringVar(&m.search, "search", "", "the best matches of `Q`, best first")
+}
+
+func (m *memoriesCommand) Run(ctx context.Context, c daemon.Config, out io.Writer, _ []string) error {
+	nc, err := dialMemories(ctx, c, &m.project)
+	if err != nil {
 		return err
 	}
+	defer nc.Close()
+	var raw json.RawMessage
+	if m.search != "" { // best matches: one page
+		raw, err = call(ctx, nc, c, protocol.APIMemories, map[string]any{"project": m.project, "query": m.search, "kind": m.kind, "limit": m.limit})
+	} else { // newest first, in pages that fit the broker
+		if m.limit < 1 {
+			return fmt.Errorf("--limit must be 1 or more, got %d", m.limit)
+		}
+		raw, err = pages(ctx, nc, c, protocol.APIMemories, map[string]any{"project": m.project, "kind": m.kind}, min(m.limit, listMemoriesPage), m.limit)
+	}
 	if err != nil {
-		return fmt.Errorf("%v\n%s", err, memoriesUsage)
+		return err
 	}
-	want := map[string]int{"list": 0, "projects": 0, "show": 1, "forget": 1, "restore": 1, "export": 0, "import": 1, "hygiene": 0, "dismiss": 2}
-	n, ok := want[sub]
-	if !ok {
-		return fmt.Errorf("unknown subcommand %q\n%s", sub, memoriesUsage)
+	if m.json {
+		return printJSON(out, raw)
 	}
-	if len(pos) != n {
-		return fmt.Errorf("thatch memories %s takes %d %s, got %q\n%s", sub, n, runtime.Plural(n, "argument", "arguments"), pos, memoriesUsage)
+	var ms []memory.Memory
+	if err := json.Unmarshal(raw, &ms); err != nil {
+		return err
 	}
+	if len(ms) == 0 {
+		fmt.Fprintln(out, "no memories")
+		return nil
+	}
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tKIND\tPROJECT\tUPDATED\tCONTENT")
+	for _, mem := range ms {
+		// The key is most often opencode's project id, a hash: the folder says more.
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", mem.ID, mem.Kind, cmp.Or(mem.Folder, mem.Project), mem.UpdatedAt.Local().Format("2006-01-02 15:04"), oneLine(mem.Content, 80))
+	}
+	return tw.Flush()
+}
+
+// memoriesProjectsCommand is thatch memories projects.
+type memoriesProjectsCommand struct {
+	json    bool
+	project string
+}
+
+func (*memoriesProjectsCommand) Usage() usage {
+	return usage{Name: "memories projects", Summary: "the projects with memories: folder, key, how many"}
+}
+
+func (m *memoriesProjectsCommand) Flags(fs *flag.FlagSet) {
+	jsonFlag(fs, &m.json)
+	projectFlag(fs, &m.project)
+}
+
+func (m *memoriesProjectsCommand) Run(ctx context.Context, c daemon.Config, out io.Writer, _ []string) error {
+	nc, err := dialMemories(ctx, c, &m.project)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	raw, err := call(ctx, nc, c, protocol.APIMemoryProjects, map[string]any{"project": m.project})
+	if err != nil {
+		return err
+	}
+	if m.json {
+		return printJSON(out, raw)
+	}
+	var ps []memory.Project
+	if err := json.Unmarshal(raw, &ps); err != nil {
+		return err
+	}
+	if len(ps) == 0 {
+		fmt.Fprintln(out, "no memories")
+		return nil
+	}
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "FOLDER\tKEY\tMEMORIES")
+	for _, p := range ps {
+		fmt.Fprintf(tw, "%s\t%s\t%d\n", cmp.Or(p.Folder, "-"), p.Key, p.Memories)
+	}
+	return tw.Flush()
+}
+
+// memoriesShowCommand is thatch memories show.
+type memoriesShowCommand struct{ json bool }
+
+func (*memoriesShowCommand) Usage() usage {
+	return usage{Name: "memories show", Args: []string{"ID"}, Summary: "one memory and its history"}
+}
+
+func (s *memoriesShowCommand) Flags(fs *flag.FlagSet) { jsonFlag(fs, &s.json) }
+
+func (s *memoriesShowCommand) Run(ctx context.Context, c daemon.Config, out io.Writer, args []string) error {
 	nc, err := dial(c)
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
-	if *project != "" {
-		if *project, err = projectName(ctx, nc, c, *project); err != nil {
-			return err
+	raw, err := call(ctx, nc, c, protocol.APIMemoryGet, map[string]any{"id": args[0]})
+	if err != nil {
+		return err
+	}
+	if s.json {
+		return printJSON(out, raw)
+	}
+	var r struct {
+		Memory memory.Memory  `json:"memory"`
+		Audit  []memory.Audit `json:"audit"`
+	}
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return err
+	}
+	m := r.Memory
+	if m.Folder == m.Project {
+		m.Folder = "" // a folder outside git is its own key: said once
+	}
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	rows := [][2]string{{"id", m.ID}, {"project", m.Project}, {"folder", m.Folder}, {"kind", m.Kind}, {"tags", strings.Join(m.Tags, ", ")},
+		{"branch", m.Branch}, {"created", stamp(&m.CreatedAt)}, {"updated", stamp(&m.UpdatedAt)}, {"used", stamp(m.UsedAt)},
+		{"source", strings.TrimSuffix(m.Source.SessionID+" "+m.Source.CallID, " ")}, {"forgotten", stamp(m.ForgottenAt)}}
+	for _, row := range rows {
+		if row[1] != "" {
+			fmt.Fprintf(tw, "%s\t%s\n", row[0], row[1])
 		}
 	}
-	switch sub {
-	case "projects":
-		raw, err := call(ctx, nc, c, "memory.projects", map[string]any{"project": *project})
+	tw.Flush()
+	fmt.Fprintf(out, "\n%s\n", m.Content)
+	if len(r.Audit) > 0 {
+		fmt.Fprintln(out, "\nhistory:")
+		for _, a := range r.Audit {
+			line := fmt.Sprintf("  %s %s", a.At.Local().Format("2006-01-02 15:04:05"), a.Op)
+			if a.SessionID != "" {
+				line += " by " + a.SessionID
+			}
+			if a.Reason != "" {
+				line += ": " + a.Reason
+			}
+			fmt.Fprintln(out, line)
+			if a.Before != "" {
+				fmt.Fprintf(out, "    before: %s\n", oneLine(a.Before, 200))
+			}
+		}
+	}
+	return nil
+}
+
+// memoriesForgetCommand is thatch memories forget.
+type memoriesForgetCommand struct{ reason string }
+
+func (*memoriesForgetCommand) Usage() usage {
+	return usage{Name: "memories forget", Args: []string{"ID"}, Summary: "forget a memory (it leaves search and injection; its history stays)"}
+}
+
+func (f *memoriesForgetCommand) Flags(fs *flag.FlagSet) {
+	fs.StringVar(&f.reason, "reason", "", "the reason `R`, kept in its history")
+}
+
+func (f *memoriesForgetCommand) Run(ctx context.Context, c daemon.Config, out io.Writer, args []string) error {
+	nc, err := dial(c)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	if _, err := call(ctx, nc, c, protocol.APIMemoryForget, map[string]any{"id": args[0], "reason": f.reason}); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "forgot %s (thatch memories show %s keeps its history)\n", args[0], args[0])
+	return nil
+}
+
+// memoriesRestoreCommand is thatch memories restore.
+type memoriesRestoreCommand struct{}
+
+func (*memoriesRestoreCommand) Usage() usage {
+	return usage{Name: "memories restore", Args: []string{"ID"}, Summary: "bring a forgotten memory back"}
+}
+
+func (*memoriesRestoreCommand) Flags(*flag.FlagSet) {}
+
+func (*memoriesRestoreCommand) Run(ctx context.Context, c daemon.Config, out io.Writer, args []string) error {
+	nc, err := dial(c)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	if _, err := call(ctx, nc, c, protocol.APIMemoryRestore, map[string]any{"id": args[0]}); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "restored %s\n", args[0])
+	return nil
+}
+
+// memoriesExportCommand is thatch memories export.
+type memoriesExportCommand struct{ project string }
+
+func (*memoriesExportCommand) Usage() usage {
+	return usage{Name: "memories export", Tail: "> FILE.jsonl", Summary: "every live memory as JSON Lines"}
+}
+
+func (e *memoriesExportCommand) Flags(fs *flag.FlagSet) { projectFlag(fs, &e.project) }
+
+func (e *memoriesExportCommand) Run(ctx context.Context, c daemon.Config, out io.Writer, _ []string) error {
+	nc, err := dialMemories(ctx, c, &e.project)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	w := bufio.NewWriter(out)
+	after, total := "", 0
+	for {
+		// cursor asks for a page (cut to fit the broker, nextCursor saying whether
+		// more follow); a daemon from before pages reads after and answers an array.
+		raw, err := call(ctx, nc, c, protocol.APIMemoryExport, map[string]any{"project": e.project, "after": after, "cursor": after, "limit": exportPage})
 		if err != nil {
 			return err
 		}
-		if *asJSON {
-			_, err := fmt.Fprintln(out, string(raw))
-			return err
-		}
-		var ps []memory.Project
-		if err := json.Unmarshal(raw, &ps); err != nil {
-			return err
-		}
-		if len(ps) == 0 {
-			fmt.Fprintln(out, "no memories")
-			return nil
-		}
-		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "FOLDER\tKEY\tMEMORIES")
-		for _, p := range ps {
-			fmt.Fprintf(tw, "%s\t%s\t%d\n", cmp.Or(p.Folder, "-"), p.Key, p.Memories)
-		}
-		return tw.Flush()
-	case "list":
-		var raw json.RawMessage
-		if *search != "" { // best matches: one page
-			raw, err = call(ctx, nc, c, "memories", map[string]any{"project": *project, "query": *search, "kind": *kind, "limit": *limit})
-		} else { // newest first, in pages that fit the broker
-			if *limit < 1 {
-				return fmt.Errorf("--limit must be 1 or more, got %d", *limit)
-			}
-			raw, err = pages(ctx, nc, c, "memories", map[string]any{"project": *project, "kind": *kind}, min(*limit, listMemoriesPage), *limit)
-		}
-		if err != nil {
-			return err
-		}
-		if *asJSON {
-			_, err := fmt.Fprintln(out, string(raw))
-			return err
-		}
-		var ms []memory.Memory
-		if err := json.Unmarshal(raw, &ms); err != nil {
-			return err
-		}
-		if len(ms) == 0 {
-			fmt.Fprintln(out, "no memories")
-			return nil
-		}
-		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tKIND\tPROJECT\tUPDATED\tCONTENT")
-		for _, m := range ms {
-			// The key is most often opencode's project id, a hash: the folder says more.
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", m.ID, m.Kind, cmp.Or(m.Folder, m.Project), m.UpdatedAt.Local().Format("2006-01-02 15:04"), oneLine(m.Content, 80))
-		}
-		return tw.Flush()
-	case "show":
-		raw, err := call(ctx, nc, c, "memory.get", map[string]any{"id": pos[0]})
-		if err != nil {
-			return err
-		}
-		if *asJSON {
-			_, err := fmt.Fprintln(out, string(raw))
-			return err
-		}
-		var r struct {
-			Memory memory.Memory  `json:"memory"`
-			Audit  []memory.Audit `json:"audit"`
-		}
-		if err := json.Unmarshal(raw, &r); err != nil {
-			return err
-		}
-		m := r.Memory
-		if m.Folder == m.Project {
-			m.Folder = "" // a folder outside git is its own key: said once
-		}
-		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-		rows := [][2]string{{"id", m.ID}, {"project", m.Project}, {"folder", m.Folder}, {"kind", m.Kind}, {"tags", strings.Join(m.Tags, ", ")},
-			{"branch", m.Branch}, {"created", stamp(&m.CreatedAt)}, {"updated", stamp(&m.UpdatedAt)}, {"used", stamp(m.UsedAt)},
-			{"source", strings.TrimSuffix(m.Source.SessionID+" "+m.Source.CallID, " ")}, {"forgotten", stamp(m.ForgottenAt)}}
-		for _, row := range rows {
-			if row[1] != "" {
-				fmt.Fprintf(tw, "%s\t%s\n", row[0], row[1])
-			}
-		}
-		tw.Flush()
-		fmt.Fprintf(out, "\n%s\n", m.Content)
-		if len(r.Audit) > 0 {
-			fmt.Fprintln(out, "\nhistory:")
-			for _, a := range r.Audit {
-				line := fmt.Sprintf("  %s %s", a.At.Local().Format("2006-01-02 15:04:05"), a.Op)
-				if a.SessionID != "" {
-					line += " by " + a.SessionID
-				}
-				if a.Reason != "" {
-					line += ": " + a.Reason
-				}
-				fmt.Fprintln(out, line)
-				if a.Before != "" {
-					fmt.Fprintf(out, "    before: %s\n", oneLine(a.Before, 200))
-				}
-			}
-		}
-		return nil
-	case "forget":
-		if _, err := call(ctx, nc, c, "memory.forget", map[string]any{"id": pos[0], "reason": *reason}); err != nil {
-			return err
-		}
-		fmt.Fprintf(out, "forgot %s (thatch memories show %s keeps its history)\n", pos[0], pos[0])
-		return nil
-	case "restore":
-		if _, err := call(ctx, nc, c, "memory.restore", map[string]any{"id": pos[0]}); err != nil {
-			return err
-		}
-		fmt.Fprintf(out, "restored %s\n", pos[0])
-		return nil
-	case "export":
-		w := bufio.NewWriter(out)
-		after, total := "", 0
-		for {
-			// cursor asks for a page (cut to fit the broker, nextCursor saying whether
-			// more follow); a daemon from before pages reads after and answers an array.
-			raw, err := call(ctx, nc, c, "memory.export", map[string]any{"project": *project, "after": after, "cursor": after, "limit": exportPage})
-			if err != nil {
+		var page []json.RawMessage
+		var next string
+		if strings.HasPrefix(strings.TrimSpace(string(raw)), "[") {
+			if err := json.Unmarshal(raw, &page); err != nil {
 				return err
 			}
-			var page []json.RawMessage
-			var next string
-			if strings.HasPrefix(strings.TrimSpace(string(raw)), "[") {
-				if err := json.Unmarshal(raw, &page); err != nil {
-					return err
-				}
-				if len(page) == exportPage {
-					next = "more"
-				}
-			} else {
-				var pg natsbus.Page
-				if err := json.Unmarshal(raw, &pg); err != nil {
-					return err
-				}
-				page, next = pg.Items, pg.NextCursor
+			if len(page) == exportPage {
+				next = "more"
 			}
-			for _, m := range page {
-				w.Write(m)
-				w.WriteByte('\n')
-				var id struct {
-					ID string `json:"id"`
-				}
-				_ = json.Unmarshal(m, &id)
-				after = id.ID
+		} else {
+			var pg natsbus.Page
+			if err := json.Unmarshal(raw, &pg); err != nil {
+				return err
 			}
-			total += len(page)
-			if next == "" || len(page) == 0 {
-				break
+			page, next = pg.Items, pg.NextCursor
+		}
+		for _, m := range page {
+			w.Write(m)
+			w.WriteByte('\n')
+			var id struct {
+				ID string `json:"id"`
 			}
+			_ = json.Unmarshal(m, &id)
+			after = id.ID
 		}
-		if err := w.Flush(); err != nil {
-			return err
+		total += len(page)
+		if next == "" || len(page) == 0 {
+			break
 		}
-		fmt.Fprintf(os.Stderr, "exported %d %s\n", total, runtime.Plural(total, "memory", "memories"))
-		return nil
-	case "import":
-		return importMemories(ctx, nc, c, pos[0], out)
-	case "dismiss":
-		if _, err := call(ctx, nc, c, "memory.dismiss", map[string]any{"id": pos[0], "distinctFrom": pos[1]}); err != nil {
-			return err
-		}
-		fmt.Fprintf(out, "%s and %s are no longer paired (until one of them changes)\n", pos[0], pos[1])
-		return nil
-	case "hygiene":
-		raw, err := call(ctx, nc, c, "memory.signals", map[string]any{"project": *project, "limit": *limit})
-		if err != nil {
-			return err
-		}
-		if *asJSON {
-			_, err := fmt.Fprintln(out, string(raw))
-			return err
-		}
-		var sigs []memory.Signal
-		if err := json.Unmarshal(raw, &sigs); err != nil {
-			return err
-		}
-		if len(sigs) == 0 {
-			fmt.Fprintln(out, "nothing to tidy: no duplicate pairs, stale memories or memories of deleted branches")
-			return nil
-		}
-		for _, s := range sigs {
-			fmt.Fprintln(out, s.Kind+":")
-			for _, m := range s.Memories {
-				fmt.Fprintf(out, "  %s (%s) %s\n", m.ID, m.Kind, oneLine(m.Content, 100))
-			}
-		}
-		fmt.Fprintln(out, "\nthe next extraction of each project is asked to resolve them; by hand: thatch memories forget ID, thatch memories dismiss ID OTHER, thatch memories restore ID")
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "exported %d %s\n", total, runtime.Plural(total, "memory", "memories"))
+	return nil
+}
+
+// memoriesImportCommand is thatch memories import.
+type memoriesImportCommand struct{}
+
+func (*memoriesImportCommand) Usage() usage {
+	return usage{Name: "memories import", Args: []string{"FILE.jsonl"},
+		Summary: "add the memories of an export (- reads standard input); importing twice changes nothing"}
+}
+
+func (*memoriesImportCommand) Flags(*flag.FlagSet) {}
+
+func (*memoriesImportCommand) Run(ctx context.Context, c daemon.Config, out io.Writer, args []string) error {
+	nc, err := dial(c)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	return importMemories(ctx, nc, c, args[0], out)
+}
+
+// memoriesHygieneCommand is thatch memories hygiene.
+type memoriesHygieneCommand struct {
+	json    bool
+	limit   int
+	project string
+}
+
+func (*memoriesHygieneCommand) Usage() usage {
+	return usage{Name: "memories hygiene", Summary: "duplicate pairs, stale memories and memories of deleted branches, with their texts"}
+}
+
+func (h *memoriesHygieneCommand) Flags(fs *flag.FlagSet) {
+	jsonFlag(fs, &h.json)
+	fs.IntVar(&h.limit, "limit", 100, "at most `N` findings")
+	projectFlag(fs, &h.project)
+}
+
+func (h *memoriesHygieneCommand) Run(ctx context.Context, c daemon.Config, out io.Writer, _ []string) error {
+	nc, err := dialMemories(ctx, c, &h.project)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	raw, err := call(ctx, nc, c, protocol.APIMemorySignals, map[string]any{"project": h.project, "limit": h.limit})
+	if err != nil {
+		return err
+	}
+	if h.json {
+		return printJSON(out, raw)
+	}
+	var sigs []memory.Signal
+	if err := json.Unmarshal(raw, &sigs); err != nil {
+		return err
+	}
+	if len(sigs) == 0 {
+		fmt.Fprintln(out, "nothing to tidy: no duplicate pairs, stale memories or memories of deleted branches")
 		return nil
 	}
+	for _, s := range sigs {
+		fmt.Fprintln(out, s.Kind+":")
+		for _, m := range s.Memories {
+			fmt.Fprintf(out, "  %s (%s) %s\n", m.ID, m.Kind, oneLine(m.Content, 100))
+		}
+	}
+	fmt.Fprintln(out, "\nthe next extraction of each project is asked to resolve them; by hand: thatch memories forget ID, thatch memories dismiss ID OTHER, thatch memories restore ID")
+	return nil
+}
+
+// memoriesDismissCommand is thatch memories dismiss.
+type memoriesDismissCommand struct{}
+
+func (*memoriesDismissCommand) Usage() usage {
+	return usage{Name: "memories dismiss", Args: []string{"ID", "OTHER"},
+		Summary: "two memories flagged as duplicates say different things: stop pairing them"}
+}
+
+func (*memoriesDismissCommand) Flags(*flag.FlagSet) {}
+
+func (*memoriesDismissCommand) Run(ctx context.Context, c daemon.Config, out io.Writer, args []string) error {
+	nc, err := dial(c)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	if _, err := call(ctx, nc, c, protocol.APIMemoryDismiss, map[string]any{"id": args[0], "distinctFrom": args[1]}); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "%s and %s are no longer paired (until one of them changes)\n", args[0], args[1])
 	return nil
 }
 
@@ -296,7 +429,7 @@ const knownShown = 10
 // project (a key, a folder or a folder inside one), else the absolute path of the folder it
 // names here (relative, or through a symbolic link), else an error that lists the projects
 // there are. A daemon from before memory.projects gets name as it is.
-func projectName(ctx context.Context, nc *nats.Conn, c Config, name string) (string, error) {
+func projectName(ctx context.Context, nc *nats.Conn, c daemon.Config, name string) (string, error) {
 	tries := []string{name}
 	if abs, err := filepath.Abs(name); err == nil {
 		if fi, err := os.Stat(abs); err == nil && fi.IsDir() {
@@ -313,9 +446,9 @@ func projectName(ctx context.Context, nc *nats.Conn, c Config, name string) (str
 			continue
 		}
 		seen[try] = true
-		raw, err := call(ctx, nc, c, "memory.projects", map[string]any{"project": try})
-		var herr *runtime.HostError
-		if errors.As(err, &herr) && herr.Name == "NotFoundError" && strings.Contains(herr.Message, "no API method") {
+		raw, err := call(ctx, nc, c, protocol.APIMemoryProjects, map[string]any{"project": try})
+		var herr *protocol.Error
+		if errors.As(err, &herr) && herr.Name == protocol.NotFound && strings.Contains(herr.Message, "no API method") {
 			return name, nil
 		}
 		if err != nil {
@@ -332,7 +465,7 @@ func projectName(ctx context.Context, nc *nats.Conn, c Config, name string) (str
 			shown = try
 		}
 	}
-	raw, err := call(ctx, nc, c, "memory.projects", map[string]any{})
+	raw, err := call(ctx, nc, c, protocol.APIMemoryProjects, map[string]any{})
 	if err != nil {
 		return "", err
 	}
@@ -357,7 +490,7 @@ func projectName(ctx context.Context, nc *nats.Conn, c Config, name string) (str
 
 // importMemories sends the memories of a JSON Lines file in batches. A bad line stops the
 // import before anything of it is sent, naming the line.
-func importMemories(ctx context.Context, nc *nats.Conn, c Config, path string, out io.Writer) error {
+func importMemories(ctx context.Context, nc *nats.Conn, c daemon.Config, path string, out io.Writer) error {
 	var in io.Reader = os.Stdin
 	if path != "-" {
 		f, err := os.Open(path)
@@ -405,20 +538,6 @@ func importMemories(ctx context.Context, nc *nats.Conn, c Config, path string, o
 	fmt.Fprintf(out, "imported %d of %d %s (%d already here, live or forgotten: thatch memories restore ID brings a forgotten one back)\n",
 		added, len(ms), runtime.Plural(len(ms), "memory", "memories"), len(ms)-added)
 	return nil
-}
-
-// parseInterspersed parses flags that may come before or after positional arguments.
-func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		if fs.NArg() == 0 {
-			return pos, nil
-		}
-		pos, args = append(pos, fs.Arg(0)), fs.Args()[1:]
-	}
 }
 
 func oneLine(s string, n int) string {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/thatch-dev/thatch/cmd/internal/daemon"
 	"github.com/thatch-dev/thatch/journal/memory"
 	"github.com/thatch-dev/thatch/runtime"
 )
@@ -382,7 +383,7 @@ func TestSecondServeRefused(t *testing.T) {
 	r.start()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	err := serve(ctx, r.cfg, testLogger())
+	err := daemon.Serve(ctx, r.cfg, testLogger())
 	if err == nil || !strings.Contains(err.Error(), r.dataDir) || !strings.Contains(err.Error(), "another thatch serve") {
 		t.Fatalf("a second serve on %s: %v", r.dataDir, err)
 	}
@@ -395,7 +396,7 @@ func TestSecondServeRefused(t *testing.T) {
 func TestStatusJSONWhenDown(t *testing.T) {
 	r := newRig(t, "v1")
 	r.start()
-	waitFor(t, "the status file", func() bool { _, err := os.Stat(filepath.Join(r.dataDir, StatusFile)); return err == nil })
+	waitFor(t, "the status file", func() bool { _, err := os.Stat(filepath.Join(r.dataDir, daemon.StatusFile)); return err == nil })
 	r.stop()
 	var out bytes.Buffer
 	err := client(context.Background(), r.cfg, "status", []string{"--json"}, &out)

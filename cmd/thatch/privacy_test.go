@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/thatch-dev/thatch/cmd/internal/daemon"
 	"github.com/thatch-dev/thatch/runtime"
 )
 
@@ -127,9 +128,9 @@ func TestNoSecretReachesTheDisk(t *testing.T) {
 		t.Errorf("memories: %+v", mems)
 	}
 	// While thatch runs (the write-ahead logs hold the latest writes), then once it stopped.
-	waitFor(t, "the status file", func() bool { _, err := os.Stat(filepath.Join(r.dataDir, StatusFile)); return err == nil })
+	waitFor(t, "the status file", func() bool { _, err := os.Stat(filepath.Join(r.dataDir, daemon.StatusFile)); return err == nil })
 	read := noSecretIn(t, r.dataDir)
-	for _, f := range []string{"thatch.db", "thatch.db-wal", "memories.db", "memories.db-wal", StatusFile} {
+	for _, f := range []string{"thatch.db", "thatch.db-wal", "memories.db", "memories.db-wal", daemon.StatusFile} {
 		if !read[f] {
 			t.Errorf("%s was not there to read: %v", f, read)
 		}

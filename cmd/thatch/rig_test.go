@@ -15,6 +15,7 @@ import (
 
 	"github.com/thatch-dev/thatch/adapters/fakehost"
 	"github.com/thatch-dev/thatch/adapters/natsbus"
+	"github.com/thatch-dev/thatch/cmd/internal/daemon"
 	"github.com/thatch-dev/thatch/journal"
 	"github.com/thatch-dev/thatch/runtime"
 	"github.com/thatch-dev/thatch/runtime/scenario"
@@ -29,7 +30,7 @@ type rig struct {
 	dataDir string
 	nc      *nats.Conn
 	host    *fakehost.Host
-	cfg     Config
+	cfg     daemon.Config
 	cancel  context.CancelFunc
 	done    chan error
 	logPath string       // the thatch process's log, all runs appended
@@ -62,7 +63,7 @@ func newRig(t *testing.T, api string, methods ...string) *rig {
 	h.Dir = t.TempDir()
 	t.Cleanup(h.Close)
 	r := &rig{t: t, ns: ns, url: ns.ClientURL(), dataDir: filepath.Join(t.TempDir(), "data"), nc: nc, host: h}
-	cfg, err := loadConfig() // the defaults, as a user gets them
+	cfg, err := daemon.LoadConfig() // the defaults, as a user gets them
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +88,7 @@ func (r *rig) start() {
 	if log == nil {
 		log = testLogger()
 	}
-	go func() { r.done <- serve(ctx, r.cfg, log) }()
+	go func() { r.done <- daemon.Serve(ctx, r.cfg, log) }()
 	r.t.Cleanup(r.stop)
 	waitFor(r.t, "thatch to answer status", func() bool {
 		var s runtime.StatusView
@@ -113,6 +114,12 @@ func (r *rig) stop() {
 }
 
 func (r *rig) tryAPI(method string, params, out any) error { return apiCall(r.nc, method, params, out) }
+
+// apiCall calls a method of thatch's API over nc, decoding its result into out, with the
+// client the CLI and thatch-bench use.
+func apiCall(nc *nats.Conn, method string, params, out any) error {
+	return daemon.API{NC: nc, Prefix: "thatch", Timeout: 5 * time.Second}.Call(context.Background(), method, params, out)
+}
 
 func (r *rig) status() runtime.StatusView {
 	r.t.Helper()

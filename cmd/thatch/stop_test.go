@@ -23,6 +23,7 @@ import (
 
 	"github.com/thatch-dev/thatch/adapters/fakehost"
 	"github.com/thatch-dev/thatch/adapters/natsbus"
+	"github.com/thatch-dev/thatch/cmd/internal/daemon"
 	"github.com/thatch-dev/thatch/runtime"
 )
 
@@ -67,7 +68,7 @@ func newEmbeddedRig(t *testing.T, api string, methods ...string) *rig {
 	h.Dir = t.TempDir()
 	h.HelloOnReconnect()
 	t.Cleanup(h.Close)
-	cfg, err := loadConfig()
+	cfg, err := daemon.LoadConfig()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,41 +15,35 @@ import (
 	"time"
 
 	"github.com/thatch-dev/thatch/adapters/natsbus"
-	"github.com/thatch-dev/thatch/adapters/web"
+	"github.com/thatch-dev/thatch/cmd/internal/daemon"
 )
 
-const uiUsage = `usage: thatch ui [--no-open]
-  print the link to thatch's web page (hosts, sessions, memories, dead letters, the sweep
-  plan) and open it in a browser when one is at hand. The link carries the broker token of
-  THATCH_DATA_DIR/broker.token: keep it private. The page is served by thatch serve on
-  THATCH_HTTP_LISTEN (default 127.0.0.1:4224).`
+// uiCommand is thatch ui: the web page's link.
+type uiCommand struct{ noOpen bool }
 
-// pageURL is the operator endpoint's base address.
-func pageURL(addr string, tls bool) string {
-	return strings.TrimSuffix(web.Link(addr, "", tls), "?token=")
+func (*uiCommand) Usage() usage {
+	return usage{Name: "ui", Summary: "print the web page's link (and open it): sessions, memories, dead letters, sweep",
+		Help: `print the link to thatch's web page (hosts, sessions, memories, dead letters, the sweep
+plan) and open it in a browser when one is at hand. The link carries the broker token of
+THATCH_DATA_DIR/broker.token: keep it private. The page is served by thatch serve on
+THATCH_HTTP_LISTEN (default 127.0.0.1:4224).`}
 }
 
-// ui prints the web page's link and opens it when it can.
-func ui(ctx context.Context, c Config, args []string, out io.Writer) error {
-	fs := flag.NewFlagSet("ui", flag.ContinueOnError)
-	fs.SetOutput(out)
-	noOpen := fs.Bool("no-open", false, "print the link only")
-	fs.Usage = func() { fmt.Fprintln(out, uiUsage) }
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("thatch ui takes no arguments, got %q\n%s", fs.Args(), uiUsage)
-	}
+func (u *uiCommand) Flags(fs *flag.FlagSet) {
+	fs.BoolVar(&u.noOpen, "no-open", false, "print the link only")
+}
+
+// Run prints the web page's link and opens it when it can.
+func (u *uiCommand) Run(ctx context.Context, c daemon.Config, out io.Writer, _ []string) error {
 	// The daemon's own address comes first: it may run with another THATCH_HTTP_LISTEN.
-	base := statusBroker(c.DataDir).PageURL
+	base := savedStatus(c).PageURL
 	if base == "" {
 		if !c.HTTPOn() {
 			return fmt.Errorf("THATCH_HTTP_LISTEN=off: the web page is disabled; unset it (or set an address) and restart thatch serve")
 		}
-		base = pageURL(c.HTTPListen, c.HTTPTLSCert != "")
+		base = daemon.PageURL(c.HTTPListen, c.HTTPTLSCert != "")
 	}
-	token, err := os.ReadFile(c.tokenPath())
+	token, err := os.ReadFile(c.TokenPath())
 	if errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("no broker token in %s: start thatch serve first (it creates the token the page takes)", c.DataDir)
 	}
@@ -58,7 +52,7 @@ func ui(ctx context.Context, c Config, args []string, out io.Writer) error {
 	}
 	tok := strings.TrimSpace(string(token))
 	if !natsbus.ValidToken(tok) {
-		return fmt.Errorf("%s does not hold a usable token: start thatch serve, which replaces it", c.tokenPath())
+		return fmt.Errorf("%s does not hold a usable token: start thatch serve, which replaces it", c.TokenPath())
 	}
 	link := base + "?token=" + tok
 	// Is the page there? Say so rather than hand out a link that does not open.
@@ -75,7 +69,7 @@ func ui(ctx context.Context, c Config, args []string, out io.Writer) error {
 		fmt.Fprintf(out, "(nothing answers at %s: is thatch serve running? The link works once it is.)\n", base)
 		return nil
 	}
-	if !*noOpen {
+	if !u.noOpen {
 		if opener := browserOpener(); opener != "" {
 			if err := exec.Command(opener, link).Start(); err == nil {
 				fmt.Fprintf(out, "opened in your browser (%s)\n", opener)

@@ -11,19 +11,20 @@ import (
 	"testing"
 
 	"github.com/thatch-dev/thatch/adapters/natsbus"
+	"github.com/thatch-dev/thatch/cmd/internal/daemon"
 )
 
 // TestUILink: thatch ui prints the page's link with the broker token, at the address the
 // running daemon wrote into its status file; it says so when nothing answers there, and
 // fails in words when the page is off or no token exists yet.
 func TestUILink(t *testing.T) {
-	c := Config{DataDir: t.TempDir(), HTTPListen: "127.0.0.1:1"}
+	c := daemon.Config{DataDir: t.TempDir(), HTTPListen: "127.0.0.1:1"}
 	var out strings.Builder
 	err := ui(context.Background(), c, nil, &out)
 	if err == nil || !strings.Contains(err.Error(), "start thatch serve first") {
 		t.Fatalf("without a token: %v", err)
 	}
-	token, _, err := natsbus.EnsureToken(c.tokenPath())
+	token, _, err := natsbus.EnsureToken(c.TokenPath())
 	must(t, err)
 
 	// Nothing listens at the configured address.
@@ -41,8 +42,8 @@ func TestUILink(t *testing.T) {
 		}
 	}))
 	defer page.Close()
-	data, _ := json.Marshal(statusFile{PageURL: page.URL + "/"})
-	must(t, os.WriteFile(filepath.Join(c.DataDir, StatusFile), data, 0o600))
+	data, _ := json.Marshal(daemon.SavedStatus{PageURL: page.URL + "/"})
+	must(t, os.WriteFile(filepath.Join(c.DataDir, daemon.StatusFile), data, 0o600))
 	out.Reset()
 	must(t, ui(context.Background(), c, []string{"--no-open"}, &out))
 	if got := strings.TrimSpace(out.String()); got != page.URL+"/?token="+token {
@@ -50,7 +51,7 @@ func TestUILink(t *testing.T) {
 	}
 
 	// Off, and no daemon wrote an address.
-	must(t, os.Remove(filepath.Join(c.DataDir, StatusFile)))
+	must(t, os.Remove(filepath.Join(c.DataDir, daemon.StatusFile)))
 	c.HTTPListen = "off"
 	if err := ui(context.Background(), c, nil, &out); err == nil || !strings.Contains(err.Error(), "THATCH_HTTP_LISTEN=off") {
 		t.Fatalf("with the page off: %v", err)

@@ -21,8 +21,9 @@
 // that knew it), because a key is more often opencode's project id, a hash, than a folder:
 // people name a project by its folder (Resolve) and the listings show it (Memory.Folder).
 //
-// It imports no NATS and nothing of the runtime: callers pass who acts (Caller) and the time,
-// and get plain values back. Every method is safe for concurrent use.
+// It imports no NATS and nothing of the runtime (runtime/protocol, the wire's names, aside),
+// and never an adapter, commands or cmd: callers pass who acts (Caller) and the time, and
+// get plain values back. Every method is safe for concurrent use.
 //
 // Errors callers branch on are ErrNotFound and ErrBadRequest; the messages that wrap them are
 // written for a model to read and act on.

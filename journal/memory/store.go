@@ -22,6 +22,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/thatch-dev/thatch/journal/migrate"
+	"github.com/thatch-dev/thatch/runtime/protocol"
 )
 
 //go:embed migrations/*.sql
@@ -44,12 +45,13 @@ const (
 	maxBranch  = 200
 )
 
-// The tools whose answers the callID memo keeps.
+// The tools whose answers the callID memo keeps: the memory tools, and the names the memo
+// keeps a dismissal's and a restore's answers under.
 const (
-	toolRemember = "memory_remember"
-	toolUpdate   = "memory_update"
-	toolForget   = "memory_forget"
-	toolSearch   = "memory_search"
+	toolRemember = protocol.ToolRemember
+	toolUpdate   = protocol.ToolUpdate
+	toolForget   = protocol.ToolForget
+	toolSearch   = protocol.ToolSearch
 	toolDismiss  = "memory_dismiss"
 	toolRestore  = "memory_restore"
 )
@@ -155,6 +157,9 @@ type ListQuery struct {
 	Query, Kind string
 	Limit       int
 	After       string
+	// Forgotten lists the forgotten memories instead of the live ones (not with Query: a
+	// search looks only at live memories).
+	Forgotten bool
 }
 
 // Options tune a Store.
@@ -623,7 +628,11 @@ func (s *Store) List(ctx context.Context, q ListQuery) ([]Memory, error) {
 		return out, nil
 	}
 	cond, args := inProjects("m.project", q.Projects)
-	query := `SELECT ` + memoryCols + ` FROM memories m WHERE m.forgotten_at = 0` + cond
+	state := `m.forgotten_at = 0`
+	if q.Forgotten {
+		state = `m.forgotten_at > 0`
+	}
+	query := `SELECT ` + memoryCols + ` FROM memories m WHERE ` + state + cond
 	if q.Kind != "" {
 		query += ` AND m.kind = ?`
 		args = append(args, q.Kind)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/thatch-dev/thatch/runtime"
+	"github.com/thatch-dev/thatch/runtime/protocol"
 )
 
 // Epoch is the scenario clock's start.
@@ -42,12 +43,8 @@ func New() *Harness {
 // Exec runs one command and returns its output.
 func (h *Harness) Exec(c Cmd) string {
 	switch c.Name {
-	case "event":
-		ev, err := h.event(c)
-		if err != nil {
-			return "rejected: " + err.Error()
-		}
-		return h.step(ev)
+	case "event": // an event that does not decode is stepped as the driver steps it: a Rejection
+		return h.step(h.event(c))
 	case "tool":
 		return h.step(runtime.ToolCall{Name: c.Keys[0], SessionID: c.Args["session"], Args: json.RawMessage(c.Args["args"])})
 	case "wrote": // wrote SESSION new=N updated=N deleted=N: the store counted a child's writes
@@ -253,8 +250,9 @@ func firstLine(s string) string {
 	return l
 }
 
-// event builds an event from a command: event TYPE key=value...
-func (h *Harness) event(c Cmd) (runtime.Event, error) {
+// event builds an event from a command, event TYPE key=value..., or the Rejection of a
+// body that does not decode (body=...).
+func (h *Harness) event(c Cmd) runtime.Input {
 	a := c.Args
 	get := func(k, def string) string {
 		if v, ok := a[k]; ok {
@@ -278,7 +276,7 @@ func (h *Harness) event(c Cmd) (runtime.Event, error) {
 		props["sessionID"] = sid
 	}
 	switch typ {
-	case "host.hello":
+	case protocol.EventHostHello:
 		caps := map[string]bool{}
 		for _, k := range strings.Split(get("caps", "tui,compact,move,list"), ",") {
 			if k != "" {
@@ -294,9 +292,9 @@ func (h *Harness) event(c Cmd) (runtime.Event, error) {
 		if m := get("missing", ""); m != "" {
 			props["missingTools"] = splitList(m)
 		}
-	case "host.goodbye":
+	case protocol.EventHostGoodbye:
 		props = map[string]any{"hostID": get("host", "h1"), "bootID": get("boot", "b1")}
-	case "session.created", "session.updated", "session.deleted":
+	case protocol.EventSessionCreated, protocol.EventSessionUpdated, protocol.EventSessionDeleted:
 		info := map[string]any{"id": sid, "title": get("title", "t"), "directory": get("dir", "/w")}
 		if p := get("parent", ""); p != "" {
 			info["parentID"] = p
@@ -305,34 +303,35 @@ func (h *Harness) event(c Cmd) (runtime.Event, error) {
 			info["projectID"] = p
 		}
 		props["info"] = info
-	case "session.status":
+	case protocol.EventSessionStatus:
 		props["status"] = map[string]any{"type": get("status", "idle")}
-	case "session.error":
+	case protocol.EventSessionError:
 		if n := get("error", ""); n != "" {
 			props["error"] = map[string]any{"name": n, "data": map[string]any{"message": "scripted"}}
 		}
-	case "tool.execute.after":
+	case protocol.EventToolExecuteAfter:
 		args := json.RawMessage(get("args", `{"command":"ls"}`))
 		props["callID"], props["tool"], props["args"] = get("call", "c1"), get("tool", "bash"), args
 		props["title"], props["output"], props["metadata"] = get("title", ""), get("output", "out"), map[string]any{}
-	case "command.execute.before":
+	case protocol.EventCommandExecuteBefore:
 		props["command"], props["arguments"] = get("command", "thatch/compact"), get("arguments", "")
-	case "command.executed":
+	case protocol.EventCommandExecuted:
 		props["name"], props["arguments"], props["messageID"] = get("command", "thatch/compact"), get("arguments", ""), "msg_1"
 	}
 	body, _ := json.Marshal(map[string]any{"id": id, "type": typ, "properties": props})
 	if raw, ok := a["body"]; ok {
 		body = []byte(raw)
 	}
-	ev, err := runtime.DecodeEvent("opencode", "opencode."+get("host", "h1")+".event."+typ, body)
+	subject := "opencode." + get("host", "h1") + ".event." + typ
+	ev, err := runtime.DecodeEvent("opencode", subject, body)
 	if err != nil {
-		return ev, err
+		return runtime.Reject(seq, subject, body, err)
 	}
 	ev.Seq = seq
 	if s, ok := a["hostseq"]; ok {
 		ev.HostSeq, _ = strconv.ParseInt(s, 10, 64)
 	}
-	return ev, nil
+	return ev
 }
 
 func splitList(s string) []string {
@@ -347,7 +346,7 @@ func (h *Harness) result(c runtime.Call, cmd Cmd) runtime.Result {
 	a := cmd.Args
 	r := runtime.Result{Call: c}
 	if _, ok := a["noresponder"]; ok {
-		r.Err = &runtime.HostError{Name: "NoResponderError", Message: "no responder", NoResponder: true}
+		r.Err = &runtime.HostError{Name: protocol.NoResponder, Message: "no responder", NoResponder: true}
 	} else if e, ok := a["err"]; ok {
 		r.Err = &runtime.HostError{Name: e, Message: "scripted"}
 		if m, ok := a["msg"]; ok {

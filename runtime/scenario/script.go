@@ -1,14 +1,3 @@
-// Package scenario runs golden scenario scripts against the runtime's decision core.
-//
-// A script is a sequence of commands, each followed by a line "----" and the output it
-// must produce, up to the next blank line:
-//
-//	event session.status session=ses_a status=idle
-//	----
-//	call #1 h1 session.create session=ses_a title=thatch-extraction purpose=extract
-//
-// Lines starting with # are comments. With -update the outputs are rewritten from what
-// the commands produce, and the diff is reviewed like code.
 package scenario
 
 import (

@@ -28,8 +28,10 @@ import (
 
 	"github.com/thatch-dev/thatch/adapters/fakehost"
 	"github.com/thatch-dev/thatch/adapters/natsbus"
+	"github.com/thatch-dev/thatch/cmd/internal/daemon"
 	"github.com/thatch-dev/thatch/journal"
 	"github.com/thatch-dev/thatch/runtime"
+	"github.com/thatch-dev/thatch/runtime/protocol"
 )
 
 // benchSize is the scale of one benchmark run.
@@ -66,7 +68,7 @@ type Figure struct {
 	Definition string  `json:"definition"`
 }
 
-// BenchReport is what thatch bench writes.
+// BenchReport is what thatch-bench writes.
 type BenchReport struct {
 	Quick      bool      `json:"quick"`
 	Seed       uint64    `json:"seed"`
@@ -80,17 +82,26 @@ type BenchReport struct {
 	JournalMix []string  `json:"journalMix,omitempty"`
 }
 
-// bench runs the benchmark: thatch [bench] [--quick] [--out FILE] [--seed N].
+// bench runs the benchmark with the command line's flags, printing its figures to out and
+// what it is doing to progress (none when nil).
 func bench(ctx context.Context, args []string, out io.Writer, progress io.Writer) error {
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs := flag.NewFlagSet("thatch-bench", flag.ContinueOnError)
 	quick := fs.Bool("quick", false, "a short run that checks correctness only")
 	outPath := fs.String("out", "", "write the JSON report here")
 	seed := fs.Uint64("seed", 1, "workload seed")
 	only := fs.String("only", "", "run one part: throughput, latency, tools, rehydrate, sweep, memory or ui")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the run here")
 	soakFor := fs.Duration("soak", 0, "instead of the figures, soak for this long, sampling memory and goroutines")
+	thatchBin := fs.String("thatch", "", "the thatch binary --soak runs (default: the thatch next to thatch-bench)")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: thatch-bench [flags]\n  measure thatch against the bare pipeline (see the README's Performance section)")
+		fs.PrintDefaults()
+	}
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("thatch-bench takes no arguments, got %q", fs.Args())
 	}
 	size := fullSize
 	if *quick {
@@ -114,7 +125,7 @@ func bench(ctx context.Context, args []string, out io.Writer, progress io.Writer
 	}
 	if *soakFor > 0 {
 		b := &benchRun{dir: dir, seed: *seed, progress: progress}
-		return b.soak(ctx, *soakFor, out)
+		return b.soak(ctx, *soakFor, *thatchBin, out)
 	}
 	b := &benchRun{size: size, dir: dir, seed: *seed, progress: progress, only: *only, cpuprofile: *cpuprofile,
 		report: BenchReport{Quick: *quick, Seed: *seed, Started: time.Now().UTC(), GoVersion: goVersion(), CPUs: cpus()}}
@@ -166,7 +177,7 @@ func (b *benchRun) run(ctx context.Context) error {
 	}
 	defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
 	b.ns = ns
-	if b.nc, err = nats.Connect(ns.ClientURL(), nats.Token(b.token)); err != nil {
+	if b.nc, err = nats.Connect(ns.ClientURL(), natsbus.AuthOptions("", b.token, nil)...); err != nil {
 		return err
 	}
 	defer b.nc.Close()
@@ -212,36 +223,36 @@ func workloadEvents(rng *rand.Rand, host string, sessions int, dir string, w *wo
 	for s := range sessions {
 		sid := fmt.Sprintf("ses_%s_%05d", host, s)
 		info := map[string]any{"id": sid, "title": "work", "directory": dir, "projectID": "p1"}
-		add("session.created", map[string]any{"sessionID": sid, "info": info})
+		add(protocol.EventSessionCreated, map[string]any{"sessionID": sid, "info": info})
 		var task string
 		for turn := range 2 {
-			add("session.status", map[string]any{"sessionID": sid, "status": map[string]any{"type": "busy"}})
+			add(protocol.EventSessionStatus, map[string]any{"sessionID": sid, "status": map[string]any{"type": "busy"}})
 			for c := range 12 + rng.IntN(24) {
 				w.entries[sid] = append(w.entries[sid], fmt.Sprintf("%s_t%d_c%d", sid, turn, c))
-				add("tool.execute.after", map[string]any{"sessionID": sid, "callID": fmt.Sprintf("%s_t%d_c%d", sid, turn, c),
+				add(protocol.EventToolExecuteAfter, map[string]any{"sessionID": sid, "callID": fmt.Sprintf("%s_t%d_c%d", sid, turn, c),
 					"tool": []string{"bash", "read", "edit", "grep"}[rng.IntN(4)], "args": map[string]any{"command": "go test ./...", "filePath": dir + "/main.go"},
 					"title": "step", "output": out(sizes[rng.IntN(len(sizes))]), "metadata": map[string]any{}})
 			}
 			if turn == 0 && rng.IntN(10) < 3 {
 				task = sid + "_task"
-				add("session.created", map[string]any{"sessionID": task, "info": map[string]any{"id": task, "parentID": sid, "title": "explore", "directory": dir}})
-				add("session.status", map[string]any{"sessionID": task, "status": map[string]any{"type": "busy"}})
+				add(protocol.EventSessionCreated, map[string]any{"sessionID": task, "info": map[string]any{"id": task, "parentID": sid, "title": "explore", "directory": dir}})
+				add(protocol.EventSessionStatus, map[string]any{"sessionID": task, "status": map[string]any{"type": "busy"}})
 				for c := range 3 {
 					w.entries[sid] = append(w.entries[sid], runtime.EntryID(sid, task, fmt.Sprintf("%s_c%d", task, c)))
-					add("tool.execute.after", map[string]any{"sessionID": task, "callID": fmt.Sprintf("%s_c%d", task, c), "tool": "read",
+					add(protocol.EventToolExecuteAfter, map[string]any{"sessionID": task, "callID": fmt.Sprintf("%s_c%d", task, c), "tool": "read",
 						"args": map[string]any{"filePath": dir + "/x.go"}, "output": out(sizes[rng.IntN(4)]), "metadata": map[string]any{}})
 				}
-				add("session.status", map[string]any{"sessionID": task, "status": map[string]any{"type": "idle"}})
-				add("session.idle", map[string]any{"sessionID": task})
+				add(protocol.EventSessionStatus, map[string]any{"sessionID": task, "status": map[string]any{"type": "idle"}})
+				add(protocol.EventSessionIdle, map[string]any{"sessionID": task})
 			}
 			if rng.IntN(10) == 0 {
-				add("session.error", map[string]any{"sessionID": sid, "error": map[string]any{"name": "APIError", "data": map[string]any{"message": "overloaded"}}})
+				add(protocol.EventSessionError, map[string]any{"sessionID": sid, "error": map[string]any{"name": "APIError", "data": map[string]any{"message": "overloaded"}}})
 			}
-			add("session.status", map[string]any{"sessionID": sid, "status": map[string]any{"type": "idle"}})
-			add("session.idle", map[string]any{"sessionID": sid})
+			add(protocol.EventSessionStatus, map[string]any{"sessionID": sid, "status": map[string]any{"type": "idle"}})
+			add(protocol.EventSessionIdle, map[string]any{"sessionID": sid})
 		}
 		if rng.IntN(10) == 0 {
-			add("session.deleted", map[string]any{"sessionID": sid, "info": info})
+			add(protocol.EventSessionDeleted, map[string]any{"sessionID": sid, "info": info})
 			w.deleted[sid] = true
 		}
 	}
@@ -303,28 +314,30 @@ func (b *benchRun) startBroker() (*server.Server, error) {
 	return natsbus.StartBroker(natsbus.BrokerConfig{Listen: "127.0.0.1:-1", Dir: filepath.Join(b.dir, "broker"), Token: b.token})
 }
 
-// startThatch runs the daemon's own wiring against the bench broker.
-func (b *benchRun) startThatch(name string, tune func(*runtime.Loop)) (Config, func() error, error) {
+// startThatch runs the daemon's own wiring (daemon.ServeWith, what thatch serve runs) in
+// this process against the bench broker, so that tune can observe its loop's commits.
+func (b *benchRun) startThatch(name string, tune func(*runtime.Loop)) (daemon.Config, func() error, error) {
 	return b.startThatchAs(name, "thatch", tune)
 }
 
 // startThatchAs is startThatch with a consumer name of its own.
-func (b *benchRun) startThatchAs(name, consumer string, tune func(*runtime.Loop)) (Config, func() error, error) {
-	c, err := loadConfig()
+func (b *benchRun) startThatchAs(name, consumer string, tune func(*runtime.Loop)) (daemon.Config, func() error, error) {
+	c, err := daemon.LoadConfig()
 	if err != nil {
 		return c, nil, err
 	}
 	c.DataDir, c.NATSURL, c.InstallCommands, c.StrandSweep = filepath.Join(b.dir, name), b.ns.ClientURL(), false, false
 	c.NATSToken = b.token
 	c.Consumer = consumer
+	c.HTTPListen = "off" // the bench's own figures; a thatch of the user's may hold 127.0.0.1:4224
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- serveWith(ctx, c, slog.New(slog.NewTextHandler(io.Discard, nil)), tune) }()
+	go func() { done <- daemon.ServeWith(ctx, c, slog.New(slog.NewTextHandler(io.Discard, nil)), tune) }()
 	stop := func() error { cancel(); return <-done }
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		var st runtime.StatusView
-		if err := apiCall(b.nc, "status", nil, &st); err == nil {
+		if err := b.api("status", nil, &st); err == nil {
 			return c, stop, nil
 		}
 		if time.Now().After(deadline) {
@@ -335,23 +348,9 @@ func (b *benchRun) startThatchAs(name, consumer string, tune func(*runtime.Loop)
 	}
 }
 
-func apiCall(nc *nats.Conn, method string, params, out any) error {
-	data, _ := json.Marshal(params)
-	msg, err := nc.Request("thatch.api."+method, data, 5*time.Second)
-	if err != nil {
-		return err
-	}
-	var env struct {
-		Result json.RawMessage    `json:"result"`
-		Error  *runtime.HostError `json:"error"`
-	}
-	if err := json.Unmarshal(msg.Data, &env); err != nil {
-		return err
-	}
-	if env.Error != nil {
-		return env.Error
-	}
-	return json.Unmarshal(env.Result, out)
+// api calls a method of the API of the thatch the bench started, as the tests' rig does.
+func (b *benchRun) api(method string, params, out any) error {
+	return daemon.API{NC: b.nc, Prefix: "thatch", Timeout: 5 * time.Second}.Call(context.Background(), method, params, out)
 }
 
 func (b *benchRun) throughput(ctx context.Context) error {
@@ -376,12 +375,12 @@ func (b *benchRun) throughput(ctx context.Context) error {
 		hosts = append(hosts, fh)
 		hello, _ := json.Marshal(map[string]any{"hostID": host, "api": "v1", "version": "bench", "bootID": "b1",
 			"directory": work, "worktree": work, "projectID": "p1", "capabilities": map[string]bool{"move": true}, "resumed": []string{}})
-		evs := append([][2]string{{"host.hello", string(hello)}}, workloadEvents(rng, host, b.size.Sessions/b.size.Hosts, work, w)...)
+		evs := append([][2]string{{protocol.EventHostHello, string(hello)}}, workloadEvents(rng, host, b.size.Sessions/b.size.Hosts, work, w)...)
 		for i, e := range evs {
 			id := fmt.Sprintf("evt_%s_%07d", host, i)
 			bodies = append(bodies, []byte(`{"id":"`+id+`","type":"`+e[0]+`","properties":`+e[1]+`}`))
 			ids, subjects, seqs = append(ids, id), append(subjects, "opencode."+host+".event."+e[0]), append(seqs, int64(i+1))
-			if e[0] == "session.created" {
+			if e[0] == protocol.EventSessionCreated {
 				var p struct{ Info runtime.SessionInfo }
 				_ = json.Unmarshal([]byte(e[1]), &p)
 				fh.AddSession(p.Info)
@@ -441,7 +440,7 @@ func (b *benchRun) throughput(ctx context.Context) error {
 			stop()
 			return err
 		}
-		if err := apiCall(b.nc, "status", nil, &st); err == nil && st.LastStreamSeq == si.State.LastSeq && st.OutstandingCalls == 0 && st.Accepted == 0 {
+		if err := b.api("status", nil, &st); err == nil && st.LastStreamSeq == si.State.LastSeq && st.OutstandingCalls == 0 && st.Accepted == 0 {
 			stable++
 		} else {
 			stable = 0
@@ -509,7 +508,7 @@ func (b *benchRun) applyOnly(ctx context.Context, n uint64) (float64, error) {
 	deadline := time.Now().Add(10 * time.Minute)
 	for {
 		var st runtime.StatusView
-		if err := apiCall(b.nc, "status", nil, &st); err == nil && st.LastStreamSeq >= n {
+		if err := b.api("status", nil, &st); err == nil && st.LastStreamSeq >= n {
 			break
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
@@ -534,7 +533,7 @@ func (b *benchRun) reconcile(w *workload, hosts []*fakehost.Host) (lost int, err
 	for root, ids := range w.entries {
 		var journaled []runtime.EntryView
 		if !w.deleted[root] {
-			if err := apiCall(b.nc, "entries", map[string]any{"sessionID": root}, &journaled); err != nil {
+			if err := b.api("entries", map[string]any{"sessionID": root}, &journaled); err != nil {
 				return 0, fmt.Errorf("entries of %s: %w", root, err)
 			}
 		}
@@ -874,7 +873,7 @@ func (b *benchRun) rehydrate(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	args := []string{"bench-rehydrate", path}
+	args := []string{rehydrateChild, path}
 	if b.cpuprofile != "" {
 		args = append(args, b.cpuprofile+".rehydrate")
 	}
@@ -901,7 +900,8 @@ func (b *benchRun) rehydrate(ctx context.Context) error {
 	return nil
 }
 
-// benchRehydrate is the child process of the rehydrate figure: thatch bench-rehydrate PATH.
+// benchRehydrate is the child process of the rehydrate figure: thatch-bench rehydrate-child
+// JOURNAL [CPUPROFILE].
 func benchRehydrate(path, profile string, out io.Writer) error {
 	if profile != "" {
 		f, err := os.Create(profile)
@@ -975,7 +975,7 @@ func (b *benchRun) sweepPlanning(context.Context) error {
 }
 
 func (b *benchRun) print(w io.Writer) {
-	fmt.Fprintf(w, "\nthatch bench (seed %d, %d CPUs, %s): %d events, %d sessions, %d entries lost\n\n",
+	fmt.Fprintf(w, "\nthatch-bench (seed %d, %d CPUs, %s): %d events, %d sessions, %d entries lost\n\n",
 		b.report.Seed, b.report.CPUs, b.report.GoVersion, b.report.Events, b.report.Sessions, b.report.Lost)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "FIGURE\tVALUE\tBASELINE\tRATIO\tTARGET")
@@ -995,17 +995,18 @@ func (b *benchRun) print(w io.Writer) {
 func goVersion() string { return goruntime.Version() }
 func cpus() int         { return goruntime.NumCPU() }
 
-// soak runs thatch serve as its own process against the bench broker, plays the workload
-// in paced rounds (20 sessions a second, extractions included) with sweeps on a short
-// timer, and samples that process's memory, goroutines and journal every 10 s: what grows
-// without bound shows here (thatch bench --soak 10m).
-func (b *benchRun) soak(ctx context.Context, d time.Duration, out io.Writer) error {
+// soak runs thatch serve, the thatch binary at bin (the one next to thatch-bench when ""),
+// as its own process against the bench broker, plays the workload in paced rounds (20
+// sessions a second, extractions included) with sweeps on a short timer, and samples that
+// process's memory, goroutines and journal every 10 s: what grows without bound shows here
+// (thatch-bench --soak 10m).
+func (b *benchRun) soak(ctx context.Context, d time.Duration, bin string, out io.Writer) error {
 	ns, err := b.startBroker()
 	if err != nil {
 		return err
 	}
 	defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
-	if b.nc, err = nats.Connect(ns.ClientURL(), nats.Token(b.token)); err != nil {
+	if b.nc, err = nats.Connect(ns.ClientURL(), natsbus.AuthOptions("", b.token, nil)...); err != nil {
 		return err
 	}
 	defer b.nc.Close()
@@ -1013,19 +1014,22 @@ func (b *benchRun) soak(ctx context.Context, d time.Duration, out io.Writer) err
 	if err := os.MkdirAll(work, 0o755); err != nil {
 		return err
 	}
-	self, err := os.Executable()
-	if err != nil {
-		return err
+	if bin == "" {
+		self, err := os.Executable()
+		if err != nil {
+			return err
+		}
+		bin = filepath.Join(filepath.Dir(self), "thatch")
 	}
-	cmd := exec.CommandContext(ctx, self, "serve")
+	cmd := exec.CommandContext(ctx, bin, "serve")
 	cmd.Env = append(os.Environ(), "THATCH_NATS_URL="+ns.ClientURL(), "THATCH_NATS_TOKEN="+b.token, "THATCH_DATA_DIR="+data, "THATCH_INSTALL_COMMANDS=off",
 		"THATCH_STRAND_SWEEP_MS=5000", "THATCH_RUNTIME_STATE_TTL_MS=60000", "THATCH_LOG_LEVEL=error")
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
-		return err
+		return fmt.Errorf("start thatch serve: %w (make build puts thatch next to thatch-bench; --thatch names another)", err)
 	}
 	defer func() { _ = cmd.Process.Signal(os.Interrupt); _ = cmd.Wait() }()
-	for deadline := time.Now().Add(30 * time.Second); apiCall(b.nc, "status", nil, new(runtime.StatusView)) != nil; {
+	for deadline := time.Now().Add(30 * time.Second); b.api("status", nil, new(runtime.StatusView)) != nil; {
 		if time.Now().After(deadline) {
 			return errors.New("thatch serve did not become ready")
 		}
@@ -1043,7 +1047,7 @@ func (b *benchRun) soak(ctx context.Context, d time.Duration, out io.Writer) err
 	fmt.Fprintf(out, "%8s %9s %9s %9s %9s %11s %12s\n", "elapsed", "applied", "sessions", "pending", "RSS MiB", "goroutines", "journal MiB")
 	sample := func(elapsed time.Duration) {
 		var st runtime.StatusView
-		_ = apiCall(b.nc, "status", nil, &st)
+		_ = b.api("status", nil, &st)
 		size, _, _ := journalSize(filepath.Join(data, "thatch.db"))
 		fmt.Fprintf(out, "%8s %9d %9d %9d %9.1f %11d %12.1f\n", elapsed.Round(time.Second), st.Applied, st.Sessions, st.Pending,
 			procStatusMiB(fmt.Sprint(cmd.Process.Pid), "VmRSS"), st.Goroutines, float64(size)/(1<<20))
@@ -1057,7 +1061,7 @@ func (b *benchRun) soak(ctx context.Context, d time.Duration, out io.Writer) err
 		for _, e := range workloadEvents(rng, fmt.Sprintf("r%05d", round), 20, work, w) {
 			var props map[string]any
 			_ = json.Unmarshal([]byte(e[1]), &props)
-			if e[0] == "session.created" {
+			if e[0] == protocol.EventSessionCreated {
 				info, _ := props["info"].(map[string]any)
 				fh.AddSession(runtime.SessionInfo{ID: fmt.Sprint(info["id"]), Title: fmt.Sprint(info["title"]), Directory: work})
 			}

@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"crypto/tls"
@@ -60,18 +60,18 @@ func isLoopback(addr string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// tokenPath is the broker token's file in the data folder.
-func (c Config) tokenPath() string { return filepath.Join(c.DataDir, natsbus.TokenFile) }
+// TokenPath is the broker token's file in the data folder.
+func (c Config) TokenPath() string { return filepath.Join(c.DataDir, natsbus.TokenFile) }
 
-// clientToken is the token thatch's own connections present: THATCH_NATS_TOKEN; else, for
+// ClientToken is the token thatch's own connections present: THATCH_NATS_TOKEN; else, for
 // the embedded broker, the one in the data folder ("" when no thatch has made one there
 // yet: the broker then says what is missing). An external broker gets no token of thatch's
 // own: its credentials are THATCH_NATS_URL's, THATCH_NATS_CREDS' or THATCH_NATS_TOKEN's.
-func (c Config) clientToken() (string, error) {
+func (c Config) ClientToken() (string, error) {
 	if c.NATSToken != "" || c.NATSURL != "" {
 		return c.NATSToken, nil
 	}
-	tok, err := natsbus.ReadToken(c.tokenPath())
+	tok, err := natsbus.ReadToken(c.TokenPath())
 	if errors.Is(err, fs.ErrNotExist) {
 		return "", nil
 	}
@@ -81,15 +81,15 @@ func (c Config) clientToken() (string, error) {
 	return tok, nil
 }
 
-// tokenSource says where the embedded broker's token is, for people.
-func (c Config) tokenSource() string {
+// TokenSource says where the embedded broker's token is, for people.
+func (c Config) TokenSource() string {
 	switch {
 	case c.NATSURL != "":
 		return "none: the external broker at THATCH_NATS_URL decides who connects"
 	case c.NATSToken != "":
 		return "THATCH_NATS_TOKEN"
 	}
-	return c.tokenPath()
+	return c.TokenPath()
 }
 
 // tlsFiles are the broker TLS files of the configuration.
@@ -97,9 +97,9 @@ func (c Config) tlsFiles() natsbus.TLSFiles {
 	return natsbus.TLSFiles{Cert: c.NATSTLSCert, Key: c.NATSTLSKey, CA: c.NATSTLSCA}
 }
 
-// clientTLS is the TLS configuration of thatch's own connections over the network: trusting
+// ClientTLS is the TLS configuration of thatch's own connections over the network: trusting
 // THATCH_NATS_TLS_CA, else exactly the embedded broker's THATCH_NATS_TLS_CERT; nil without
 // either.
-func (c Config) clientTLS() (*tls.Config, error) {
+func (c Config) ClientTLS() (*tls.Config, error) {
 	return natsbus.ClientTLS(natsbus.TLSFiles{Cert: c.NATSTLSCert, CA: c.NATSTLSCA})
 }

@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"errors"
@@ -83,14 +83,14 @@ func (s *Switch) Decode(v string) error {
 
 var tokenPattern = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 
-// loadConfig reads and validates the environment. An error names the variable and what
+// LoadConfig reads and validates the environment. An error names the variable and what
 // it accepts.
-func loadConfig() (Config, error) {
+func LoadConfig() (Config, error) {
 	var c Config
 	if err := envconfig.Process("thatch", &c); err != nil {
 		var pe *envconfig.ParseError
 		if errors.As(err, &pe) {
-			if pe.TypeName == "main.Switch" {
+			if pe.TypeName == "daemon.Switch" {
 				return c, fmt.Errorf("%s=%q: must be on or off", pe.KeyName, pe.Value)
 			}
 			switch pe.TypeName {
@@ -222,8 +222,8 @@ func unwrap(err error) error {
 	return err
 }
 
-// rules are the runtime tunables this configuration sets.
-func (c Config) rules() runtime.Rules {
+// Rules are the runtime tunables this configuration sets.
+func (c Config) Rules() runtime.Rules {
 	return runtime.Rules{
 		StaleAccepted: time.Duration(c.StaleAcceptedMS) * time.Millisecond,
 		OutputMax:     c.InteractionOutputMax,
@@ -243,10 +243,12 @@ func (c Config) HTTPOn() bool {
 	return true
 }
 
-func (c Config) hostTimeout() time.Duration { return time.Duration(c.HostTimeoutMS) * time.Millisecond }
+// HostTimeout is THATCH_HOST_TIMEOUT_MS.
+func (c Config) HostTimeout() time.Duration { return time.Duration(c.HostTimeoutMS) * time.Millisecond }
 
-// natsURL is where clients reach thatch's broker.
-func (c Config) natsURL() string {
+// BrokerURL is where clients reach thatch's broker: THATCH_NATS_URL, else the embedded
+// broker at THATCH_NATS_LISTEN.
+func (c Config) BrokerURL() string {
 	if c.NATSURL != "" {
 		return c.NATSURL
 	}
@@ -261,12 +263,12 @@ func parseLevel(s string) (slog.Level, error) {
 	return l, nil
 }
 
-// newLogger builds the one logger: tint on a terminal, JSON otherwise. Text written
+// NewLogger builds the one logger: tint on a terminal, JSON otherwise. Text written
 // elsewhere (THATCH_LOG_FORMAT=text into a file or a pipe) has no colour codes. Every line
 // goes through redactingHandler: no credentials of a URL reach the log.
-func newLogger(w *os.File, level, format string) *slog.Logger {
+func NewLogger(w *os.File, level, format string) *slog.Logger {
 	l, _ := parseLevel(level)
-	tty := isTerminal(w)
+	tty := IsTerminal(w)
 	if format == "auto" {
 		format = "json"
 		if tty {
@@ -279,8 +281,8 @@ func newLogger(w *os.File, level, format string) *slog.Logger {
 	return slog.New(redactingHandler{slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l})})
 }
 
-// isTerminal reports whether f is a terminal.
-func isTerminal(f *os.File) bool {
+// IsTerminal reports whether f is a terminal.
+func IsTerminal(f *os.File) bool {
 	fi, err := f.Stat()
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }

@@ -1,0 +1,356 @@
+package daemon
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go/jetstream"
+	oklog "github.com/oklog/run"
+
+	"github.com/thatch-dev/thatch/adapters/host"
+	"github.com/thatch-dev/thatch/adapters/natsbus"
+	"github.com/thatch-dev/thatch/adapters/opencode"
+	"github.com/thatch-dev/thatch/adapters/web"
+	"github.com/thatch-dev/thatch/journal"
+	"github.com/thatch-dev/thatch/journal/memory"
+	"github.com/thatch-dev/thatch/runtime"
+	"github.com/thatch-dev/thatch/runtime/protocol"
+)
+
+// Serve runs the daemon until ctx ends. Stopping it never deletes or interrupts a host
+// session: it stops pulling, commits and acknowledges the batch in progress, drains the
+// connection and closes the journal.
+func Serve(ctx context.Context, c Config, log *slog.Logger) error {
+	return ServeWith(ctx, c, log, nil)
+}
+
+// ServeWith is Serve with a hook that adjusts the loop before it runs (benchmarks observe
+// commits through it).
+func ServeWith(ctx context.Context, c Config, log *slog.Logger, tune func(*runtime.Loop)) error {
+	start := time.Now()
+	if err := os.MkdirAll(c.DataDir, 0o700); err != nil {
+		return fmt.Errorf("create data folder: %w", err)
+	}
+	if err := os.Chmod(c.DataDir, 0o700); err != nil {
+		return fmt.Errorf("make data folder private: %w", err)
+	}
+	unlock, err := lockDataDir(c.DataDir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	// A clean stop ends here, after every part and store is closed (defers run last to
+	// first): the status file says so, and the log says how long the stop took.
+	var stopBegan time.Time
+	defer func() {
+		if !stopBegan.IsZero() {
+			markStopped(c.DataDir, log)
+			log.Info("stopped", "took", time.Since(stopBegan).Round(time.Millisecond).String())
+		}
+	}()
+	// The broker token exists from the first start, embedded broker or not: the operator's
+	// web page (§8) takes it too.
+	fileToken, fixed, err := natsbus.EnsureToken(c.TokenPath())
+	if err != nil {
+		return err
+	}
+	if fixed != "" {
+		log.Warn(fixed)
+	}
+	if c.InstallCommands {
+		if _, err := Install(c, log); err != nil {
+			log.Warn("could not install the slash commands and the plugin; run thatch install to retry", "err", err)
+		}
+	}
+	store, err := journal.Open(filepath.Join(c.DataDir, "thatch.db"))
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	memories := &natsbus.Memories{InjectChars: c.MemoryInjectChars}
+	memStore, err := memory.Open(filepath.Join(c.DataDir, "memories.db"), memory.Options{Redact: memories.Redact,
+		StaleAfter: time.Duration(c.MemoryStaleDays) * 24 * time.Hour})
+	if err != nil {
+		return err
+	}
+	defer memStore.Close()
+	memories.Store = memStore
+
+	var ns *server.Server
+	var watch *natsbus.JetStreamWatch // the embedded broker's JetStream health
+	// The token thatch presents: an external broker's, else the embedded broker's (§7).
+	token := c.NATSToken
+	if c.NATSURL == "" {
+		token = cmp.Or(c.NATSToken, fileToken)
+		ns, err = natsbus.StartBroker(natsbus.BrokerConfig{Listen: c.NATSListen, Dir: filepath.Join(c.DataDir, "nats"),
+			Token: token, TLS: c.tlsFiles()})
+		if err != nil {
+			return err
+		}
+		defer func() {
+			ns.Shutdown()
+			ns.WaitForShutdown()
+		}()
+		log.Info("embedded broker listening", "url", ns.ClientURL(), "token", c.TokenSource(), "tls", c.NATSTLSCert != "")
+		if watch, err = natsbus.NewJetStreamWatch(ns, log.With("component", "broker")); err != nil {
+			return err
+		}
+	}
+	clientTLS, err := c.ClientTLS()
+	if err != nil {
+		return err
+	}
+	nc, err := natsbus.Connect(natsbus.ConnectOptions{URL: c.NATSURL, Embedded: ns, CredsFile: c.NATSCreds,
+		Token: token, TLS: clientTLS, Name: "thatch"}, log.With("component", "nats"))
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return fmt.Errorf("jetstream: %w", err)
+	}
+
+	// The operator's metrics (§8) count every host call and time every commit and tool
+	// call, whether or not the endpoint serves them: counting costs next to nothing.
+	var srv *natsbus.Server // set below; the metrics read status through it
+	metrics := web.NewMetrics(web.Source{
+		Status:        func(ctx context.Context) (runtime.StatusView, error) { return srv.Status(ctx) },
+		Snapshot:      func() *runtime.Snapshot { return srv.Loop.Snapshot() },
+		StreamLastSeq: func(ctx context.Context) (uint64, error) { return srv.StreamLastSeq(ctx) },
+		Memories:      memStore, Log: log.With("component", "metrics"),
+	})
+	caller := metrics.Caller(&host.Client{NC: nc, Prefix: c.SubjectPrefix, Timeout: c.HostTimeout(), Log: log.With("component", "host")})
+	loop := runtime.NewLoop(store, natsbus.Injecting{Caller: caller, Memories: memories, Log: log.With("component", "memory")}, log.With("component", "runtime"))
+	loop.Rules, loop.Prefix, loop.MaxBatch, loop.WaitApplied = c.Rules(), c.SubjectPrefix, c.BatchMax, c.HostTimeout()
+	loop.CommitTook = metrics.CommitTook
+	if tune != nil {
+		tune(loop)
+	}
+	consumer := natsbus.NewConsumer(js, natsbus.StreamConfig{Stream: c.Stream, Consumer: c.Consumer, Prefix: c.SubjectPrefix,
+		MaxBytes: c.StreamMaxBytes, MaxMsgBytes: int32(c.StreamMaxMsgBytes), Log: log.With("component", "consumer")},
+		loop.Deliveries(), log.With("component", "consumer"))
+	sweeper := &runtime.Sweeper{Loop: loop, Caller: caller, Every: time.Duration(c.StrandSweepMS) * time.Millisecond,
+		Strand: bool(c.StrandSweep), Log: log.With("component", "sweep"),
+		Also: memorySweep(memories, c, log.With("component", "memory"))}
+	var ocBridge *opencode.Bridge
+	var redactions []*atomic.Int64 // other parts' redactions, for status
+	if c.OpencodeURL == "" {
+		log.Info("no opencode to bridge: set THATCH_OPENCODE_URL to a running opencode serve (e.g. http://127.0.0.1:4096), or connect a host to the broker (thatch env)")
+	} else {
+		ocBridge = newBridge(c, nc, js, log)
+		redactions = append(redactions, &ocBridge.Redacted)
+	}
+	srv = &natsbus.Server{ToolTook: metrics.ToolTook, Redactions: redactions, NC: nc, JS: js, Stream: c.Stream, Prefix: c.APIPrefix, Loop: loop, Consumer: consumer,
+		Log: log.With("component", "api"), Sweep: sweepAPI(sweeper), Memories: memories, Costs: store.Costs, Extract: c.Rules(),
+		DeadLetters: store.DeadLetterPage}
+	if watch != nil {
+		srv.Broker = watch
+	}
+	if ocBridge != nil { // not a nil *Bridge in the interface: status would call it
+		srv.Bridge = ocBridge
+	}
+
+	// The in-process bridge answers host calls before the outbox resumes (rule 12): the
+	// calls a previous run left go out at once instead of finding no responder. A shim
+	// address that cannot be bound fails the start here, naming its variable.
+	if ocBridge != nil {
+		if err := ocBridge.Start(); err != nil {
+			return err
+		}
+		defer ocBridge.Close() // Run closes it too; Close is idempotent
+	}
+
+	// The operator's endpoint: a taken address fails the start here, naming its variable.
+	var page *web.Server
+	var pageLn net.Listener
+	if c.HTTPOn() {
+		if pageLn, err = web.Listen(c.HTTPListen, c.HTTPTLSCert, c.HTTPTLSKey); err != nil {
+			return err
+		}
+		defer pageLn.Close()
+		page = &web.Server{Listen: c.HTTPListen, Token: fileToken, TLSCert: c.HTTPTLSCert, TLSKey: c.HTTPTLSKey,
+			Loop: loop, Status: srv.Status, Journal: store, Memories: memStore, Sweep: sweeper.Sweep, Metrics: metrics,
+			Log: log.With("component", "web")}
+		// The open pages render again when opencode comes or goes, or the broker's store
+		// fails or recovers: neither is in the loop's snapshot.
+		page.Watch = func() string {
+			var w strings.Builder
+			if ocBridge != nil {
+				b := ocBridge.BridgeStatus()
+				fmt.Fprint(&w, b.Connected, b.Error)
+			}
+			if watch != nil {
+				w.WriteString(watch.Err())
+			}
+			return w.String()
+		}
+	}
+
+	// One owner of the parts (rule 12): the first part to end stops the others, in the
+	// order they are added here, each waiting for the one before it: the signal watch, the
+	// operator endpoint (unless THATCH_HTTP_LISTEN=off; live pages end at once, other
+	// requests get 1 s), the sweeper, the broker watch (embedded broker only), the status
+	// file, the API, the consumer (unapplied messages go back), the loop (the batch in
+	// progress commits, calls in flight get StopGrace, then stay in the outbox), and the
+	// opencode bridge last (when THATCH_OPENCODE_URL is set), so the loop's last calls still
+	// reach opencode. A part that ends on its own ends thatch with its error.
+	var g oklog.Group
+	stopping := errors.New("stopping")
+	signal := make(chan struct{})
+	g.Add(func() error {
+		select {
+		case <-ctx.Done():
+		case <-signal:
+			return nil
+		}
+		stopBegan = time.Now()
+		log.Info("stopping")
+		return stopping
+	}, func(error) { close(signal) })
+	add := func(name string, fn func(context.Context) error) {
+		pctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		g.Add(func() error {
+			defer close(done)
+			err := fn(pctx)
+			switch {
+			case pctx.Err() != nil && err == nil:
+				return nil
+			case err == nil:
+				err = errors.New("ended unexpectedly")
+			}
+			return fmt.Errorf("%s: %w", name, err)
+		}, func(error) {
+			cancel()
+			<-done
+		})
+	}
+	if page != nil {
+		add("operator endpoint (THATCH_HTTP_LISTEN)", func(ctx context.Context) error { return page.Run(ctx, pageLn) })
+		log.Info("operator endpoint listening: /healthz, /readyz, /metrics; thatch ui prints the web page's link",
+			"url", PageURL(pageLn.Addr().String(), c.HTTPTLSCert != ""))
+	}
+	add("sweeper", sweeper.Run)
+	if watch != nil {
+		add("broker watch", watch.Run)
+	}
+	var broker SavedStatus // where the CLI finds the embedded broker; never its token
+	if ns != nil {
+		broker.BrokerURL, broker.BrokerCert = ns.ClientURL(), c.NATSTLSCert
+	}
+	if page != nil {
+		broker.PageURL = PageURL(pageLn.Addr().String(), c.HTTPTLSCert != "")
+	}
+	add("status file", func(ctx context.Context) error { return writeStatusFile(ctx, srv, c.DataDir, broker, log) })
+	add("thatch API", func(ctx context.Context) error {
+		select { // ready once the stream exists and the journal is loaded
+		case <-consumer.Started():
+		case <-ctx.Done():
+			return nil
+		}
+		select {
+		case <-loop.Ready():
+		case <-ctx.Done():
+			return nil
+		}
+		if err := srv.Start(ctx); err != nil {
+			return err
+		}
+		defer srv.Stop()
+		log.Info("thatch ready", "version", runtime.Version, "data_dir", c.DataDir, "startup", time.Since(start).Round(time.Millisecond).String())
+		<-ctx.Done()
+		return nil
+	})
+	add("consumer", consumer.Run)
+	add("runtime loop", loop.Run)
+	if ocBridge != nil {
+		add("opencode bridge", func(ctx context.Context) error {
+			select { // the stream exists before the bridge publishes to it
+			case <-consumer.Started():
+			case <-ctx.Done():
+				return nil
+			}
+			return ocBridge.Run(ctx)
+		})
+	}
+	err = g.Run()
+	if derr := nc.Drain(); derr != nil {
+		log.Debug("drain", "err", derr)
+	}
+	if errors.Is(err, stopping) {
+		return nil
+	}
+	log.Error("a part of thatch failed: stopping", "err", err)
+	return err
+}
+
+// memorySweep is the memory store's part of each journal sweep: the tool-call memo and the
+// frozen texts live as long as session rows; branches are checked every time; the
+// all-pairs duplicate pass runs at the first sweep, then once a day and after an import.
+func memorySweep(m *natsbus.Memories, c Config, log *slog.Logger) func(context.Context) error {
+	var lastPass time.Time
+	st := m.Store
+	return func(ctx context.Context) error {
+		now := time.Now()
+		errPrune := st.Prune(ctx, now.Add(-time.Duration(c.RuntimeStateTTLMS)*time.Millisecond))
+		orphaned, merged, errBranches := st.CheckBranches(ctx, runtime.DirExists, now)
+		if orphaned+merged > 0 {
+			log.Info("memories of deleted branches", "orphaned", orphaned, "merged", merged)
+		}
+		var errPairs error
+		if now.Sub(lastPass) >= 24*time.Hour || m.PassDue.Swap(false) {
+			var found int
+			found, errPairs = st.FindDuplicates(ctx, now)
+			if errPairs == nil {
+				lastPass = now
+				log.Info("duplicate pass over the memories", "new_pairs", found, "took", time.Since(now).Round(time.Millisecond).String())
+			}
+		}
+		return errors.Join(errPrune, errBranches, errPairs)
+	}
+}
+
+// lockDataDir takes the data folder for this process alone (rule 12): two daemons on one
+// folder would share one journal, one broker store and one plugin shim. The kernel releases
+// the lock when the process dies, however it dies.
+func lockDataDir(dir string) (func(), error) {
+	path := filepath.Join(dir, "thatch.lock")
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("lock the data folder: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("another thatch serve is running on the data folder %s: stop it, or give this one its own THATCH_DATA_DIR", dir)
+		}
+		return nil, fmt.Errorf("lock the data folder %s: %w", dir, err)
+	}
+	return func() { f.Close() }, nil
+}
+
+// sweepAPI answers the sweep method with one strand sweep.
+func sweepAPI(w *runtime.Sweeper) func(context.Context, string, bool) (any, *runtime.HostError) {
+	return func(ctx context.Context, hostID string, dryRun bool) (any, *runtime.HostError) {
+		res, err := w.Sweep(ctx, hostID, dryRun)
+		switch {
+		case errors.Is(err, runtime.ErrSweepDisabled):
+			return nil, &runtime.HostError{Name: protocol.SweepDisabled, Message: err.Error()}
+		case err != nil && len(res.Actions) == 0:
+			return nil, &runtime.HostError{Name: protocol.SweepFailed, Message: err.Error()}
+		}
+		return res, nil
+	}
+}

@@ -1,0 +1,68 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"text/tabwriter"
+
+	"github.com/thatch-dev/thatch/cmd/internal/daemon"
+	"github.com/thatch-dev/thatch/runtime"
+	"github.com/thatch-dev/thatch/runtime/protocol"
+)
+
+// sessionsCommand is thatch sessions: the live sessions thatch tracks.
+type sessionsCommand struct {
+	host string
+	json bool
+}
+
+func (*sessionsCommand) Usage() usage {
+	return usage{Name: "sessions", Summary: "the live sessions thatch tracks"}
+}
+
+func (s *sessionsCommand) Flags(fs *flag.FlagSet) {
+	hostFlag(fs, &s.host)
+	jsonFlag(fs, &s.json)
+}
+
+// hostFlag is the --host flag of the commands that can keep to one host's sessions.
+func hostFlag(fs *flag.FlagSet, p *string) {
+	fs.StringVar(p, "host", "", "only the sessions of host `ID`")
+}
+
+func (s *sessionsCommand) Run(ctx context.Context, c daemon.Config, out io.Writer, _ []string) error {
+	params := map[string]any{}
+	if s.host != "" {
+		params["hostID"] = s.host
+	}
+	raw, err := requestAll(ctx, c, protocol.APISessions, params)
+	if err != nil {
+		return err
+	}
+	if s.json {
+		return printJSON(out, raw)
+	}
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	defer tw.Flush()
+	var rows []runtime.SessionView
+	if err := json.Unmarshal(raw, &rows); err != nil {
+		return err
+	}
+	fmt.Fprintln(tw, "SESSION\tHOST\tKIND\tSTATUS\tPENDING\tACCEPTED\tFLAGS\tDIRECTORY")
+	for _, r := range rows {
+		flags := ""
+		for _, f := range []struct {
+			on   bool
+			name string
+		}{{r.Extracting, "extracting"}, {r.Compacting, "compacting"}, {r.WrapUp != "", "wrap-up:" + string(r.WrapUp)}} {
+			if f.on {
+				flags += f.name + " "
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", r.SessionID, r.HostID, r.Kind, r.Status, r.Pending, r.Accepted, flags, r.Directory)
+	}
+	return nil
+}

@@ -1,0 +1,151 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/thatch-dev/thatch/cmd/internal/daemon"
+	"github.com/thatch-dev/thatch/runtime"
+	"github.com/thatch-dev/thatch/runtime/protocol"
+)
+
+// statusCommand is thatch status: the running daemon's counters, else the status it last
+// wrote.
+type statusCommand struct{ json bool }
+
+func (*statusCommand) Usage() usage {
+	return usage{Name: "status", Summary: "the daemon's counters",
+		Help: `the running daemon's counters: hosts, sessions, entries, events, host calls, memories,
+redactions, and what extraction cost today and over the last 7 days, its daily budget
+and its model. When the daemon cannot be reached, it prints the status the daemon last
+wrote to $THATCH_DATA_DIR/status.json, with its age, and exits 1.`}
+}
+
+func (s *statusCommand) Flags(fs *flag.FlagSet) { jsonFlag(fs, &s.json) }
+
+func (s *statusCommand) Run(ctx context.Context, c daemon.Config, out io.Writer, _ []string) error {
+	raw, err := request(ctx, c, protocol.APIStatus, map[string]any{})
+	var stale error // set when status falls back to the status file
+	if err != nil {
+		// The broker (or thatch) is unreachable: report what thatch last wrote.
+		f, ferr := daemon.ReadStatusFile(c.DataDir)
+		if ferr != nil {
+			if s.json { // still one document: nothing known, and why
+				data, _ := json.Marshal(map[string]any{"stale": true, "error": err.Error()})
+				fmt.Fprintln(out, string(data))
+			}
+			return err
+		}
+		stale = fmt.Errorf("thatch is unreachable: the status above is from %s", f.At.Format(time.RFC3339))
+		if f.Stopped != nil {
+			err = fmt.Errorf("thatch is not running: it stopped at %s", f.Stopped.Local().Format(time.RFC3339))
+			stale = err
+			f.Status.Consuming = false
+		}
+		if s.json { // one document, marked stale, with its age and why
+			doc := struct {
+				runtime.StatusView
+				Stale      bool       `json:"stale"`
+				AgeSeconds float64    `json:"ageSeconds"`
+				Error      string     `json:"error"`
+				Stopped    *time.Time `json:"stopped,omitempty"`
+			}{f.Status, true, time.Since(f.At).Seconds(), err.Error(), f.Stopped}
+			data, _ := json.Marshal(doc)
+			fmt.Fprintln(out, string(data))
+			return stale
+		}
+		fmt.Fprintf(out, "%v\nlast status thatch wrote, %s ago (%s):\n", err, time.Since(f.At).Round(time.Second), filepath.Join(c.DataDir, daemon.StatusFile))
+		raw, _ = json.Marshal(f.Status)
+	}
+	if s.json {
+		return printJSON(out, raw)
+	}
+	var st runtime.StatusView
+	if err := json.Unmarshal(raw, &st); err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	defer tw.Flush()
+	for _, row := range [][2]string{{"version", st.Version}, {"consuming", strconv.FormatBool(st.Consuming)},
+		{"hosts online", itoa(st.Hosts)}, {"sessions", itoa(st.Sessions)}, {"entries pending", itoa(st.Pending)},
+		{"entries accepted", itoa(st.Accepted)}, {"events applied", i64(st.Applied)}, {"events rejected", i64(st.Rejected)},
+		{"gaps", i64(st.Gaps)}, {"last stream seq", strconv.FormatUint(st.LastStreamSeq, 10)},
+		{"host calls outstanding", itoa(st.OutstandingCalls)}, {"host calls waiting for their host", itoa(st.WaitingCalls)}, {"memories", itoa(st.Memories)}, {"secrets redacted", i64(st.Redacted)}} {
+		if row[0] == "version" && st.JournalError != "" {
+			fmt.Fprintf(tw, "JOURNAL ERROR\t%s\n", st.JournalError)
+		}
+		if row[0] == "version" && st.BrokerError != "" {
+			fmt.Fprintf(tw, "BROKER ERROR\t%s\n", st.BrokerError)
+		}
+		if row[0] == "version" && len(st.HostsMissingTools) > 0 {
+			fmt.Fprintf(tw, "TOOLS MISSING\t%s: opencode has not loaded thatch's plugin, so its sessions get no memories and no extraction runs (entries wait); run thatch install if needed, then restart opencode or POST /instance/dispose to it\n", strings.Join(st.HostsMissingTools, ", "))
+		}
+		fmt.Fprintf(tw, "%s\t%s\n", row[0], row[1])
+		if row[0] == "hosts online" && st.Bridge != nil {
+			// A host counts as online until its goodbye, and an opencode that went away sends none.
+			fmt.Fprintf(tw, "opencode bridge\t%s\n", bridgeRow(st.Bridge, time.Now()))
+		}
+	}
+	if c.NATSURL == "" {
+		fmt.Fprintf(tw, "broker token\t%s (thatch env prints the URL a host connects with)\n", c.TokenSource())
+	} else {
+		fmt.Fprintf(tw, "broker token\t%s\n", c.TokenSource())
+	}
+	if x := st.Extraction; x != nil {
+		spend := func(p runtime.Spend) string {
+			return fmt.Sprintf("%d %s, %s %s (%s in, %s out), %s", p.Extractions, runtime.Plural(p.Extractions, "extraction", "extractions"),
+				runtime.FormatTokens(p.Tokens), runtime.Plural(p.Tokens, "token", "tokens"),
+				runtime.FormatTokens(p.TokensIn), runtime.FormatTokens(p.TokensOut), runtime.FormatUSD(p.USD))
+		}
+		if x.Error != "" {
+			fmt.Fprintf(tw, "LEDGER ERROR\t%s\n", x.Error)
+		}
+		fmt.Fprintf(tw, "extraction today (UTC)\t%s\n", spend(x.Today))
+		fmt.Fprintf(tw, "extraction last 7 days\t%s\n", spend(x.Week))
+		budget := "no limit (THATCH_EXTRACT_DAILY_TOKENS unset)"
+		if x.DailyTokens > 0 {
+			budget = fmt.Sprintf("%s %s a day, %s used today", runtime.FormatTokens(x.DailyTokens),
+				runtime.Plural(x.DailyTokens, "token", "tokens"), runtime.FormatTokens(x.Today.Tokens))
+			if x.BudgetReached {
+				budget += ": REACHED, extraction waits for the next UTC day"
+			}
+		}
+		fmt.Fprintf(tw, "extraction budget\t%s\n", budget)
+		model := "the host's small model, else the session's own (THATCH_EXTRACT_MODEL unset)"
+		if x.Model != "" {
+			model = x.Model + " (THATCH_EXTRACT_MODEL)"
+		}
+		fmt.Fprintf(tw, "extraction model\t%s\n", model)
+	}
+	return stale
+}
+
+// bridgeRow is status's line for the in-process opencode bridge: the server, as which
+// host, and whether its event stream is open, since when (as of now).
+func bridgeRow(b *runtime.BridgeStatus, now time.Time) string {
+	at := func() string {
+		if b.Since.IsZero() {
+			return ""
+		}
+		return fmt.Sprintf(" since %s (%s ago)", b.Since.Local().Format(time.RFC3339), now.Sub(b.Since).Round(time.Second))
+	}
+	state := "connected" + at()
+	switch {
+	case !b.Connected && b.Error != "":
+		state = "UNREACHABLE" + at() + ": " + b.Error
+	case !b.Connected:
+		state = "connecting" + at()
+	}
+	return fmt.Sprintf("%s (host %s): %s", b.URL, b.HostID, state)
+}
+
+func itoa(n int) string  { return strconv.Itoa(n) }
+func i64(n int64) string { return strconv.FormatInt(n, 10) }

@@ -1,0 +1,63 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"text/tabwriter"
+
+	"github.com/thatch-dev/thatch/cmd/internal/daemon"
+	"github.com/thatch-dev/thatch/runtime"
+	"github.com/thatch-dev/thatch/runtime/protocol"
+)
+
+// sweepCommand is thatch sweep: one strand sweep now.
+type sweepCommand struct {
+	dryRun bool
+	host   string
+	json   bool
+}
+
+func (*sweepCommand) Usage() usage {
+	return usage{Name: "sweep", Summary: "one strand sweep now, printing its plan"}
+}
+
+func (s *sweepCommand) Flags(fs *flag.FlagSet) {
+	fs.BoolVar(&s.dryRun, "dry-run", false, "only plan: change nothing")
+	hostFlag(fs, &s.host)
+	jsonFlag(fs, &s.json)
+}
+
+func (s *sweepCommand) Run(ctx context.Context, c daemon.Config, out io.Writer, _ []string) error {
+	params := map[string]any{"dryRun": s.dryRun}
+	if s.host != "" {
+		params["hostID"] = s.host
+	}
+	raw, err := request(ctx, c, protocol.APISweep, params)
+	if err != nil {
+		return err
+	}
+	if s.json {
+		return printJSON(out, raw)
+	}
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	defer tw.Flush()
+	var res runtime.SweepResult
+	if err := json.Unmarshal(raw, &res); err != nil {
+		return err
+	}
+	if len(res.Actions) == 0 {
+		fmt.Fprintln(tw, "nothing stranded")
+		return nil
+	}
+	fmt.Fprintln(tw, "ACTION\tSESSION\tDIRECTORY\tREASON")
+	for _, a := range res.Actions {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", a.Kind, a.SessionID, a.Directory, a.Reason)
+	}
+	if s.dryRun {
+		fmt.Fprintln(tw, "(dry run: nothing was changed)")
+	}
+	return nil
+}

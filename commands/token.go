@@ -52,9 +52,24 @@ func ReadToken(path string) (string, error) {
 	return tok, nil
 }
 
-// inspectToken reads the token file at path and says what, if anything, is wrong with it.
-// An error is one reading it (fs.ErrNotExist when there is none).
+// inspectToken reads the shim token file at path and says what, if anything, is wrong
+// with it. An error is one reading it (fs.ErrNotExist when there is none).
 func inspectToken(path string) (string, tokenProblem, error) {
+	tok, problem, err := InspectTokenFile(path, func(tok string) string {
+		if n := len(tok); n < MinTokenLen {
+			return fmt.Sprintf("%d characters, fewer than %d", n, MinTokenLen)
+		}
+		return ""
+	})
+	return tok, tokenProblem(problem), err
+}
+
+// InspectTokenFile reads the token file at path and says what, if anything, makes it
+// unsafe: a link, not a regular file, another user's, readable by other accounts, or a
+// token check refuses (check says why; "" when it is sound). These are the rules of both
+// of thatch's tokens, the shim's and the broker's (natsbus.EnsureToken). An error is one
+// reading it (fs.ErrNotExist when there is none).
+func InspectTokenFile(path string, check func(tok string) string) (token, problem string, err error) {
 	// O_NOFOLLOW: a link planted in the token's place is refused, not followed.
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if errors.Is(err, syscall.ELOOP) {
@@ -72,18 +87,18 @@ func inspectToken(path string) (string, tokenProblem, error) {
 		return "", "not a regular file", nil
 	}
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Getuid() {
-		return "", tokenProblem(fmt.Sprintf("owned by uid %d, not by this user", st.Uid)), nil
+		return "", fmt.Sprintf("owned by uid %d, not by this user", st.Uid), nil
 	}
 	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
-		return "", tokenProblem(fmt.Sprintf("mode %04o: readable by other accounts", perm)), nil
+		return "", fmt.Sprintf("mode %04o: readable by other accounts", perm), nil
 	}
 	data, err := io.ReadAll(io.LimitReader(f, 4<<10))
 	if err != nil {
 		return "", "", err
 	}
 	tok := strings.TrimSpace(string(data))
-	if n := len(tok); n < MinTokenLen {
-		return "", tokenProblem(fmt.Sprintf("%d characters, fewer than %d", n, MinTokenLen)), nil
+	if problem := check(tok); problem != "" {
+		return "", problem, nil
 	}
 	return tok, "", nil
 }
@@ -125,19 +140,27 @@ func EnsureToken(path string) (TokenAction, string, error) {
 	return TokenKept, "", nil
 }
 
-// writeToken puts a new random token at path, mode 0600: written to a fresh file beside it
-// and renamed over it, so that whatever was there (another user's file, a link) is
-// replaced, not written through, and a reader sees the old token or the new one.
+// writeToken puts a new random shim token at path (WriteTokenFile).
 func writeToken(path string) error {
 	var b [24]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return fmt.Errorf("make a shim token: %w", err)
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".shim.token-*") // mode 0600
-	if err != nil {
+	if err := WriteTokenFile(path, hex.EncodeToString(b[:])); err != nil {
 		return fmt.Errorf("write the shim token: %w", err)
 	}
-	_, err = tmp.WriteString(hex.EncodeToString(b[:]) + "\n")
+	return nil
+}
+
+// WriteTokenFile puts tok at path, mode 0600: written to a fresh file beside it and
+// renamed over it, so that whatever was there (another user's file, a link) is replaced,
+// not written through, and a reader sees the old token or the new one.
+func WriteTokenFile(path, tok string) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+"-*") // mode 0600
+	if err != nil {
+		return err
+	}
+	_, err = tmp.WriteString(tok + "\n")
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}
@@ -146,7 +169,6 @@ func writeToken(path string) error {
 	}
 	if err != nil {
 		os.Remove(tmp.Name())
-		return fmt.Errorf("write the shim token: %w", err)
 	}
-	return nil
+	return err
 }

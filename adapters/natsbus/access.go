@@ -7,16 +7,16 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"syscall"
 	"unicode"
 
 	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/thatch-dev/thatch/commands"
 )
 
 // Access to the embedded broker (contract §7): a token every client presents, kept in the
@@ -76,40 +76,16 @@ func EnsureToken(path string) (token, fixed string, err error) {
 	return tok, fixed, nil
 }
 
-// inspectToken reads the token file at path and says what, if anything, makes it unsafe.
-// An error is one reading it (fs.ErrNotExist when there is none).
+// inspectToken reads the token file at path and says what, if anything, makes it unsafe:
+// the shim token's file rules (commands.InspectTokenFile) and ValidToken. An error is one
+// reading it (fs.ErrNotExist when there is none).
 func inspectToken(path string) (token, problem string, err error) {
-	// O_NOFOLLOW: a link planted in the token's place is refused, not followed.
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
-	if errors.Is(err, syscall.ELOOP) {
-		return "", "a symbolic link", nil
-	}
-	if err != nil {
-		return "", "", err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return "", "", err
-	}
-	if !fi.Mode().IsRegular() {
-		return "", "not a regular file", nil
-	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Getuid() {
-		return "", fmt.Sprintf("owned by uid %d, not by this user", st.Uid), nil
-	}
-	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
-		return "", fmt.Sprintf("mode %04o: readable by other accounts", perm), nil
-	}
-	data, err := io.ReadAll(io.LimitReader(f, 4<<10))
-	if err != nil {
-		return "", "", err
-	}
-	tok := strings.TrimSpace(string(data))
-	if !ValidToken(tok) {
-		return "", fmt.Sprintf("%d characters, fewer than %d, or spaces", len(tok), MinTokenLen), nil
-	}
-	return tok, "", nil
+	return commands.InspectTokenFile(path, func(tok string) string {
+		if !ValidToken(tok) {
+			return fmt.Sprintf("%d characters, fewer than %d, or spaces", len(tok), MinTokenLen)
+		}
+		return ""
+	})
 }
 
 // writeNewToken writes a new token to path atomically, private to its user.
@@ -121,22 +97,7 @@ func writeNewToken(path string) (string, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return "", fmt.Errorf("create data folder: %w", err)
 	}
-	f, err := os.CreateTemp(filepath.Dir(path), ".broker.token-*") // mode 0600
-	if err != nil {
-		return "", fmt.Errorf("write the broker token: %w", err)
-	}
-	defer os.Remove(f.Name()) // after the rename, nothing
-	_, err = f.WriteString(tok + "\n")
-	if err == nil {
-		err = f.Chmod(0o600)
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), path)
-	}
-	if err != nil {
+	if err := commands.WriteTokenFile(path, tok); err != nil {
 		return "", fmt.Errorf("write the broker token: %w", err)
 	}
 	return tok, nil

@@ -20,6 +20,12 @@ type Snapshot struct {
 	waiting  map[string]int
 }
 
+// Position is the journal's committed position as of the snapshot: the identity of the
+// stream it counts in ("" before the first event) and the last stream sequence applied.
+func (s *Snapshot) Position() (stream string, seq uint64) {
+	return s.counters.Stream, s.Status.LastStreamSeq
+}
+
 // WaitingByHost counts, per host, the host calls waiting in the outbox for the host's next
 // hello; hosts without any are absent. The map is shared: only read it.
 func (s *Snapshot) WaitingByHost() map[string]int { return s.waiting }

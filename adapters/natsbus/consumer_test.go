@@ -2,10 +2,12 @@ package natsbus
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -114,5 +116,101 @@ func consumerAfterJetStreamRestart(t *testing.T, storeLost bool) {
 	}
 	if second.Published.IsZero() {
 		t.Fatal("a delivery without the time the stream stored it")
+	}
+}
+
+// A consumer deleted under a running thatch is created again at the journal's committed
+// position: the next delivery is the first event after it, not a replay of the stream
+// (issue 19). A position in another stream (the stream was created again) or none yet
+// delivers the whole stream.
+func TestConsumerRecreatedAtTheCommittedPosition(t *testing.T) {
+	js := jetStream(t, 0)
+	ctx := context.Background()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	var committedSeq atomic.Uint64
+	var identity atomic.Value
+	identity.Store("")
+	cfg := StreamConfig{Stream: "OPENCODE_EVENTS", Consumer: "thatch", Prefix: "opencode",
+		Committed: func(context.Context) (string, uint64, bool) {
+			return identity.Load().(string), committedSeq.Load(), true
+		}}
+	out := make(chan runtime.Delivery, 64)
+	c := NewConsumer(js, cfg, out, log)
+	cctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- c.Run(cctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("consumer: %v", err)
+		}
+	})
+	<-c.Started()
+	publish := func(id string) {
+		t.Helper()
+		if err := publishEvent(ctx, js, id, []byte(`{"id":"`+id+`"}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	next := func() runtime.Delivery {
+		t.Helper()
+		select {
+		case d := <-out:
+			_ = d.Ack()
+			committedSeq.Store(d.StreamSeq) // as the loop commits and acknowledges
+			identity.Store(d.Stream)
+			return d
+		case <-time.After(30 * time.Second):
+			t.Fatal("no delivery")
+			return runtime.Delivery{}
+		}
+	}
+	for i := range 5 {
+		publish(fmt.Sprintf("e%d", i+1))
+		if d := next(); d.StreamSeq != uint64(i+1) {
+			t.Fatalf("delivery %d has stream seq %d", i+1, d.StreamSeq)
+		}
+	}
+	if err := js.DeleteConsumer(ctx, cfg.Stream, cfg.Consumer); err != nil {
+		t.Fatal(err)
+	}
+	publish("e6")
+	if d := next(); d.StreamSeq != 6 {
+		t.Fatalf("after the consumer was deleted the first delivery is stream seq %d, want 6 (not a replay from 1)", d.StreamSeq)
+	}
+
+	// The unit: EnsureConsumer's start for each kind of committed position.
+	s, err := js.Stream(ctx, cfg.Stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		stream  string
+		seq     uint64
+		ok      bool
+		pending uint64
+	}{
+		{"this stream's position", StreamIdentity(s), 4, true, 2},
+		{"another stream's position", "2020-01-01T00:00:00Z", 4, true, 6},
+		{"no position yet", "", 0, false, 6},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := cfg
+			c.Consumer = "probe"
+			c.Committed = func(context.Context) (string, uint64, bool) { return tc.stream, tc.seq, tc.ok }
+			cons, err := EnsureConsumer(ctx, s, c, false, log)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer js.DeleteConsumer(ctx, c.Stream, c.Consumer)
+			info, err := cons.Info(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if info.NumPending != tc.pending {
+				t.Fatalf("a consumer created with %s has %d messages pending, want %d", tc.name, info.NumPending, tc.pending)
+			}
+		})
 	}
 }

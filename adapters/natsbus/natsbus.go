@@ -185,6 +185,11 @@ type StreamConfig struct {
 	// Log is where EnsureStream says that it bounded the stream below MaxBytes, the
 	// broker having too little storage; nil says it nowhere.
 	Log *slog.Logger
+	// Committed, when set, is the journal's position: the identity of the stream it counts
+	// in and the last stream sequence committed (ok false while unknown). A consumer
+	// created where there is none (deleted under thatch, or lost with the broker's store)
+	// starts right after it in that stream, instead of replaying the stream.
+	Committed func(ctx context.Context) (stream string, seq uint64, ok bool)
 }
 
 // The stream's default bounds. A host's event body is at most 1 MiB (contract rule 11;
@@ -310,6 +315,10 @@ func insufficientStorage(err error) bool {
 // a previous instance that died unacknowledged is recreated at its ack floor, so those
 // events come again at once and in stream order instead of after the ack wait and out
 // of order; the journal's applied ids skip what was applied already.
+//
+// A consumer created where there was none starts after the journal's committed position
+// (StreamConfig.Committed) when that position counts in this stream; otherwise it
+// delivers the whole stream (a new thatch, or a stream created again).
 func EnsureConsumer(ctx context.Context, s jetstream.Stream, c StreamConfig, resume bool, log *slog.Logger) (jetstream.Consumer, error) {
 	cfg := jetstream.ConsumerConfig{
 		Durable:       c.Consumer,
@@ -335,6 +344,11 @@ func EnsureConsumer(ctx context.Context, s jetstream.Stream, c StreamConfig, res
 		return cons, nil
 	case !errors.Is(err, jetstream.ErrConsumerNotFound):
 		return nil, fmt.Errorf("look up consumer %s: %w", c.Consumer, err)
+	case c.Committed != nil:
+		if stream, seq, ok := c.Committed(ctx); ok && seq > 0 && stream == StreamIdentity(s) {
+			log.Info("creating the consumer at the journal's position", "consumer", c.Consumer, "from_stream_seq", seq+1)
+			cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, seq+1
+		}
 	}
 	cons, err = s.CreateConsumer(ctx, cfg)
 	if err != nil {
@@ -471,7 +485,13 @@ func (c *Consumer) setup(ctx context.Context, resume bool) (jetstream.Consumer, 
 		return nil, "", err
 	}
 	cons, err := EnsureConsumer(sctx, s, c.Config, resume, c.Log)
-	return cons, s.CachedInfo().Created.UTC().Format(time.RFC3339Nano), err
+	return cons, StreamIdentity(s), err
+}
+
+// StreamIdentity is a stream's identity: its creation time, which changes when the stream
+// is deleted and created again (rule 12). Deliveries carry it (runtime.Delivery.Stream).
+func StreamIdentity(s jetstream.Stream) string {
+	return s.CachedInfo().Created.UTC().Format(time.RFC3339Nano)
 }
 
 func (c *Consumer) handle(ctx context.Context, stream string) jetstream.MessageHandler {

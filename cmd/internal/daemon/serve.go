@@ -139,7 +139,16 @@ func ServeWith(ctx context.Context, c Config, log *slog.Logger, tune func(*runti
 		tune(loop)
 	}
 	consumer := natsbus.NewConsumer(js, natsbus.StreamConfig{Stream: c.Stream, Consumer: c.Consumer, Prefix: c.SubjectPrefix,
-		MaxBytes: c.StreamMaxBytes, MaxMsgBytes: int32(c.StreamMaxMsgBytes), Log: log.With("component", "consumer")},
+		MaxBytes: c.StreamMaxBytes, MaxMsgBytes: int32(c.StreamMaxMsgBytes), Log: log.With("component", "consumer"),
+		Committed: func(ctx context.Context) (string, uint64, bool) {
+			select { // the journal is loaded: its position is known
+			case <-loop.Ready():
+			case <-ctx.Done():
+				return "", 0, false
+			}
+			stream, seq := loop.Snapshot().Position()
+			return stream, seq, true
+		}},
 		loop.Deliveries(), log.With("component", "consumer"))
 	sweeper := &runtime.Sweeper{Loop: loop, Caller: caller, Every: time.Duration(c.StrandSweepMS) * time.Millisecond,
 		Strand: bool(c.StrandSweep), Log: log.With("component", "sweep"),

@@ -368,7 +368,7 @@ func TestBrowserUI(t *testing.T) {
 		t.Fatalf("the memories page lists %d memories, want %d:\n%s", n, len(uiMemories), b.text("main"))
 	}
 	b.shot("memories")
-	b.load("search for gateway", http.StatusOK, "/memories?q=gateway&project=&kind=",
+	b.load("search for gateway", http.StatusOK, "/memories?q=gateway&project=&kind=&state=",
 		chromedp.SendKeys(chromedp.CSS(`#memory-filters input[name=q]`), "gateway\n"))
 	if n := b.count("#memories li[data-memory]"); n != 1 || !strings.Contains(b.text("#memories li"), "api-gw-02") {
 		t.Fatalf("searching gateway found %d memories:\n%s", n, b.text("main"))
@@ -418,7 +418,7 @@ func TestBrowserUI(t *testing.T) {
 
 	// Forget it from the list, then Undo.
 	b.load("click the crumb Memories", http.StatusOK, "/memories", chromedp.Click(chromedp.CSS(`p.crumbs a[href="/memories"]`)))
-	b.load("search for jitter", http.StatusOK, "/memories?q=jitter&project=&kind=",
+	b.load("search for jitter", http.StatusOK, "/memories?q=jitter&project=&kind=&state=",
 		chromedp.SendKeys(chromedp.CSS(`#memory-filters input[name=q]`), "jitter\n"))
 	if got := b.text(fmt.Sprintf(`#memories li[data-memory=%q] p.content`, id)); got != edited {
 		t.Fatalf("searching a word of the new text finds %q:\n%s", got, b.text("main"))

@@ -39,6 +39,7 @@ func (s *Server) parse() error {
 	funcs := template.FuncMap{
 		"ago":    ago,
 		"heard":  heard,
+		"clock":  func(t time.Time) string { return t.Local().Format("15:04:05") },
 		"recent": func(t time.Time) bool { return time.Since(t) < 10*time.Second },
 		"short":  short,
 		"csrf":   func() string { return s.key("csrf") },
@@ -309,6 +310,11 @@ func (s *Server) memories(w http.ResponseWriter, r *http.Request) error {
 	}
 	data := map[string]any{"Title": "Memories", "Memories": ms, "Projects": projects, "Project": project, "Kind": kind,
 		"Query": search, "Next": next, "After": after, "State": state, "Filtered": project != "" || kind != "" || after != ""}
+	if id := q.Get("restored"); id != "" { // a restore just done says so
+		if m, _, err := s.Memories.Get(ctx, id); err == nil && m.ForgottenAt == nil {
+			data["Restored"] = m
+		}
+	}
 	if id := q.Get("forgot"); id != "" { // the undo bar of a forget just done
 		if m, _, err := s.Memories.Get(ctx, id); err == nil && m.ForgottenAt != nil {
 			data["Forgot"] = m
@@ -414,6 +420,9 @@ func (s *Server) restoreMemory(w http.ResponseWriter, r *http.Request) error {
 	to, _ := url.Parse(back(r, "/memories/"+url.PathEscape(id)))
 	q := to.Query()
 	q.Del("forgot")
+	if to.Path == "/memories" {
+		q.Set("restored", id)
+	}
 	to.RawQuery = q.Encode()
 	http.Redirect(w, r, to.String(), http.StatusSeeOther)
 	return nil
@@ -437,7 +446,7 @@ func (s *Server) hygiene(w http.ResponseWriter, r *http.Request) error {
 	data := map[string]any{"Title": "Hygiene", "Pairs": pairs, "Single": single}
 	if id := r.URL.Query().Get("merged"); id != "" { // the undo bar of a merge just done
 		if m, _, err := s.Memories.Get(r.Context(), id); err == nil && m.ForgottenAt != nil {
-			data["Merged"], data["Into"] = m, r.URL.Query().Get("into")
+			data["Merged"], data["Into"], data["Edited"] = m, r.URL.Query().Get("into"), r.URL.Query().Get("edited") != ""
 		}
 	}
 	return s.render(w, r, "hygiene", data)
@@ -462,7 +471,9 @@ func (s *Server) merge(w http.ResponseWriter, r *http.Request) error {
 	if _, err := s.Memories.Forget(ctx, memory.Caller{}, drop, "merged into "+keep+" on thatch's page", s.now()); err != nil {
 		return err
 	}
+	edited := ""
 	if v := formText(r, "content"); strings.TrimSpace(v) != "" && v != m.Content {
+		edited = "&edited=1"
 		if _, err := s.Memories.Update(ctx, memory.Caller{}, keep, memory.UpdateArgs{Content: &v}, s.now()); err != nil {
 			// The text was refused (another memory says it, or it is too long): the merge
 			// did not happen, so the dropped memory is live again.
@@ -472,7 +483,32 @@ func (s *Server) merge(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
-	http.Redirect(w, r, "/hygiene?merged="+url.QueryEscape(drop)+"&into="+url.QueryEscape(keep), http.StatusSeeOther)
+	http.Redirect(w, r, "/hygiene?merged="+url.QueryEscape(drop)+"&into="+url.QueryEscape(keep)+edited, http.StatusSeeOther)
+	return nil
+}
+
+// unmerge undoes a merge: the dropped memory is live again and, when the merge changed the
+// kept one's text, that text goes back to what it was before (its last update's).
+func (s *Server) unmerge(w http.ResponseWriter, r *http.Request) error {
+	ctx, keep, drop := r.Context(), r.PostFormValue("keep"), r.PostFormValue("drop")
+	if _, err := s.Memories.Restore(ctx, memory.Caller{}, drop, s.now()); err != nil {
+		return err
+	}
+	if r.PostFormValue("edited") != "" {
+		_, audit, err := s.Memories.Get(ctx, keep)
+		if err != nil {
+			return err
+		}
+		for i := len(audit) - 1; i >= 0; i-- {
+			if a := audit[i]; a.Op == "update" && a.SessionID == "" && a.Before != "" {
+				if _, err := s.Memories.Update(ctx, memory.Caller{}, keep, memory.UpdateArgs{Content: &a.Before}, s.now()); err != nil {
+					return err
+				}
+				break
+			}
+		}
+	}
+	http.Redirect(w, r, "/hygiene", http.StatusSeeOther)
 	return nil
 }
 
@@ -615,8 +651,8 @@ func (s *Server) live(w http.ResponseWriter, r *http.Request) error {
 		case v != last:
 			last, idle = v, 0
 			fmt.Fprintf(w, "event: change\ndata: %s\n\n", v)
-		case idle%30 == 0:
-			// Every 15 s without a change the page still renders again: its "… ago" times
+		case idle%20 == 0:
+			// Every 10 s without a change the page still renders again: its "… ago" times
 			// move on. It keeps proxies and the browser from timing out too.
 			fmt.Fprintf(w, "event: change\ndata: %s\n\n", v)
 		default:

@@ -106,6 +106,7 @@ func (s *Server) Handler() (http.Handler, error) {
 	memoryPage("POST /memories/{id}/restore", s.restoreMemory)
 	memoryPage("GET /hygiene", s.hygiene)
 	memoryPage("POST /hygiene/merge", s.merge)
+	memoryPage("POST /hygiene/unmerge", s.unmerge)
 	memoryPage("POST /hygiene/dismiss", s.dismiss)
 	memoryPage("POST /hygiene/projectwide", s.projectWide)
 	page("GET /deadletters", s.deadLetters)

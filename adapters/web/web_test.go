@@ -768,12 +768,13 @@ func TestHygieneMergeAndDismiss(t *testing.T) {
 	// Merge: keep a with the text the person settled on, forget b.
 	merged := "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo"
 	res := r.post(c, "/hygiene/merge", url.Values{"csrf": {csrf}, "keep": {a.ID}, "drop": {b.ID}, "content": {merged}})
-	undo := "/hygiene?merged=" + b.ID + "&into=" + a.ID
+	undo := "/hygiene?merged=" + b.ID + "&into=" + a.ID + "&edited=1"
 	if res.code != http.StatusSeeOther || res.header.Get("Location") != undo {
 		t.Fatalf("merge: %d to %q, want %q\n%s", res.code, res.header.Get("Location"), undo, res.body)
 	}
 	// The page it comes back to says what happened and offers to undo it.
-	if body := r.page(c, undo); !strings.Contains(body, `id="undo-merge"`) || !strings.Contains(body, `action="/memories/`+b.ID+`/restore"`) {
+	if body := r.page(c, undo); !strings.Contains(body, `id="undo-merge"`) || !strings.Contains(body, `action="/hygiene/unmerge"`) ||
+		!strings.Contains(body, `name="edited" value="1"`) {
 		t.Errorf("the hygiene page after a merge has no undo:\n%s", body)
 	}
 	if got := r.get(a.ID); got.Content != merged || got.ForgottenAt != nil {
@@ -785,6 +786,19 @@ func TestHygieneMergeAndDismiss(t *testing.T) {
 	}
 	if body := r.page(c, "/hygiene"); strings.Contains(body, "data-pair=") {
 		t.Error("the merged pair is still open")
+	}
+	// Undo: both memories as they were before the merge, and the pair open again.
+	if res := r.post(c, "/hygiene/unmerge", url.Values{"csrf": {csrf}, "keep": {a.ID}, "drop": {b.ID}, "edited": {"1"}}); res.code != http.StatusSeeOther {
+		t.Fatalf("unmerge: %d\n%s", res.code, res.body)
+	}
+	if got := r.get(a.ID); got.Content != ten || got.ForgottenAt != nil {
+		t.Errorf("after the undo the kept memory says %q, want %q", got.Content, ten)
+	}
+	if r.get(b.ID).ForgottenAt != nil {
+		t.Error("after the undo the dropped memory is still forgotten")
+	}
+	if res := r.post(c, "/hygiene/merge", url.Values{"csrf": {csrf}, "keep": {a.ID}, "drop": {b.ID}, "content": {merged}}); res.code != http.StatusSeeOther {
+		t.Fatalf("merge again: %d", res.code)
 	}
 
 	// Merge keeping the dropped one's text: allowed, since the other is forgotten first.

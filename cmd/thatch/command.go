@@ -61,6 +61,13 @@ func runCommand(ctx context.Context, load func() (daemon.Config, error), out io.
 	}
 	switch args[0] {
 	case "help", "--help", "-h":
+		if len(args) > 1 && args[0] == "help" { // thatch help status: that command's help
+			if cmd, _ := find(all, args[1:]); cmd != nil {
+				_, err := fmt.Fprintln(out, strings.TrimSuffix(helpText(cmd, all), "\n"))
+				return err
+			}
+			return fmt.Errorf("thatch has no command %q: thatch help lists them", strings.Join(args[1:], " "))
+		}
 		_, err := fmt.Fprint(out, listUsage(all))
 		return err
 	case "--version", "-v":
@@ -68,7 +75,7 @@ func runCommand(ctx context.Context, load func() (daemon.Config, error), out io.
 	}
 	cmd, rest := find(all, args)
 	if cmd == nil && args[0] == "bench" {
-		return errors.New("the benchmark is a command of its own now: make bench, or go build ./cmd/thatch-bench and run thatch-bench")
+		return errors.New("the benchmark is a command of its own now: make bench, or bin/thatch-bench (make build builds it)")
 	}
 	if cmd == nil {
 		fmt.Fprint(os.Stderr, listUsage(all))
@@ -83,7 +90,10 @@ func runCommand(ctx context.Context, load func() (daemon.Config, error), out io.
 		return err
 	}
 	if err != nil {
-		return fmt.Errorf("%v\n%s", err, help)
+		// The flag package names flags with one dash; thatch's usage and README with two.
+		msg := strings.Replace(err.Error(), "provided but not defined: -", "provided but not defined: --", 1)
+		msg = strings.Replace(msg, "needs an argument: -", "needs an argument: --", 1)
+		return fmt.Errorf("%s\n%s", msg, help)
 	}
 	if len(pos) > 0 && len(u.Args) == 0 && rest[0] == pos[0] && len(subcommands(all, u.Name)) > 0 {
 		return fmt.Errorf("thatch %s has no subcommand %q\n%s", u.Name, pos[0], help)

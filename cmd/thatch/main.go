@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -13,12 +14,19 @@ import (
 
 	"github.com/thatch-dev/thatch/adapters/natsbus"
 	"github.com/thatch-dev/thatch/cmd/internal/daemon"
+	"github.com/thatch-dev/thatch/runtime/protocol"
 )
 
 func main() {
 	if err := run(os.Args[1:]); err != nil {
+		msg := err.Error()
+		// thatch's answer to a request it refused: its words, without the error's wire name
+		// (BadRequestError, …), which is for programs.
+		if pe, ok := errors.AsType[*protocol.Error](err); ok && pe.Message != "" && msg == pe.Error() {
+			msg = pe.Message
+		}
 		// An error may quote a URL with its credentials (a bad THATCH_NATS_URL).
-		fmt.Fprintln(os.Stderr, "thatch:", natsbus.RedactURLs(err.Error()))
+		fmt.Fprintln(os.Stderr, "thatch:", natsbus.RedactURLs(msg))
 		os.Exit(1)
 	}
 }

@@ -56,14 +56,14 @@ func TestScratchQueries(t *testing.T) {
 		}
 		t.Logf("%-10s %6.0f ms  %d bytes", name, time.Since(t0).Seconds()*1000, n)
 	}
+	_ = run
 	for range 2 {
-		run("rows", `SELECT root_id, entry_id, tool, claimed_by, claimed_at, size, trivial FROM entries ORDER BY id`)
-		run("rows-id", `SELECT id FROM entries ORDER BY id`)
-		chunked("range-full", `group_concat(octet_length(root_id)||' '||root_id||octet_length(entry_id)||' '||entry_id||octet_length(tool)||' '||tool||octet_length(claimed_by)||' '||claimed_by||claimed_at||' '||size||' '||trivial||' ', '' ORDER BY id)`)
-		chunked("range-noord", `group_concat(octet_length(root_id)||' '||root_id||octet_length(entry_id)||' '||entry_id||octet_length(tool)||' '||tool||octet_length(claimed_by)||' '||claimed_by||claimed_at||' '||size||' '||trivial||' ', '')`)
-		chunked("range-ids", `group_concat(entry_id, '')`)
 		chunked("range-count", `count(*)`)
-		run("sessions", `SELECT data FROM sessions`)
-		run("sessions-chunk", `SELECT group_concat(data, ',') FROM sessions GROUP BY substr(session_id,1,8)`)
+		chunked("range-ids", `group_concat(entry_id, x'00')`)
+		chunked("range-root", `group_concat(root_id, x'00')`)
+		chunked("range-size", `group_concat(size, ',')`)
+		chunked("range-7", `count(*), group_concat(entry_id, x'00'), group_concat(root_id, x'00'), group_concat(tool, x'00'), group_concat(claimed_by, x'00'), group_concat(claimed_at, ','), group_concat(size, ','), group_concat(trivial, '')`)
+		chunked("range-7ord", `count(*), group_concat(entry_id, x'00' ORDER BY id), group_concat(root_id, x'00' ORDER BY id), group_concat(tool, x'00' ORDER BY id), group_concat(claimed_by, x'00' ORDER BY id), group_concat(claimed_at, ',' ORDER BY id), group_concat(size, ',' ORDER BY id), group_concat(trivial, '' ORDER BY id)`)
+		chunked("range-json", `json_group_array(json_array(root_id, entry_id, tool, claimed_by, claimed_at, size, trivial))`)
 	}
 }

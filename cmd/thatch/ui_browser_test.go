@@ -435,8 +435,8 @@ func TestBrowserUI(t *testing.T) {
 	if shown.Memory.ForgottenAt == nil {
 		t.Errorf("thatch did not forget %s", id)
 	}
-	b.load("click Undo", http.StatusOK, "/memories?q=jitter", chromedp.Click(chromedp.CSS(`#undo button`)))
-	if b.count("#undo") != 0 || b.count(fmt.Sprintf(`#memories li[data-memory=%q]`, id)) != 1 {
+	b.load("click Undo", http.StatusOK, "/memories?q=jitter&restored="+id, chromedp.Click(chromedp.CSS(`#undo button`)))
+	if b.count("#undo") != 0 || b.count(fmt.Sprintf(`#memories li[data-memory=%q]`, id)) != 1 || !strings.Contains(b.text("#restored"), "Restored") {
 		t.Errorf("after Undo the page shows:\n%s", b.text("main"))
 	}
 	shown.Memory = memory.Memory{}

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/thatch-dev/thatch/journal/checkpoint"
 	"github.com/thatch-dev/thatch/journal/migrate"
 	"github.com/thatch-dev/thatch/runtime"
 	_ "modernc.org/sqlite"
@@ -39,6 +40,9 @@ type Store struct {
 	r        *sql.DB // read-only connections for every other goroutine
 	path     string
 	instance string
+
+	ck    *checkpoint.Checkpointer // copies the WAL back beside the writer
+	stmts [nStmts]*sql.Stmt        // Commit's statements, prepared once on the writer
 }
 
 var _ runtime.Journal = (*Store)(nil)
@@ -57,8 +61,11 @@ func Open(path string) (*Store, error) {
 		return nil, fmt.Errorf("make journal private: %w", err)
 	}
 	// auto_vacuum takes effect on a new file only (it precedes the first table): pages
-	// freed by completed entries then go back to the filesystem at each sweep.
-	dsn := "file:" + path + "?_pragma=auto_vacuum(INCREMENTAL)&_pragma=journal_mode(WAL)&_pragma=busy_timeout(5000)&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(ON)&_txlock=immediate"
+	// freed by completed entries then go back to the filesystem at each sweep. The writer
+	// never checkpoints (wal_autocheckpoint(0)): the commit that crossed SQLite's 1,000
+	// pages copied the WAL back and synced, the publish→commit p99; s.ck does it beside
+	// the writer instead (package checkpoint, which also bounds the WAL).
+	dsn := "file:" + path + "?_pragma=auto_vacuum(INCREMENTAL)&_pragma=journal_mode(WAL)&_pragma=busy_timeout(5000)&_pragma=synchronous(NORMAL)&_pragma=wal_autocheckpoint(0)&_pragma=foreign_keys(ON)&_txlock=immediate"
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, fmt.Errorf("open journal %s: %w", path, err)
@@ -85,14 +92,25 @@ func Open(path string) (*Store, error) {
 	}
 	r.SetMaxOpenConns(4)
 	s.r = r
+	if err := s.prepare(); err != nil {
+		s.closeStmts()
+		db.Close()
+		r.Close()
+		return nil, fmt.Errorf("open journal %s: %w", path, err)
+	}
+	if s.ck, err = checkpoint.Start(path, checkpoint.DefaultEvery, checkpoint.DefaultMaxFrames); err != nil {
+		s.closeStmts()
+		db.Close()
+		r.Close()
+		return nil, fmt.Errorf("open journal %s for checkpoints: %w", path, err)
+	}
 	if s.instance == "" {
 		var b [8]byte
 		_, _ = rand.Read(b[:])
 		s.instance = hex.EncodeToString(b[:])
 		data, _ := json.Marshal(s.instance)
 		if _, err := db.Exec(`INSERT INTO meta (key, value) VALUES ('instance', ?)`, string(data)); err != nil {
-			db.Close()
-			r.Close()
+			s.Close()
 			return nil, fmt.Errorf("name the journal: %w", err)
 		}
 	}
@@ -105,8 +123,126 @@ func (s *Store) Instance() string { return s.instance }
 // Path is the journal file.
 func (s *Store) Path() string { return s.path }
 
-// Close closes the database.
-func (s *Store) Close() error { return errors.Join(s.r.Close(), s.db.Close()) }
+// Close stops the checkpointer and closes the database.
+func (s *Store) Close() error {
+	var err error
+	if s.ck != nil {
+		err = s.ck.Close()
+	}
+	s.closeStmts()
+	return errors.Join(err, s.r.Close(), s.db.Close())
+}
+
+// The statements of Commit, prepared once on the writer's connection (Open): parsing them
+// again at each row was a third of a commit's CPU.
+type stmtID int
+
+const (
+	sDeleteHost stmtID = iota
+	sUpsertHost
+	sDeleteSession
+	sUpsertSession
+	sUpsertGone
+	sDeleteGone
+	sInsertEntry
+	sClaimEntry
+	sDeleteClaimed
+	sReleaseAllClaimed
+	sReleaseClaimed
+	sDeleteEntries
+	sReleaseEntry
+	sDeleteEntry
+	sCopyEntry
+	sInsertLedger
+	sInsertOutbox
+	sDeleteOutbox
+	sInsertApplied
+	sInsertDeadLetter
+	sTrimDeadLetters
+	sPutMeta
+	sPruneApplied
+	sPruneLedger
+	nStmts
+)
+
+var stmtSQL = [nStmts]string{
+	sDeleteHost: `DELETE FROM hosts WHERE host_id = ?`,
+	sUpsertHost: `INSERT INTO hosts (host_id, data) VALUES (?, ?)
+				ON CONFLICT (host_id) DO UPDATE SET data = excluded.data`,
+	sDeleteSession: `DELETE FROM sessions WHERE session_id = ?`,
+	sUpsertSession: `INSERT INTO sessions (session_id, host_id, directory, touched_at, data) VALUES (?, ?, ?, ?, ?)
+				ON CONFLICT (session_id) DO UPDATE SET host_id = excluded.host_id, directory = excluded.directory,
+				touched_at = excluded.touched_at, data = excluded.data`,
+	sUpsertGone:        `INSERT INTO gone (session_id, at) VALUES (?, ?) ON CONFLICT (session_id) DO UPDATE SET at = excluded.at`,
+	sDeleteGone:        `DELETE FROM gone WHERE session_id = ?`,
+	sInsertEntry:       `INSERT OR IGNORE INTO entries (root_id, entry_id, tool, created_at, body, size, trivial) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+	sClaimEntry:        `UPDATE entries SET claimed_by = ?, claimed_at = ? WHERE root_id = ? AND entry_id = ? AND claimed_by = ''`,
+	sDeleteClaimed:     `DELETE FROM entries WHERE root_id = ? AND claimed_by = ?`,
+	sReleaseAllClaimed: `UPDATE entries SET claimed_by = '', claimed_at = 0 WHERE root_id = ? AND claimed_by != ''`,
+	sReleaseClaimed:    `UPDATE entries SET claimed_by = '', claimed_at = 0 WHERE root_id = ? AND claimed_by = ?`,
+	sDeleteEntries:     `DELETE FROM entries WHERE root_id = ?`,
+	sReleaseEntry:      `UPDATE entries SET claimed_by = '', claimed_at = 0 WHERE root_id = ? AND entry_id = ?`,
+	sDeleteEntry:       `DELETE FROM entries WHERE root_id = ? AND entry_id = ?`,
+	sCopyEntry: `INSERT OR IGNORE INTO entries (root_id, entry_id, tool, claimed_by, claimed_at, created_at, body, size, trivial)
+				SELECT ?, ?, tool, claimed_by, claimed_at, created_at, body, size, trivial FROM entries WHERE root_id = ? AND entry_id = ?`,
+	sInsertLedger: `INSERT OR IGNORE INTO ledger (child_id, root_id, project, directory, day, at, entries, tokens_in, tokens_out, cost, model, turns)
+				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	sInsertOutbox:     `INSERT INTO outbox (host_id, call, created_at) VALUES (?, ?, ?)`,
+	sDeleteOutbox:     `DELETE FROM outbox WHERE id = ?`,
+	sInsertApplied:    `INSERT OR IGNORE INTO applied (event_id, stream_seq, applied_at) VALUES (?, ?, ?)`,
+	sInsertDeadLetter: `INSERT INTO dead_letters (at, stream_seq, subject, reason, body) VALUES (?, ?, ?, ?, ?)`,
+	sTrimDeadLetters:  `DELETE FROM dead_letters WHERE id <= (SELECT max(id) FROM dead_letters) - ?`,
+	sPutMeta:          `INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value`,
+	sPruneApplied:     `DELETE FROM applied WHERE applied_at < ?`,
+	sPruneLedger:      `DELETE FROM ledger WHERE at < ?`,
+}
+
+// prepare prepares Commit's statements on the writer (its one connection: no transaction
+// may be open).
+func (s *Store) prepare() error {
+	for id, q := range stmtSQL {
+		st, err := s.db.Prepare(q)
+		if err != nil {
+			return fmt.Errorf("prepare %q: %w", q, err)
+		}
+		s.stmts[id] = st
+	}
+	return nil
+}
+
+func (s *Store) closeStmts() {
+	for i, st := range s.stmts {
+		if st != nil {
+			st.Close()
+			s.stmts[i] = nil
+		}
+	}
+}
+
+// batchTx is Commit's transaction: each statement is bound to it at its first use.
+type batchTx struct {
+	tx    *sql.Tx
+	store *[nStmts]*sql.Stmt
+	bound [nStmts]*sql.Stmt
+}
+
+func (b *batchTx) exec(id stmtID, args ...any) (sql.Result, error) {
+	st := b.bound[id]
+	if st == nil {
+		if b.store[id] == nil { // a Store not opened by Open
+			return b.tx.Exec(stmtSQL[id], args...)
+		}
+		st = b.tx.Stmt(b.store[id]) // the same prepared statement while the connection lives
+		b.bound[id] = st
+	}
+	return st.Exec(args...)
+}
+
+func (b *batchTx) putMeta(key string, v any) error {
+	data, _ := json.Marshal(v)
+	_, err := b.exec(sPutMeta, key, string(data))
+	return err
+}
 
 // DB exposes the database to tests and to read-only tooling.
 func (s *Store) DB() *sql.DB { return s.db }
@@ -145,6 +281,7 @@ func fromMS(v int64) time.Time {
 // Commit persists one batch atomically.
 func (s *Store) Commit(b *runtime.Batch) error {
 	err := s.withTx(func(tx *sql.Tx) error {
+		t := &batchTx{tx: tx, store: &s.stmts}
 		fx := b.Effects
 		if fx == nil {
 			fx = runtime.NewEffects()
@@ -152,50 +289,45 @@ func (s *Store) Commit(b *runtime.Batch) error {
 		for id := range fx.Hosts {
 			h := b.State.Hosts[id]
 			if h == nil {
-				if _, err := tx.Exec(`DELETE FROM hosts WHERE host_id = ?`, id); err != nil {
+				if _, err := t.exec(sDeleteHost, id); err != nil {
 					return err
 				}
 				continue
 			}
 			data, _ := json.Marshal(h)
-			if _, err := tx.Exec(`INSERT INTO hosts (host_id, data) VALUES (?, ?)
-				ON CONFLICT (host_id) DO UPDATE SET data = excluded.data`, id, data); err != nil {
+			if _, err := t.exec(sUpsertHost, id, data); err != nil {
 				return err
 			}
 		}
 		for id := range fx.Sessions {
 			sess := b.State.Sessions[id]
 			if sess == nil {
-				if _, err := tx.Exec(`DELETE FROM sessions WHERE session_id = ?`, id); err != nil {
+				if _, err := t.exec(sDeleteSession, id); err != nil {
 					return err
 				}
 				continue
 			}
 			data, _ := json.Marshal(sess)
-			if _, err := tx.Exec(`INSERT INTO sessions (session_id, host_id, directory, touched_at, data) VALUES (?, ?, ?, ?, ?)
-				ON CONFLICT (session_id) DO UPDATE SET host_id = excluded.host_id, directory = excluded.directory,
-				touched_at = excluded.touched_at, data = excluded.data`,
-				id, sess.HostID, sess.Directory, ms(sess.Touched), data); err != nil {
+			if _, err := t.exec(sUpsertSession, id, sess.HostID, sess.Directory, ms(sess.Touched), data); err != nil {
 				return err
 			}
 		}
 		for id := range fx.Gone {
 			var err error
 			if at, ok := b.State.Gone[id]; ok {
-				_, err = tx.Exec(`INSERT INTO gone (session_id, at) VALUES (?, ?) ON CONFLICT (session_id) DO UPDATE SET at = excluded.at`, id, at)
+				_, err = t.exec(sUpsertGone, id, at)
 			} else {
-				_, err = tx.Exec(`DELETE FROM gone WHERE session_id = ?`, id)
+				_, err = t.exec(sDeleteGone, id)
 			}
 			if err != nil {
 				return err
 			}
 		}
-		if err := writeEntries(tx, fx.Entries); err != nil {
+		if err := writeEntries(t, fx.Entries); err != nil {
 			return err
 		}
 		for _, r := range fx.Ledger {
-			if _, err := tx.Exec(`INSERT OR IGNORE INTO ledger (child_id, root_id, project, directory, day, at, entries, tokens_in, tokens_out, cost, model, turns)
-				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, r.Child, r.Root, r.Project, r.Directory, r.Day, ms(r.At), r.Entries,
+			if _, err := t.exec(sInsertLedger, r.Child, r.Root, r.Project, r.Directory, r.Day, ms(r.At), r.Entries,
 				r.TokensIn, r.TokensOut, r.USD, r.Model, r.Turns); err != nil {
 				return fmt.Errorf("ledger row of %s: %w", r.Child, err)
 			}
@@ -203,7 +335,7 @@ func (s *Store) Commit(b *runtime.Batch) error {
 		for i := range fx.Calls {
 			c := &fx.Calls[i]
 			data, _ := json.Marshal(c)
-			res, err := tx.Exec(`INSERT INTO outbox (host_id, call, created_at) VALUES (?, ?, ?)`, c.Host, data, ms(b.Now))
+			res, err := t.exec(sInsertOutbox, c.Host, data, ms(b.Now))
 			if err != nil {
 				return err
 			}
@@ -212,13 +344,13 @@ func (s *Store) Commit(b *runtime.Batch) error {
 			}
 		}
 		for _, id := range b.Done {
-			if _, err := tx.Exec(`DELETE FROM outbox WHERE id = ?`, id); err != nil {
+			if _, err := t.exec(sDeleteOutbox, id); err != nil {
 				return err
 			}
 		}
+		now := ms(b.Now)
 		for _, a := range b.Applied {
-			if _, err := tx.Exec(`INSERT OR IGNORE INTO applied (event_id, stream_seq, applied_at) VALUES (?, ?, ?)`,
-				a.ID, a.Seq, ms(b.Now)); err != nil {
+			if _, err := t.exec(sInsertApplied, a.ID, a.Seq, now); err != nil {
 				return err
 			}
 		}
@@ -227,31 +359,30 @@ func (s *Store) Commit(b *runtime.Batch) error {
 			if len(body) > maxDeadBody {
 				body = body[:maxDeadBody]
 			}
-			if _, err := tx.Exec(`INSERT INTO dead_letters (at, stream_seq, subject, reason, body) VALUES (?, ?, ?, ?, ?)`,
-				ms(b.Now), d.Seq, d.Subject, d.Reason, body); err != nil {
+			if _, err := t.exec(sInsertDeadLetter, now, d.Seq, d.Subject, d.Reason, body); err != nil {
 				return err
 			}
 		}
 		if len(b.DeadLetters) > 0 {
-			if _, err := tx.Exec(`DELETE FROM dead_letters WHERE id <= (SELECT max(id) FROM dead_letters) - ?`, MaxDeadLetters); err != nil {
+			if _, err := t.exec(sTrimDeadLetters, MaxDeadLetters); err != nil {
 				return err
 			}
 		}
 		if fx.Counters || len(b.DeadLetters) > 0 {
-			if err := putMeta(tx, "counters", b.State.Counters); err != nil {
+			if err := t.putMeta("counters", b.State.Counters); err != nil {
 				return err
 			}
 		}
 		if !b.PruneApplied.IsZero() {
-			if _, err := tx.Exec(`DELETE FROM applied WHERE applied_at < ?`, ms(b.PruneApplied)); err != nil {
+			if _, err := t.exec(sPruneApplied, ms(b.PruneApplied)); err != nil {
 				return err
 			}
-			if _, err := tx.Exec(`DELETE FROM ledger WHERE at < ?`, ms(b.Now.Add(-LedgerRetention))); err != nil {
+			if _, err := t.exec(sPruneLedger, ms(b.Now.Add(-LedgerRetention))); err != nil {
 				return err
 			}
 		}
 		if b.StreamSeq > 0 {
-			if err := putMeta(tx, "stream_seq", b.StreamSeq); err != nil {
+			if err := t.putMeta("stream_seq", b.StreamSeq); err != nil {
 				return err
 			}
 		}
@@ -260,52 +391,54 @@ func (s *Store) Commit(b *runtime.Batch) error {
 	if err != nil {
 		return fmt.Errorf("commit journal batch: %w", err)
 	}
+	if s.ck != nil {
+		s.ck.Wrote()
+	}
 	if !b.PruneApplied.IsZero() {
 		// A sweep: give the free pages back. A failure costs only disk space.
 		_, _ = s.db.Exec(`PRAGMA incremental_vacuum`)
+		if s.ck != nil {
+			s.ck.Kick()
+		}
 	}
 	return nil
 }
 
-func writeEntries(tx *sql.Tx, ops []runtime.EntryOp) error {
+func writeEntries(t *batchTx, ops []runtime.EntryOp) error {
 	for _, op := range ops {
 		var err error
 		switch op.Kind {
 		case runtime.EntryInsert:
 			body, _ := json.Marshal(op.Body)
-			_, err = tx.Exec(`INSERT OR IGNORE INTO entries (root_id, entry_id, tool, created_at, body, size, trivial) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-				op.Root, op.ID, op.Body.Tool, ms(op.At), body, op.Size, op.Trivial)
+			_, err = t.exec(sInsertEntry, op.Root, op.ID, op.Body.Tool, ms(op.At), body, op.Size, op.Trivial)
 		case runtime.EntryClaim:
 			for _, id := range op.IDs {
-				if _, err = tx.Exec(`UPDATE entries SET claimed_by = ?, claimed_at = ? WHERE root_id = ? AND entry_id = ? AND claimed_by = ''`,
-					op.Claimant, ms(op.At), op.Root, id); err != nil {
+				if _, err = t.exec(sClaimEntry, op.Claimant, ms(op.At), op.Root, id); err != nil {
 					break
 				}
 			}
 		case runtime.EntryDeleteClaimed:
-			_, err = tx.Exec(`DELETE FROM entries WHERE root_id = ? AND claimed_by = ?`, op.Root, op.Claimant)
+			_, err = t.exec(sDeleteClaimed, op.Root, op.Claimant)
 		case runtime.EntryReleaseClaimed:
 			if op.Claimant == "" {
-				_, err = tx.Exec(`UPDATE entries SET claimed_by = '', claimed_at = 0 WHERE root_id = ? AND claimed_by != ''`, op.Root)
+				_, err = t.exec(sReleaseAllClaimed, op.Root)
 			} else {
-				_, err = tx.Exec(`UPDATE entries SET claimed_by = '', claimed_at = 0 WHERE root_id = ? AND claimed_by = ?`, op.Root, op.Claimant)
+				_, err = t.exec(sReleaseClaimed, op.Root, op.Claimant)
 			}
 		case runtime.EntryDeleteAll:
-			_, err = tx.Exec(`DELETE FROM entries WHERE root_id = ?`, op.Root)
+			_, err = t.exec(sDeleteEntries, op.Root)
 		case runtime.EntryRelease:
-			_, err = tx.Exec(`UPDATE entries SET claimed_by = '', claimed_at = 0 WHERE root_id = ? AND entry_id = ?`, op.Root, op.ID)
+			_, err = t.exec(sReleaseEntry, op.Root, op.ID)
 		case runtime.EntryDelete:
-			_, err = tx.Exec(`DELETE FROM entries WHERE root_id = ? AND entry_id = ?`, op.Root, op.ID)
+			_, err = t.exec(sDeleteEntry, op.Root, op.ID)
 		case runtime.EntryMove:
 			// A new row keeps arrival order: the moved entry goes last, as it does in memory.
 			// It may change its id: a call of a session that turned out to be a child is
 			// qualified by that session in its root (runtime.EntryID).
 			from := cmp.Or(op.FromID, op.ID)
-			_, err = tx.Exec(`INSERT OR IGNORE INTO entries (root_id, entry_id, tool, claimed_by, claimed_at, created_at, body, size, trivial)
-				SELECT ?, ?, tool, claimed_by, claimed_at, created_at, body, size, trivial FROM entries WHERE root_id = ? AND entry_id = ?`,
-				op.Root, op.ID, op.From, from)
+			_, err = t.exec(sCopyEntry, op.Root, op.ID, op.From, from)
 			if err == nil {
-				_, err = tx.Exec(`DELETE FROM entries WHERE root_id = ? AND entry_id = ?`, op.From, from)
+				_, err = t.exec(sDeleteEntry, op.From, from)
 			}
 		}
 		if err != nil {
@@ -313,12 +446,6 @@ func writeEntries(tx *sql.Tx, ops []runtime.EntryOp) error {
 		}
 	}
 	return nil
-}
-
-func putMeta(tx *sql.Tx, key string, v any) error {
-	data, _ := json.Marshal(v)
-	_, err := tx.Exec(`INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value`, key, string(data))
-	return err
 }
 
 // Applied returns which of ids were applied already.
@@ -349,132 +476,6 @@ func (s *Store) Applied(ids []string) (map[string]bool, error) {
 		ids = ids[n:]
 	}
 	return seen, nil
-}
-
-// Load rebuilds the state from the journal.
-func (s *Store) Load() (*runtime.State, []runtime.Call, uint64, error) {
-	st := runtime.NewState()
-	var pos uint64
-	if err := getMeta(s.db, "counters", &st.Counters); err != nil {
-		return nil, nil, 0, err
-	}
-	if err := getMeta(s.db, "stream_seq", &pos); err != nil {
-		return nil, nil, 0, err
-	}
-	if err := scanJSON(s.db, `SELECT data FROM hosts`, func(data []byte) error {
-		h := &runtime.Host{}
-		if err := json.Unmarshal(data, h); err != nil {
-			return err
-		}
-		st.Hosts[h.ID] = h
-		return nil
-	}); err != nil {
-		return nil, nil, 0, fmt.Errorf("load hosts: %w", err)
-	}
-	if err := scanJSON(s.db, `SELECT data FROM sessions`, func(data []byte) error {
-		sess := &runtime.Session{}
-		if err := json.Unmarshal(data, sess); err != nil {
-			return err
-		}
-		st.Sessions[sess.ID] = sess
-		return nil
-	}); err != nil {
-		return nil, nil, 0, fmt.Errorf("load sessions: %w", err)
-	}
-	grows, err := s.db.Query(`SELECT session_id, at FROM gone`)
-	if err != nil {
-		return nil, nil, 0, fmt.Errorf("load tombstones: %w", err)
-	}
-	for grows.Next() {
-		var id string
-		var at int64
-		if err := grows.Scan(&id, &at); err != nil {
-			grows.Close()
-			return nil, nil, 0, fmt.Errorf("load tombstones: %w", err)
-		}
-		st.Gone[id] = at
-	}
-	if err := grows.Close(); err != nil {
-		return nil, nil, 0, err
-	}
-	if err := loadEntries(s.db, st); err != nil {
-		return nil, nil, 0, fmt.Errorf("load entries: %w", err)
-	}
-	st.Reindex() // the index is derived, never stored
-	var calls []runtime.Call
-	crows, err := s.db.Query(`SELECT id, call FROM outbox ORDER BY id`)
-	if err != nil {
-		return nil, nil, 0, fmt.Errorf("load outbox: %w", err)
-	}
-	defer crows.Close()
-	for crows.Next() {
-		var c runtime.Call
-		var data []byte
-		if err := crows.Scan(&c.ID, &data); err != nil {
-			return nil, nil, 0, fmt.Errorf("load outbox: %w", err)
-		}
-		if err := json.Unmarshal(data, &c); err != nil {
-			return nil, nil, 0, fmt.Errorf("load outbox call %d: %w", c.ID, err)
-		}
-		calls = append(calls, c)
-	}
-	return st, calls, pos, crows.Err()
-}
-
-// loadEntries reads every entry into its root session. Entries are most of a large
-// state, so each row costs one string (its id): the rest is interned or reused, and each
-// session's slice is sized once.
-func loadEntries(db *sql.DB, st *runtime.State) error {
-	counts, err := db.Query(`SELECT root_id, count(*) FROM entries GROUP BY root_id`)
-	if err != nil {
-		return err
-	}
-	for counts.Next() {
-		var root sql.RawBytes
-		var n int
-		if err := counts.Scan(&root, &n); err != nil {
-			counts.Close()
-			return err
-		}
-		if sess := st.Sessions[string(root)]; sess != nil {
-			sess.Entries = make([]runtime.Entry, 0, n)
-		}
-	}
-	if err := counts.Close(); err != nil {
-		return err
-	}
-	rows, err := db.Query(`SELECT root_id, entry_id, tool, claimed_by, claimed_at, size, trivial FROM entries ORDER BY id`)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	intern := map[string]string{} // tool names and claimants repeat
-	internB := func(b sql.RawBytes) string {
-		if s, ok := intern[string(b)]; ok {
-			return s
-		}
-		s := string(b)
-		intern[s] = s
-		return s
-	}
-	var root, id, tool, claimant sql.RawBytes
-	var at int64
-	var size int32
-	var trivial bool
-	var last *runtime.Session
-	for rows.Next() {
-		if err := rows.Scan(&root, &id, &tool, &claimant, &at, &size, &trivial); err != nil {
-			return err
-		}
-		if last == nil || last.ID != string(root) {
-			if last = st.Sessions[string(root)]; last == nil {
-				continue // rows of a forgotten session: the journal sweep drops them
-			}
-		}
-		last.Entries = append(last.Entries, runtime.Entry{ID: string(id), Tool: internB(tool), Claimant: internB(claimant), ClaimedAt: at,
-			Size: size, Trivial: trivial})
-	}
-	return rows.Err()
 }
 
 func getMeta(db *sql.DB, key string, v any) error {

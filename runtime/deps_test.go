@@ -34,6 +34,7 @@ var depRules = []struct {
 	{pkg: "journal/...", forbid: []string{"adapters/...", "commands/...", "cmd/...", "github.com/nats-io/..."}},
 	{pkg: "journal/memory", forbid: []string{"runtime/..."}, allow: []string{"runtime/protocol"}},
 	{pkg: "journal/migrate", forbid: []string{"..."}},
+	{pkg: "journal/checkpoint", forbid: []string{"..."}},
 	// The slash commands, the plugin and their installer: a leaf beside the protocol.
 	{pkg: "commands/...", forbid: []string{"..."}, allow: []string{"runtime/protocol"}},
 	// Adapters: the runtime, the stores, commands; never the wiring, never each other, but

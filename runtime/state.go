@@ -322,11 +322,21 @@ func unlink(m map[string]map[string]*Session, key, id string) {
 }
 
 // Reindex rebuilds the index from Hosts and Sessions, as after a load: a full scan.
+// Its maps are sized before they are filled: at 100,000 sessions, growing them one
+// doubling at a time cost more garbage than they hold.
 func (s *State) Reindex() {
 	x := newIndex()
 	for id, h := range s.Hosts {
 		x.countHost(id, h)
 	}
+	perHost := map[string]int{}
+	for _, sess := range s.Sessions {
+		perHost[sess.HostID]++
+	}
+	for host, n := range perHost {
+		x.byHost[host] = make(map[string]*Session, n)
+	}
+	x.counted = make(map[string]tally, len(s.Sessions))
 	for _, sess := range s.Sessions {
 		link(x.byHost, sess.HostID, sess)
 		if sess.ParentID != "" {

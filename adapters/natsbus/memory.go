@@ -236,11 +236,13 @@ func (s *Server) withRelated(ctx context.Context, a runtime.Answer, who *runtime
 		s.Log.Warn("could not look up related memories for a payload; sending it without them", "session", who.SessionID, "err", err)
 		return a
 	}
-	lines := make([]string, len(related))
-	for i, m := range related {
-		lines[i] = memory.Line(m)
+	if len(related) > 0 { // else a.Output, rendered without related memories, stands
+		lines := make([]string, len(related))
+		for i, m := range related {
+			lines[i] = memory.Line(m)
+		}
+		a.Output = runtime.FormatPayload(*a.Payload, lines)
 	}
-	a.Output = runtime.FormatPayload(*a.Payload, lines)
 	signals, err := s.Memories.Store.Signals(ctx, []string{who.Project}, SignalsMax, s.Memories.now())
 	if err != nil {
 		s.Log.Warn("could not read the memory hygiene signals for a payload; sending it without them", "session", who.SessionID, "err", err)

@@ -76,7 +76,7 @@ func seedSynthetic(tb testing.TB, s *Store, projects, perProject int) *synthetic
 	ctx := context.Background()
 	span := int64(180 * 24 * time.Hour / time.Millisecond)
 	for p := range projects {
-		err := s.withTx(ctx, func(tx *sql.Tx) error {
+		err := s.withTx(ctx, func(tx cachedTx) error {
 			for range perProject {
 				created := t0.Add(-time.Duration(g.rng.Int64N(span)) * time.Millisecond).Truncate(time.Millisecond)
 				m := Memory{
@@ -248,7 +248,7 @@ func TestFindDuplicatesLatency(t *testing.T) {
 	ctx := context.Background()
 	planted := nearDuplicates(t, s, g, *scale/100)
 	alike := 0
-	err := s.withTx(ctx, func(tx *sql.Tx) error {
+	err := s.withTx(ctx, func(tx cachedTx) error {
 		for i, m := range planted {
 			at := t0.Add(time.Duration(i) * time.Millisecond)
 			m.ID, m.Kind, m.Tags, m.CreatedAt, m.UpdatedAt = newID(at), "fact", []string{}, at, at

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -416,7 +415,7 @@ func (s *Store) CheckBranches(ctx context.Context, exists func(dir string) bool,
 		}
 	}
 	if len(changes) > 0 {
-		err := s.withTx(ctx, func(tx *sql.Tx) error {
+		err := s.withTx(ctx, func(tx cachedTx) error {
 			for _, m := range changes {
 				// Only as judged: a memory updated or forgotten meanwhile is judged next time.
 				_, err := tx.ExecContext(ctx, `UPDATE memories SET branch_verdict = ?, branch_checked_at = ?

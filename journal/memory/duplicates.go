@@ -3,7 +3,6 @@ package memory
 import (
 	"cmp"
 	"context"
-	"database/sql"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -39,7 +38,7 @@ import (
 func (s *Store) FindDuplicates(ctx context.Context, now time.Time) (found int, err error) {
 	// The writes delete the pairs of what they change, and readers check both sides anyway;
 	// this clears whatever a side changed by another path (a restore of an old file) left.
-	err = s.withTx(ctx, func(tx *sql.Tx) error {
+	err = s.withTx(ctx, func(tx cachedTx) error {
 		_, err := tx.ExecContext(ctx, `DELETE FROM pairs WHERE NOT EXISTS (SELECT 1 FROM memories m WHERE m.id = pairs.a AND m.forgotten_at = 0 AND m.updated_at = pairs.a_updated)
 			OR NOT EXISTS (SELECT 1 FROM memories m WHERE m.id = pairs.b AND m.forgotten_at = 0 AND m.updated_at = pairs.b_updated)`)
 		return err
@@ -173,7 +172,7 @@ func (s *Store) recordPairs(ctx context.Context, project string, pairs []pair, n
 		return 0, nil
 	}
 	n := 0
-	err = s.withTx(ctx, func(tx *sql.Tx) error {
+	err = s.withTx(ctx, func(tx cachedTx) error {
 		n = 0
 		for _, p := range fresh {
 			ok, err := recordPair(ctx, tx, p, now)

@@ -250,7 +250,7 @@ func openPairs(ctx context.Context, q queryer, projects []string, limit int) ([]
 // recordPair records p as found at now, unless it is dismissed with both current texts,
 // either side is no longer as p saw it, or it is recorded already with the same sides (so
 // the periodic pass is idempotent). It reports whether it recorded anything.
-func recordPair(ctx context.Context, tx *sql.Tx, p pair, now time.Time) (bool, error) {
+func recordPair(ctx context.Context, tx cachedTx, p pair, now time.Time) (bool, error) {
 	res, err := tx.ExecContext(ctx, `
 		INSERT INTO pairs (a, b, project, score, found_at, a_updated, b_updated)
 		SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7
@@ -271,7 +271,7 @@ func recordPair(ctx context.Context, tx *sql.Tx, p pair, now time.Time) (bool, e
 // pairUp records a pair of m, just written in tx, with each of its look-alikes at or above
 // DuplicateThreshold. The look-alikes were scored before the transaction; each is scored
 // again here against its text as tx sees it, which a concurrent write may have changed.
-func pairUp(ctx context.Context, tx *sql.Tx, m Memory, similar []Similar, now time.Time) error {
+func pairUp(ctx context.Context, tx cachedTx, m Memory, similar []Similar, now time.Time) error {
 	var cands []string
 	for _, x := range similar {
 		if x.ID != m.ID && x.Score >= DuplicateThreshold {
@@ -315,7 +315,7 @@ func pairUp(ctx context.Context, tx *sql.Tx, m Memory, similar []Similar, now ti
 }
 
 // closePairs deletes the pairs of the memory id, in the transaction that changes it.
-func closePairs(ctx context.Context, tx *sql.Tx, id string) error {
+func closePairs(ctx context.Context, tx cachedTx, id string) error {
 	_, err := tx.ExecContext(ctx, `DELETE FROM pairs WHERE a = ?1 OR b = ?1`, id)
 	return err
 }
@@ -338,7 +338,7 @@ func (s *Store) Dismiss(ctx context.Context, c Caller, a, b string, now time.Tim
 	if b < a {
 		a, b = b, a
 	}
-	err := s.withTx(ctx, func(tx *sql.Tx) error {
+	err := s.withTx(ctx, func(tx cachedTx) error {
 		var first dismissal
 		if ok, err := repeated(ctx, tx, c, toolDismiss, &first); ok || err != nil {
 			return err
@@ -393,7 +393,7 @@ func (s *Store) Restore(ctx context.Context, c Caller, id string, now time.Time)
 		}
 	}
 	var out Changed
-	err = s.withTx(ctx, func(tx *sql.Tx) error {
+	err = s.withTx(ctx, func(tx cachedTx) error {
 		if ok, err := repeated(ctx, tx, c, toolRestore, &out); ok || err != nil {
 			out.Repeat = ok
 			return err

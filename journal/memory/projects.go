@@ -3,7 +3,6 @@ package memory
 import (
 	"cmp"
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"path/filepath"
@@ -216,7 +215,7 @@ func (s *Store) withFolders(ctx context.Context, ms []Memory) error {
 // recordFolder makes folder the folder of project, unless it is already. A folder that is
 // not a clean absolute path is left out: it is a label for people, never worth failing a
 // write for.
-func recordFolder(ctx context.Context, tx *sql.Tx, project, folder string, now time.Time) error {
+func recordFolder(ctx context.Context, tx cachedTx, project, folder string, now time.Time) error {
 	folder, err := cleanDirectory(folder)
 	if err != nil || folder == "" || project == "" {
 		return nil

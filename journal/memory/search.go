@@ -2,7 +2,6 @@ package memory
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -11,6 +10,7 @@ import (
 	"strings"
 	"time"
 	"unicode"
+	"unicode/utf8"
 )
 
 // DuplicateThreshold is the Similarity at or above which two memories are duplicates: two
@@ -104,7 +104,7 @@ func (s *Store) Search(ctx context.Context, c Caller, query string, kinds []stri
 			hits[i].Memory.UsedAt = &used
 		}
 	}
-	err = s.withTx(ctx, func(tx *sql.Tx) error {
+	err = s.withTx(ctx, func(tx cachedTx) error {
 		var first SearchResult
 		if ok, err := repeated(ctx, tx, c, toolSearch, &first); ok || err != nil {
 			out, out.Repeat = first, ok
@@ -138,11 +138,7 @@ func (s *Store) Related(ctx context.Context, project, text string, limit int) ([
 	if err != nil {
 		return nil, err
 	}
-	words := distinct(contentWords(text))
-	if len(words) > maxRelatedTerms {
-		words = words[:maxRelatedTerms]
-	}
-	rare, err := s.rarest(ctx, words, relatedWords)
+	rare, err := s.rarest(ctx, firstWords(text, maxRelatedTerms), relatedWords)
 	if err != nil {
 		return nil, fmt.Errorf("related memories: %w", err)
 	}
@@ -217,7 +213,7 @@ func (s *Store) rarest(ctx context.Context, words []string, n int) ([]string, er
 }
 
 // countWords adds delta to the document frequency of the words of content.
-func countWords(ctx context.Context, tx *sql.Tx, content string, delta int) error {
+func countWords(ctx context.Context, tx cachedTx, content string, delta int) error {
 	var words []string
 	for _, w := range distinct(contentWords(content)) {
 		if !stopwords[w] {
@@ -523,6 +519,54 @@ func contentWords(text string) []string {
 	}
 	if len(words) == 0 {
 		return all
+	}
+	return words
+}
+
+// firstWords is distinct(contentWords(text)) cut to n words, without splitting and
+// deduplicating more of text than it takes: a payload runs to tens of kilobytes, and
+// splitting all of it was half of what looking up its related memories cost.
+func firstWords(text string, n int) []string {
+	lower := strings.ToLower(text)
+	seen := map[string]bool{}
+	var words, stops []string // distinct words in order; stopwords, for a text of nothing else
+	for i := 0; i < len(lower) && len(words) < n; {
+		start, end := -1, i
+		for end < len(lower) {
+			r, size := rune(lower[end]), 1
+			if r >= utf8.RuneSelf {
+				r, size = utf8.DecodeRuneInString(lower[end:])
+			} else if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
+				r = 'a' // a word rune; ASCII needs no table
+			}
+			if r == 'a' || (r >= utf8.RuneSelf && isWordRune(r)) {
+				if start < 0 {
+					start = end
+				}
+			} else if start >= 0 {
+				break
+			}
+			end += size
+		}
+		i = end
+		if start < 0 {
+			continue
+		}
+		w := lower[start:end]
+		if seen[w] {
+			continue
+		}
+		seen[w] = true
+		if stopwords[w] {
+			if len(stops) < n {
+				stops = append(stops, w)
+			}
+			continue
+		}
+		words = append(words, w)
+	}
+	if len(words) == 0 {
+		return stops
 	}
 	return words
 }

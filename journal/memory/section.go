@@ -3,7 +3,6 @@ package memory
 import (
 	"cmp"
 	"context"
-	"database/sql"
 	"fmt"
 	"math"
 	"slices"
@@ -126,7 +125,7 @@ func (s *Store) SectionOn(ctx context.Context, project, branch string, budget in
 	if len(shown) == 0 {
 		return "", nil
 	}
-	if err := s.withTx(ctx, func(tx *sql.Tx) error { return markUsed(ctx, tx, shown, now) }); err != nil {
+	if err := s.withTx(ctx, func(tx cachedTx) error { return markUsed(ctx, tx, shown, now) }); err != nil {
 		return "", fmt.Errorf("memory section: %w", err)
 	}
 	return b.String(), nil

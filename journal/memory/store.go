@@ -180,7 +180,7 @@ const checkpointEvery = 32
 
 // Store is the memory store. It is safe for concurrent use.
 type Store struct {
-	w, r       *sql.DB // w: the one writer connection; r: read-only connections
+	w, r       db      // w: the one writer connection; r: read-only connections (stmt.go)
 	ck         *sql.DB // the checkpointer's connection
 	path       string
 	redact     func(string) string
@@ -225,7 +225,7 @@ func Open(path string, opts Options) (*Store, error) {
 	ck, _ := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)")
 	ck.SetMaxOpenConns(1)
 	s := &Store{
-		w: w, r: r, ck: ck, path: path, redact: opts.Redact, staleAfter: cmp.Or(opts.StaleAfter, DefaultStaleAfter),
+		w: newDB(w), r: newDB(r), ck: ck, path: path, redact: opts.Redact, staleAfter: cmp.Or(opts.StaleAfter, DefaultStaleAfter),
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	if s.redact == nil {
@@ -271,17 +271,19 @@ func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		close(s.stop)
 		<-s.done
+		s.r.stmts.close()
+		s.w.stmts.close()
 		s.closeErr = errors.Join(s.r.Close(), s.ck.Close(), s.w.Close())
 	})
 	return s.closeErr
 }
 
 func (s *Store) migrate() error {
-	return migrate.Apply(s.w, migrations, "migrations/*.sql", "memories")
+	return migrate.Apply(s.w.DB, migrations, "migrations/*.sql", "memories")
 }
 
 // withTx runs fn in a writer transaction, rolling back unless fn and the commit succeed.
-func (s *Store) withTx(ctx context.Context, fn func(*sql.Tx) error) error {
+func (s *Store) withTx(ctx context.Context, fn func(cachedTx) error) error {
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -346,7 +348,7 @@ func (s *Store) Remember(ctx context.Context, c Caller, a RememberArgs, now time
 		return Remembered{}, fmt.Errorf("find similar memories: %w", err)
 	}
 	var out Remembered
-	err = s.withTx(ctx, func(tx *sql.Tx) error {
+	err = s.withTx(ctx, func(tx cachedTx) error {
 		if ok, err := repeated(ctx, tx, c, toolRemember, &out); ok || err != nil {
 			out.Repeat = ok
 			return err
@@ -398,7 +400,7 @@ func others(similar []Similar, id string) []Similar {
 	return out
 }
 
-func insert(ctx context.Context, tx *sql.Tx, m Memory) error {
+func insert(ctx context.Context, tx cachedTx, m Memory) error {
 	tags, _ := json.Marshal(m.Tags)
 	var used int64
 	if m.UsedAt != nil {
@@ -457,7 +459,7 @@ func (s *Store) Update(ctx context.Context, c Caller, id string, a UpdateArgs, n
 		}
 	}
 	var out Changed
-	err = s.withTx(ctx, func(tx *sql.Tx) error {
+	err = s.withTx(ctx, func(tx cachedTx) error {
 		if ok, err := repeated(ctx, tx, c, toolUpdate, &out); ok || err != nil {
 			out.Repeat = ok
 			return err
@@ -529,7 +531,7 @@ func (s *Store) Update(ctx context.Context, c Caller, id string, a UpdateArgs, n
 // Get with its audit trail. c.Project "" (a person) may forget any project's memory.
 func (s *Store) Forget(ctx context.Context, c Caller, id, reason string, now time.Time) (Changed, error) {
 	var out Changed
-	err := s.withTx(ctx, func(tx *sql.Tx) error {
+	err := s.withTx(ctx, func(tx cachedTx) error {
 		if ok, err := repeated(ctx, tx, c, toolForget, &out); ok || err != nil {
 			out.Repeat = ok
 			return err
@@ -702,7 +704,7 @@ func (s *Store) Import(ctx context.Context, ms []Memory, now time.Time) (added i
 		}
 		clean = append(clean, m)
 	}
-	err = s.withTx(ctx, func(tx *sql.Tx) error {
+	err = s.withTx(ctx, func(tx cachedTx) error {
 		for _, m := range clean {
 			// The export's folder (else the memory's directory) labels a project the store
 			// has no folder for; a folder learned from a session here is kept.
@@ -808,7 +810,7 @@ func (s *Store) Kinds(ctx context.Context) (map[string]int, error) {
 // Prune drops the callID memo and the frozen session texts older than before. Memories and
 // their audit trail are never pruned.
 func (s *Store) Prune(ctx context.Context, before time.Time) error {
-	err := s.withTx(ctx, func(tx *sql.Tx) error {
+	err := s.withTx(ctx, func(tx cachedTx) error {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM calls WHERE at < ?`, toMS(before)); err != nil {
 			return err
 		}
@@ -837,7 +839,7 @@ func (s *Store) FrozenContext(ctx context.Context, sessionID string) (text strin
 // returns the kept one: of two racing writers the first wins and both get its text.
 func (s *Store) FreezeContext(ctx context.Context, sessionID, text string, now time.Time) (string, error) {
 	var kept string
-	err := s.withTx(ctx, func(tx *sql.Tx) error {
+	err := s.withTx(ctx, func(tx cachedTx) error {
 		_, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO session_context (session_id, text, at) VALUES (?, ?, ?)`, sessionID, text, toMS(now))
 		if err != nil {
 			return err
@@ -861,7 +863,7 @@ func wrap(op string, err error) error {
 
 // repeated looks c's callID up in the memo. When the call was answered before, it decodes
 // that answer into out and reports true. A callID used for another tool is a bad request.
-func repeated(ctx context.Context, tx *sql.Tx, c Caller, tool string, out any) (bool, error) {
+func repeated(ctx context.Context, tx cachedTx, c Caller, tool string, out any) (bool, error) {
 	if c.CallID == "" {
 		return false, nil
 	}
@@ -880,7 +882,7 @@ func repeated(ctx context.Context, tx *sql.Tx, c Caller, tool string, out any) (
 }
 
 // memo keeps the answer of c's call, in the transaction of the change it describes.
-func memo(ctx context.Context, tx *sql.Tx, c Caller, tool string, answer any, now time.Time) error {
+func memo(ctx context.Context, tx cachedTx, c Caller, tool string, answer any, now time.Time) error {
 	if c.CallID == "" {
 		return nil
 	}
@@ -893,7 +895,7 @@ func memo(ctx context.Context, tx *sql.Tx, c Caller, tool string, answer any, no
 	return err
 }
 
-func audit(ctx context.Context, tx *sql.Tx, id string, now time.Time, op string, c Caller, reason, before string) error {
+func audit(ctx context.Context, tx cachedTx, id string, now time.Time, op string, c Caller, reason, before string) error {
 	_, err := tx.ExecContext(ctx, `INSERT INTO memory_log (memory_id, at, op, session_id, call_id, reason, before) VALUES (?, ?, ?, ?, ?, ?, ?)`,
 		id, toMS(now), op, c.SessionID, c.CallID, reason, before)
 	return err
@@ -964,7 +966,7 @@ func (s *Store) memories(ctx context.Context, query string, args ...any) ([]Memo
 }
 
 // markUsed sets used_at of the memories ids to now (never backwards), in one statement.
-func markUsed(ctx context.Context, tx *sql.Tx, ids []string, now time.Time) error {
+func markUsed(ctx context.Context, tx cachedTx, ids []string, now time.Time) error {
 	if len(ids) == 0 {
 		return nil
 	}

@@ -1,0 +1,390 @@
+package journal
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"unsafe"
+
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/thatch-dev/thatch/runtime"
+)
+
+// Rehydrate (Load) reads the whole journal once, at start: 100,000 sessions and a million
+// entries take it about a second on two cores. What it costs, and what it does about it:
+//
+//   - Per row, database/sql costs more than SQLite: every column of every row is a
+//     driver.Value (a string allocated, then boxed; an integer boxed), copied again by
+//     Scan. The entries and sessions are read through the driver's rows directly (readRows),
+//     and an entry's four text columns come as one (root, id, tool and claimant joined by
+//     NUL), split in Go: one string a row instead of four, and no Scan.
+//   - An entry's id is its only string of its own. The ids of one root session are copied
+//     into one buffer of that session's, sized by a first pass over the (root_id, entry_id)
+//     index, and each Entry.ID is a slice of it: one allocation a session instead of one an
+//     entry. Each session's Entries is allocated once, at its exact length.
+//   - The sessions (JSON) are decoded on one goroutine while the entries are read on two
+//     others, each over half the rows (by rowid), each through its own read-only connection:
+//     SQLite's readers run side by side in WAL mode. Each half writes its rows into its own
+//     region of each session's slice and buffer, counted by the first pass, so the halves
+//     share nothing they write.
+//
+// Load runs before the loop, when nothing writes: if the pass that counts and the passes
+// that read ever disagreed (a writer in between), or an id held a NUL, Load reads the
+// entries again the plain way (loadEntriesPlain).
+
+// entryParts is how many goroutines read the entries.
+const entryParts = 2
+
+// errReload says the fast entry reader cannot place a row: read the entries the plain way.
+var errReload = errors.New("entries changed while loading, or an entry id holds a NUL")
+
+// Load rebuilds the state from the journal.
+func (s *Store) Load() (*runtime.State, []runtime.Call, uint64, error) {
+	defer lowerGC(loadGCPercent)()
+	st := runtime.NewState()
+	var pos uint64
+	if err := getMeta(s.db, "counters", &st.Counters); err != nil {
+		return nil, nil, 0, err
+	}
+	if err := getMeta(s.db, "stream_seq", &pos); err != nil {
+		return nil, nil, 0, err
+	}
+	if err := scanJSON(s.db, `SELECT data FROM hosts`, func(data []byte) error {
+		h := &runtime.Host{}
+		if err := json.Unmarshal(data, h); err != nil {
+			return err
+		}
+		st.Hosts[h.ID] = h
+		return nil
+	}); err != nil {
+		return nil, nil, 0, fmt.Errorf("load hosts: %w", err)
+	}
+	grows, err := s.db.Query(`SELECT session_id, at FROM gone`)
+	if err != nil {
+		return nil, nil, 0, fmt.Errorf("load tombstones: %w", err)
+	}
+	for grows.Next() {
+		var id string
+		var at int64
+		if err := grows.Scan(&id, &at); err != nil {
+			grows.Close()
+			return nil, nil, 0, fmt.Errorf("load tombstones: %w", err)
+		}
+		st.Gone[id] = at
+	}
+	if err := grows.Close(); err != nil {
+		return nil, nil, 0, err
+	}
+
+	var wg sync.WaitGroup
+	var sessErr error
+	wg.Go(func() {
+		if err := s.loadSessions(st); err != nil {
+			sessErr = fmt.Errorf("load sessions: %w", err)
+		}
+	})
+	roots, entErr := s.loadEntries()
+	wg.Wait()
+	if sessErr != nil {
+		return nil, nil, 0, sessErr
+	}
+	switch {
+	case errors.Is(entErr, errReload):
+		if err := loadEntriesPlain(s.db, st); err != nil {
+			return nil, nil, 0, fmt.Errorf("load entries: %w", err)
+		}
+	case entErr != nil:
+		return nil, nil, 0, fmt.Errorf("load entries: %w", entErr)
+	default:
+		for root, r := range roots {
+			if sess := st.Sessions[root]; sess != nil {
+				sess.Entries = r.entries
+			} // else rows of a forgotten session: the journal sweep drops them
+		}
+	}
+	st.Reindex() // the index is derived, never stored
+
+	var calls []runtime.Call
+	crows, err := s.db.Query(`SELECT id, call FROM outbox ORDER BY id`)
+	if err != nil {
+		return nil, nil, 0, fmt.Errorf("load outbox: %w", err)
+	}
+	defer crows.Close()
+	for crows.Next() {
+		var c runtime.Call
+		var data []byte
+		if err := crows.Scan(&c.ID, &data); err != nil {
+			return nil, nil, 0, fmt.Errorf("load outbox: %w", err)
+		}
+		if err := json.Unmarshal(data, &c); err != nil {
+			return nil, nil, 0, fmt.Errorf("load outbox call %d: %w", c.ID, err)
+		}
+		calls = append(calls, c)
+	}
+	return st, calls, pos, crows.Err()
+}
+
+// loadSessions decodes the session rows into st.Sessions, through a read-only connection.
+// encoding/json took 6 µs a session; go-json-experiment/json (encoding/json/v2 to be)
+// takes half that, and allocates only what the session keeps. It is told to match names
+// as encoding/json does (without regard to case), and a row it refuses is decoded by
+// encoding/json, which decides. Kinds, statuses, hosts, folders and projects repeat from
+// session to session: one string each is kept.
+func (s *Store) loadSessions(st *runtime.State) error {
+	var n int
+	if err := s.r.QueryRow(`SELECT count(*) FROM sessions`).Scan(&n); err != nil {
+		return err
+	}
+	st.Sessions = make(map[string]*runtime.Session, n)
+	intern := map[string]string{}
+	in := func(s string) string {
+		if v, ok := intern[s]; ok {
+			return v
+		}
+		intern[s] = s
+		return s
+	}
+	opts := jsonv2.MatchCaseInsensitiveNames(true)
+	return readRows(s.r, `SELECT CAST(data AS BLOB) FROM sessions`, nil, func(row []driver.Value) error {
+		data, _ := row[0].([]byte)
+		sess := &runtime.Session{}
+		if jsonv2.Unmarshal(data, sess, opts) != nil {
+			sess = &runtime.Session{}
+			if err := json.Unmarshal(data, sess); err != nil {
+				return err
+			}
+		}
+		sess.HostID, sess.Directory, sess.ProjectID = in(sess.HostID), in(sess.Directory), in(sess.ProjectID)
+		sess.Kind, sess.Status = runtime.Kind(in(string(sess.Kind))), runtime.Status(in(string(sess.Status)))
+		st.Sessions[sess.ID] = sess
+		return nil
+	})
+}
+
+// rootLoad is what the entry readers fill for one root session: its entries in arrival
+// order and the buffer its entries' ids are slices of. Part p of the readers writes
+// entries[next[p]:end[p]] and ids[nextB[p]:endB[p]], which the counting pass sized.
+type rootLoad struct {
+	entries     []runtime.Entry
+	ids         []byte
+	next, end   [entryParts]int
+	nextB, endB [entryParts]int
+}
+
+// loadEntries reads every entry, by root session: a pass over the (root_id, entry_id) index
+// counts them and their ids' bytes for each part, then entryParts goroutines read the rows.
+func (s *Store) loadEntries() (map[string]*rootLoad, error) {
+	var lo, hi sql.NullInt64
+	if err := s.r.QueryRow(`SELECT (SELECT min(id) FROM entries), (SELECT max(id) FROM entries)`).Scan(&lo, &hi); err != nil {
+		return nil, err
+	}
+	if !lo.Valid {
+		return nil, nil
+	}
+	// Part p reads the rows bounds[p] < id <= bounds[p+1].
+	var bounds [entryParts + 1]int64
+	bounds[0] = lo.Int64 - 1
+	for p := 1; p < entryParts; p++ {
+		bounds[p] = lo.Int64 - 1 + (hi.Int64-lo.Int64+1)*int64(p)/entryParts
+	}
+	bounds[entryParts] = hi.Int64
+
+	roots := map[string]*rootLoad{}
+	// The count of the first part and of all, and the same of the ids' bytes (entryParts is 2).
+	err := readRows(s.r, `SELECT root_id, count(*), sum(id <= ?1), sum(octet_length(entry_id)),
+		sum(CASE WHEN id <= ?1 THEN octet_length(entry_id) ELSE 0 END) FROM entries GROUP BY root_id`,
+		[]driver.NamedValue{{Ordinal: 1, Value: bounds[1]}}, func(row []driver.Value) error {
+			root, _ := row[0].(string)
+			n, n0, b, b0 := int(asInt(row[1])), int(asInt(row[2])), int(asInt(row[3])), int(asInt(row[4]))
+			r := &rootLoad{entries: make([]runtime.Entry, n), ids: make([]byte, b)}
+			r.next, r.end = [entryParts]int{0, n0}, [entryParts]int{n0, n}
+			r.nextB, r.endB = [entryParts]int{0, b0}, [entryParts]int{b0, b}
+			roots[root] = r
+			return nil
+		})
+	if err != nil {
+		return nil, err
+	}
+	errs := make([]error, entryParts)
+	var wg sync.WaitGroup
+	for p := range entryParts {
+		wg.Go(func() { errs[p] = s.readEntries(roots, p, bounds[p], bounds[p+1]) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	for _, r := range roots {
+		if r.next != r.end || r.nextB != r.endB {
+			return nil, errReload
+		}
+	}
+	return roots, nil
+}
+
+// readEntries reads part p of the entries, the rows lo < id <= hi, into their roots.
+func (s *Store) readEntries(roots map[string]*rootLoad, p int, lo, hi int64) error {
+	intern := map[string]string{"": ""} // tool names and claimants repeat
+	in := func(v string) string {
+		if s, ok := intern[v]; ok {
+			return s
+		}
+		s := strings.Clone(v) // not a slice of the row, which is garbage once read
+		intern[s] = s
+		return s
+	}
+	var lastRoot string
+	var r *rootLoad
+	return readRows(s.r, `SELECT root_id || char(0) || entry_id || char(0) || tool || char(0) || claimed_by, claimed_at, size, trivial
+		FROM entries WHERE id > ? AND id <= ? ORDER BY id`, []driver.NamedValue{{Ordinal: 1, Value: lo}, {Ordinal: 2, Value: hi}},
+		func(row []driver.Value) error {
+			text, _ := row[0].(string)
+			root, rest, ok1 := strings.Cut(text, "\x00")
+			id, rest, ok2 := strings.Cut(rest, "\x00")
+			tool, claimant, ok3 := strings.Cut(rest, "\x00")
+			if !ok1 || !ok2 || !ok3 || strings.IndexByte(claimant, 0) >= 0 {
+				return errReload
+			}
+			if r == nil || root != lastRoot {
+				if r, lastRoot = roots[root], root; r == nil {
+					return errReload
+				}
+			}
+			i, b := r.next[p], r.nextB[p]
+			if i >= r.end[p] || b+len(id) > r.endB[p] {
+				return errReload
+			}
+			r.next[p]++
+			r.nextB[p] += copy(r.ids[b:], id)
+			e := &r.entries[i]
+			if len(id) > 0 {
+				// r.ids[b:b+len(id)] is written once, here, and never again.
+				e.ID = unsafe.String(&r.ids[b], len(id))
+			}
+			e.Tool, e.Claimant = in(tool), in(claimant)
+			e.ClaimedAt, e.Size, e.Trivial = asInt(row[1]), int32(asInt(row[2])), asInt(row[3]) != 0
+			return nil
+		})
+}
+
+// loadEntriesPlain reads every entry into its root session, one Scan a row: what Load
+// falls back to when the fast reader cannot place a row.
+func loadEntriesPlain(db *sql.DB, st *runtime.State) error {
+	for _, sess := range st.Sessions {
+		sess.Entries = nil
+	}
+	rows, err := db.Query(`SELECT root_id, entry_id, tool, claimed_by, claimed_at, size, trivial FROM entries ORDER BY id`)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	intern := map[string]string{}
+	internB := func(b sql.RawBytes) string {
+		if s, ok := intern[string(b)]; ok {
+			return s
+		}
+		s := string(b)
+		intern[s] = s
+		return s
+	}
+	var root, id, tool, claimant sql.RawBytes
+	var at int64
+	var size int32
+	var trivial bool
+	var last *runtime.Session
+	for rows.Next() {
+		if err := rows.Scan(&root, &id, &tool, &claimant, &at, &size, &trivial); err != nil {
+			return err
+		}
+		if last == nil || last.ID != string(root) {
+			if last = st.Sessions[string(root)]; last == nil {
+				continue // rows of a forgotten session: the journal sweep drops them
+			}
+		}
+		last.Entries = append(last.Entries, runtime.Entry{ID: string(id), Tool: internB(tool), Claimant: internB(claimant), ClaimedAt: at,
+			Size: size, Trivial: trivial})
+	}
+	return rows.Err()
+}
+
+// loadGCPercent is the GC's target while Load runs (see lowerGC). Load allocates the
+// entries' slices and id buffers, most of what it keeps, early (after the counting pass),
+// then reads rows whose strings are garbage at once: at the default 100 the heap grows to
+// twice what it keeps before a collection. At 25 the peak is about 30 MiB lower at 100,000
+// sessions and a million entries, for a few more collections.
+const loadGCPercent = 25
+
+// lowerGC lowers the GC's target percentage to pct for the time of Load, unless it is
+// lower already (GOGC) or the GC is off, and returns what puts it back. It is the
+// process's setting: whatever else runs meanwhile collects as often.
+func lowerGC(pct int) func() {
+	prev := debug.SetGCPercent(pct)
+	if prev < pct {
+		debug.SetGCPercent(prev)
+	}
+	return func() { debug.SetGCPercent(prev) }
+}
+
+// readRows runs query on one connection of db and calls fn with each row as the driver
+// gives it, without database/sql's per-row Scan: fn must not keep row past its call
+// (the values themselves, strings and byte slices, are its to keep).
+func readRows(db *sql.DB, query string, args []driver.NamedValue, fn func(row []driver.Value) error) error {
+	return queryRaw(db, query, args, func(rows driver.Rows) error {
+		row := make([]driver.Value, len(rows.Columns()))
+		for {
+			if err := rows.Next(row); err != nil {
+				if err == io.EOF {
+					return nil
+				}
+				return err
+			}
+			if err := fn(row); err != nil {
+				return err
+			}
+		}
+	})
+}
+
+// queryRaw runs query on one connection of db and hands fn the driver's rows.
+func queryRaw(db *sql.DB, query string, args []driver.NamedValue, fn func(driver.Rows) error) error {
+	ctx := context.Background()
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	return conn.Raw(func(dc any) error {
+		q, ok := dc.(driver.QueryerContext)
+		if !ok {
+			return fmt.Errorf("the SQLite driver cannot query a connection directly")
+		}
+		rows, err := q.QueryContext(ctx, query, args)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		return fn(rows)
+	})
+}
+
+// asInt reads an INTEGER column (NULL reads as 0).
+func asInt(v driver.Value) int64 {
+	switch v := v.(type) {
+	case int64:
+		return v
+	case float64:
+		return int64(v)
+	case bool:
+		if v {
+			return 1
+		}
+	}
+	return 0
+}

@@ -1,0 +1,25 @@
+package memory
+
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// firstWords must be distinct(contentWords(text)) cut to n words.
+func TestFirstWordsIsContentWordsCut(t *testing.T) {
+	pieces := []string{"the", "The", "a", "Build", "build", "svc-12-04", "src/x/y.go", " ", "  ", "\n", ",", "é", "Éclair", "İstanbul", "K", "ω", "日本", "3.14", "\xff", "_", "of", "IS"}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range 5000 {
+		var text string
+		for range rng.IntN(30) {
+			text += pieces[rng.IntN(len(pieces))]
+		}
+		n := 1 + rng.IntN(8)
+		want := distinct(contentWords(text))
+		want = want[:min(len(want), n)]
+		if got := firstWords(text, n); !slices.Equal(got, want) && !(len(got) == 0 && len(want) == 0) {
+			t.Fatalf("case %d: firstWords(%q, %d) = %q, want %q", i, text, n, got, want)
+		}
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"unsafe"
 
 	jsonv2 "github.com/go-json-experiment/json"
+
 	"github.com/thatch-dev/thatch/runtime"
 )
 

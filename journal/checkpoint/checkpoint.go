@@ -32,7 +32,7 @@ type Checkpointer struct {
 
 // Start opens a connection of its own to the SQLite database at path (a file name, not a
 // DSN) and starts checkpointing it every every reported commits (0: DefaultEvery), with a
-// TRUNCATE checkpoint once the WAL holds maxFrames pages (0: DefaultMaxFrames). The
+// RESTART checkpoint once the WAL holds maxFrames pages (0: DefaultMaxFrames). The
 // writer's connection must be opened with wal_autocheckpoint(0).
 func Start(path string, every, maxFrames int) (*Checkpointer, error) {
 	if every <= 0 {

@@ -472,7 +472,15 @@ func (s *Server) memoryAPI(ctx context.Context, method string, data []byte) (any
 		if audit == nil {
 			audit = []memory.Audit{}
 		}
-		return map[string]any{"memory": m, "audit": audit}, nil
+		res := map[string]any{"memory": m, "audit": audit}
+		// The session the memory's extraction came from: its writer, an extraction child,
+		// is deleted once done (an extension of memory.get).
+		if s.ExtractedFrom != nil && m.Source.SessionID != "" {
+			if root, err := s.ExtractedFrom(m.Source.SessionID); err == nil && root != "" {
+				res["extractedFrom"] = root
+			}
+		}
+		return res, nil
 	case protocol.APIMemoryForget:
 		r, err := st.Forget(ctx, memory.Caller{}, p.ID, p.Reason, now)
 		if err != nil {

@@ -54,6 +54,9 @@ type Server struct {
 	// than the row before (0: from the newest); nil answers the deadletters method with
 	// NotImplementedError.
 	DeadLetters func(before int64, limit int) ([]runtime.DeadLetterView, error)
+	// ExtractedFrom, when set, names the top-level session an extraction child extracted
+	// (the ledger's): memory.get adds it for a memory that child wrote.
+	ExtractedFrom func(child string) (string, error)
 	// ToolTook, when set, sees each tool call's name, how long its answer took and the
 	// error's name ("" for a result): the operator's metrics.
 	ToolTook func(tool string, took time.Duration, errName string)

@@ -185,8 +185,9 @@ func (s *memoriesShowCommand) Run(ctx context.Context, c daemon.Config, out io.W
 		return printJSON(out, raw)
 	}
 	var r struct {
-		Memory memory.Memory  `json:"memory"`
-		Audit  []memory.Audit `json:"audit"`
+		Memory        memory.Memory  `json:"memory"`
+		Audit         []memory.Audit `json:"audit"`
+		ExtractedFrom string         `json:"extractedFrom"`
 	}
 	if err := json.Unmarshal(raw, &r); err != nil {
 		return err
@@ -198,7 +199,7 @@ func (s *memoriesShowCommand) Run(ctx context.Context, c daemon.Config, out io.W
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	rows := [][2]string{{"id", m.ID}, {"project", m.Project}, {"folder", m.Folder}, {"kind", m.Kind}, {"tags", strings.Join(m.Tags, ", ")},
 		{"branch", m.Branch}, {"created", stamp(&m.CreatedAt)}, {"updated", stamp(&m.UpdatedAt)}, {"used", stamp(m.UsedAt)},
-		{"source", strings.TrimSuffix(m.Source.SessionID+" "+m.Source.CallID, " ")}, {"forgotten", stamp(m.ForgottenAt)}}
+		{"source", strings.TrimSuffix(m.Source.SessionID+" "+m.Source.CallID, " ")}, {"extracted from", r.ExtractedFrom}, {"forgotten", stamp(m.ForgottenAt)}}
 	for _, row := range rows {
 		if row[1] != "" {
 			fmt.Fprintf(tw, "%s\t%s\n", row[0], row[1])

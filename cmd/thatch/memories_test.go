@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -112,6 +113,14 @@ func TestMemoriesThroughTheDaemon(t *testing.T) {
 	if !strings.Contains(deploy.Content, "office VPN") || deploy.Source.SessionID == "" {
 		t.Errorf("the updated memory is %+v", deploy)
 	}
+	// Its writer, the extraction child, is deleted once done: show names the session it
+	// extracted, from the ledger.
+	var shown strings.Builder
+	waitFor(t, "thatch memories show to name the extracted session", func() bool {
+		shown.Reset()
+		return memoriesCmd(ctx, r.cfg, []string{"show", deploy.ID}, &shown) == nil &&
+			regexp.MustCompile(`(?m)^extracted from\s+ses_a$`).MatchString(shown.String())
+	})
 
 	// A new session of the same project gets the memories; another project's does not.
 	must(t, r.host.Created(ctx, "ses_b", "", "t", projA))

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/url"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -164,6 +165,21 @@ func callWithin(ctx context.Context, nc *nats.Conn, c daemon.Config, method stri
 }
 
 // printJSON prints a result as it came: the one JSON document of a --json.
+// printTable prints a listing method's answer raw: as it came with asJSON (one document),
+// else decoded into a T and laid out by table into columns.
+func printTable[T any](out io.Writer, raw json.RawMessage, asJSON bool, table func(tw io.Writer, v T) error) error {
+	if asJSON {
+		return printJSON(out, raw)
+	}
+	var v T
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	defer tw.Flush()
+	return table(tw, v)
+}
+
 func printJSON(out io.Writer, raw json.RawMessage) error {
 	_, err := fmt.Fprintln(out, string(raw))
 	return err

@@ -2,12 +2,10 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/thatch-dev/thatch/adapters/natsbus"
 	"github.com/thatch-dev/thatch/cmd/internal/daemon"
@@ -40,34 +38,27 @@ func (k *costsCommand) Run(ctx context.Context, c daemon.Config, out io.Writer, 
 	if err != nil {
 		return err
 	}
-	if k.json {
-		return printJSON(out, raw)
-	}
-	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	defer tw.Flush()
-	var rows []runtime.CostRow
-	if err := json.Unmarshal(raw, &rows); err != nil {
-		return err
-	}
-	if len(rows) == 0 {
-		fmt.Fprintf(tw, "no extraction in the last %d %s\n", k.days, runtime.Plural(k.days, "day", "days"))
-		return nil
-	}
-	fmt.Fprintln(tw, "DAY (UTC)\tPROJECT\tEXTRACTIONS\tENTRIES\tTOKENS IN\tTOKENS OUT\tCOST\tMODELS")
-	var total runtime.CostRow
-	for _, r := range rows {
-		// The project key may be a hash (opencode's project id): a folder of the
-		// project says more; rows journaled before thatch kept one have only the key.
-		project := r.Project
-		if r.Directory != "" {
-			project = r.Directory
+	return printTable(out, raw, k.json, func(tw io.Writer, rows []runtime.CostRow) error {
+		if len(rows) == 0 {
+			fmt.Fprintf(tw, "no extraction in the last %d %s\n", k.days, runtime.Plural(k.days, "day", "days"))
+			return nil
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", r.Day, project, r.Extractions, r.Entries,
-			runtime.FormatTokens(r.TokensIn), runtime.FormatTokens(r.TokensOut), runtime.FormatUSD(r.USD), strings.Join(r.Models, ","))
-		total.Extractions, total.Entries = total.Extractions+r.Extractions, total.Entries+r.Entries
-		total.TokensIn, total.TokensOut, total.USD = total.TokensIn+r.TokensIn, total.TokensOut+r.TokensOut, total.USD+r.USD
-	}
-	fmt.Fprintf(tw, "total, %d %s\t\t%d\t%d\t%s\t%s\t%s\t\n", k.days, runtime.Plural(k.days, "day", "days"), total.Extractions, total.Entries,
-		runtime.FormatTokens(total.TokensIn), runtime.FormatTokens(total.TokensOut), runtime.FormatUSD(total.USD))
-	return nil
+		fmt.Fprintln(tw, "DAY (UTC)\tPROJECT\tEXTRACTIONS\tENTRIES\tTOKENS IN\tTOKENS OUT\tCOST\tMODELS")
+		var total runtime.CostRow
+		for _, r := range rows {
+			// The project key may be a hash (opencode's project id): a folder of the
+			// project says more; rows journaled before thatch kept one have only the key.
+			project := r.Project
+			if r.Directory != "" {
+				project = r.Directory
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", r.Day, project, r.Extractions, r.Entries,
+				runtime.FormatTokens(r.TokensIn), runtime.FormatTokens(r.TokensOut), runtime.FormatUSD(r.USD), strings.Join(r.Models, ","))
+			total.Extractions, total.Entries = total.Extractions+r.Extractions, total.Entries+r.Entries
+			total.TokensIn, total.TokensOut, total.USD = total.TokensIn+r.TokensIn, total.TokensOut+r.TokensOut, total.USD+r.USD
+		}
+		fmt.Fprintf(tw, "total, %d %s\t\t%d\t%d\t%s\t%s\t%s\t\n", k.days, runtime.Plural(k.days, "day", "days"), total.Extractions, total.Entries,
+			runtime.FormatTokens(total.TokensIn), runtime.FormatTokens(total.TokensOut), runtime.FormatUSD(total.USD))
+		return nil
+	})
 }

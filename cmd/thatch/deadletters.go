@@ -2,12 +2,10 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/thatch-dev/thatch/cmd/internal/daemon"
@@ -31,23 +29,16 @@ func (d *deadLettersCommand) Run(ctx context.Context, c daemon.Config, out io.Wr
 	if err != nil {
 		return err
 	}
-	if d.json {
-		return printJSON(out, raw)
-	}
-	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	defer tw.Flush()
-	var rows []runtime.DeadLetterView
-	if err := json.Unmarshal(raw, &rows); err != nil {
-		return err
-	}
-	if len(rows) == 0 {
-		fmt.Fprintln(tw, "no dead letters: thatch rejected no event")
+	return printTable(out, raw, d.json, func(tw io.Writer, rows []runtime.DeadLetterView) error {
+		if len(rows) == 0 {
+			fmt.Fprintln(tw, "no dead letters: thatch rejected no event")
+			return nil
+		}
+		fmt.Fprintln(tw, "SEQ\tAT\tSUBJECT\tREASON\tBODY")
+		for _, r := range rows {
+			body := strings.Join(strings.Fields(r.Body), " ")
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", r.StreamSeq, r.At.Local().Format(time.RFC3339), r.Subject, r.Reason, runtime.CutText(body, 60))
+		}
 		return nil
-	}
-	fmt.Fprintln(tw, "SEQ\tAT\tSUBJECT\tREASON\tBODY")
-	for _, r := range rows {
-		body := strings.Join(strings.Fields(r.Body), " ")
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", r.StreamSeq, r.At.Local().Format(time.RFC3339), r.Subject, r.Reason, runtime.CutText(body, 60))
-	}
-	return nil
+	})
 }

@@ -2,11 +2,9 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
-	"text/tabwriter"
 
 	"github.com/thatch-dev/thatch/cmd/internal/daemon"
 	"github.com/thatch-dev/thatch/runtime"
@@ -27,18 +25,11 @@ func (e *entriesCommand) Run(ctx context.Context, c daemon.Config, out io.Writer
 	if err != nil {
 		return err
 	}
-	if e.json {
-		return printJSON(out, raw)
-	}
-	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	defer tw.Flush()
-	var rows []runtime.EntryView
-	if err := json.Unmarshal(raw, &rows); err != nil {
-		return err
-	}
-	fmt.Fprintln(tw, "ENTRY\tTOOL\tSTATE\tCLAIMED BY")
-	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.ID, r.Tool, r.State, r.ClaimedBy)
-	}
-	return nil
+	return printTable(out, raw, e.json, func(tw io.Writer, rows []runtime.EntryView) error {
+		fmt.Fprintln(tw, "ENTRY\tTOOL\tSTATE\tCLAIMED BY")
+		for _, r := range rows {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.ID, r.Tool, r.State, r.ClaimedBy)
+		}
+		return nil
+	})
 }

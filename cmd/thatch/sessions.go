@@ -2,11 +2,9 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
-	"text/tabwriter"
 
 	"github.com/thatch-dev/thatch/cmd/internal/daemon"
 	"github.com/thatch-dev/thatch/runtime"
@@ -42,27 +40,20 @@ func (s *sessionsCommand) Run(ctx context.Context, c daemon.Config, out io.Write
 	if err != nil {
 		return err
 	}
-	if s.json {
-		return printJSON(out, raw)
-	}
-	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	defer tw.Flush()
-	var rows []runtime.SessionView
-	if err := json.Unmarshal(raw, &rows); err != nil {
-		return err
-	}
-	fmt.Fprintln(tw, "SESSION\tHOST\tKIND\tSTATUS\tPENDING\tACCEPTED\tFLAGS\tDIRECTORY")
-	for _, r := range rows {
-		flags := ""
-		for _, f := range []struct {
-			on   bool
-			name string
-		}{{r.Extracting, "extracting"}, {r.Compacting, "compacting"}, {r.WrapUp != "", "wrap-up:" + string(r.WrapUp)}} {
-			if f.on {
-				flags += f.name + " "
+	return printTable(out, raw, s.json, func(tw io.Writer, rows []runtime.SessionView) error {
+		fmt.Fprintln(tw, "SESSION\tHOST\tKIND\tSTATUS\tPENDING\tACCEPTED\tFLAGS\tDIRECTORY")
+		for _, r := range rows {
+			flags := ""
+			for _, f := range []struct {
+				on   bool
+				name string
+			}{{r.Extracting, "extracting"}, {r.Compacting, "compacting"}, {r.WrapUp != "", "wrap-up:" + string(r.WrapUp)}} {
+				if f.on {
+					flags += f.name + " "
+				}
 			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", r.SessionID, r.HostID, r.Kind, r.Status, r.Pending, r.Accepted, flags, r.Directory)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", r.SessionID, r.HostID, r.Kind, r.Status, r.Pending, r.Accepted, flags, r.Directory)
-	}
-	return nil
+		return nil
+	})
 }

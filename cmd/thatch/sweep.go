@@ -2,11 +2,9 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
-	"text/tabwriter"
 
 	"github.com/thatch-dev/thatch/cmd/internal/daemon"
 	"github.com/thatch-dev/thatch/runtime"
@@ -39,25 +37,18 @@ func (s *sweepCommand) Run(ctx context.Context, c daemon.Config, out io.Writer, 
 	if err != nil {
 		return err
 	}
-	if s.json {
-		return printJSON(out, raw)
-	}
-	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	defer tw.Flush()
-	var res runtime.SweepResult
-	if err := json.Unmarshal(raw, &res); err != nil {
-		return err
-	}
-	if len(res.Actions) == 0 {
-		fmt.Fprintln(tw, "nothing stranded")
+	return printTable(out, raw, s.json, func(tw io.Writer, res runtime.SweepResult) error {
+		if len(res.Actions) == 0 {
+			fmt.Fprintln(tw, "nothing stranded")
+			return nil
+		}
+		fmt.Fprintln(tw, "ACTION\tSESSION\tDIRECTORY\tREASON")
+		for _, a := range res.Actions {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", a.Kind, a.SessionID, a.Directory, a.Reason)
+		}
+		if s.dryRun {
+			fmt.Fprintln(tw, "(dry run: nothing was changed)")
+		}
 		return nil
-	}
-	fmt.Fprintln(tw, "ACTION\tSESSION\tDIRECTORY\tREASON")
-	for _, a := range res.Actions {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", a.Kind, a.SessionID, a.Directory, a.Reason)
-	}
-	if s.dryRun {
-		fmt.Fprintln(tw, "(dry run: nothing was changed)")
-	}
-	return nil
+	})
 }

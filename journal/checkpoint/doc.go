@@ -17,6 +17,6 @@
 // maxFrames pages and what the writer appends between two kicks; SQLite deletes it when
 // the last connection closes.
 //
-// The journal uses it. It imports nothing of thatch: database/sql and the
+// The journal and the memory store use it. It imports nothing of thatch: database/sql and the
 // modernc.org/sqlite driver.
 package checkpoint

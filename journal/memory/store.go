@@ -21,6 +21,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/thatch-dev/thatch/journal/checkpoint"
 	"github.com/thatch-dev/thatch/journal/migrate"
 	"github.com/thatch-dev/thatch/runtime/protocol"
 )
@@ -180,18 +181,15 @@ const checkpointEvery = 32
 
 // Store is the memory store. It is safe for concurrent use.
 type Store struct {
-	w, r       db      // w: the one writer connection; r: read-only connections (stmt.go)
-	ck         *sql.DB // the checkpointer's connection
+	w, r       db                       // w: the one writer connection; r: read-only connections (stmt.go)
+	cp         *checkpoint.Checkpointer // copies the WAL back beside the writer
 	path       string
 	redact     func(string) string
 	staleAfter time.Duration
 
-	writes       atomic.Int64  // committed write transactions
-	checkpointed atomic.Int64  // checkpoints run
-	kick         chan struct{} // asks the checkpointer for a checkpoint
-	stop, done   chan struct{}
-	closeOnce    sync.Once
-	closeErr     error
+	writes    atomic.Int64 // committed write transactions
+	closeOnce sync.Once
+	closeErr  error
 }
 
 // Open opens (creating when absent) the memory store at path.
@@ -222,16 +220,18 @@ func Open(path string, opts Options) (*Store, error) {
 	r, _ := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)&_pragma=query_only(1)")
 	r.SetMaxOpenConns(4)
 	r.SetMaxIdleConns(4)
-	ck, _ := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)")
-	ck.SetMaxOpenConns(1)
+	cp, err := checkpoint.Start(path, checkpointEvery, 0)
+	if err != nil {
+		w.Close()
+		r.Close()
+		return nil, fmt.Errorf("open memories %s: %w", path, err)
+	}
 	s := &Store{
-		w: newDB(w), r: newDB(r), ck: ck, path: path, redact: opts.Redact, staleAfter: cmp.Or(opts.StaleAfter, DefaultStaleAfter),
-		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
+		w: newDB(w), r: newDB(r), cp: cp, path: path, redact: opts.Redact, staleAfter: cmp.Or(opts.StaleAfter, DefaultStaleAfter),
 	}
 	if s.redact == nil {
 		s.redact = func(v string) string { return v }
 	}
-	go s.checkpoints()
 	if err := s.migrate(); err != nil {
 		s.Close()
 		if migrate.Damaged(err) {
@@ -240,23 +240,6 @@ func Open(path string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open memories %s: %w", path, err)
 	}
 	return s, nil
-}
-
-// checkpoints copies the WAL back into the database file whenever kicked, until Close. A
-// PASSIVE checkpoint waits for neither readers nor the writer; what it cannot copy now, the
-// next one does. Its errors are left out: a failing checkpoint only lets the WAL grow, and
-// the writes that follow report a failing disk themselves.
-func (s *Store) checkpoints() {
-	defer close(s.done)
-	for {
-		select {
-		case <-s.stop:
-			return
-		case <-s.kick:
-			_, _ = s.ck.Exec(`PRAGMA wal_checkpoint(PASSIVE)`)
-			s.checkpointed.Add(1)
-		}
-	}
 }
 
 // Writes counts the store's committed write transactions since it was opened: a reader
@@ -269,11 +252,9 @@ func (s *Store) Path() string { return s.path }
 // Close stops the checkpointer and closes the database; closing again does nothing.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
-		close(s.stop)
-		<-s.done
 		s.r.stmts.close()
 		s.w.stmts.close()
-		s.closeErr = errors.Join(s.r.Close(), s.ck.Close(), s.w.Close())
+		s.closeErr = errors.Join(s.r.Close(), s.cp.Close(), s.w.Close())
 	})
 	return s.closeErr
 }
@@ -295,12 +276,8 @@ func (s *Store) withTx(ctx context.Context, fn func(cachedTx) error) error {
 	if err := tx.Commit(); err != nil {
 		return err
 	}
-	if s.writes.Add(1)%checkpointEvery == 0 {
-		select {
-		case s.kick <- struct{}{}:
-		default: // one is pending already
-		}
-	}
+	s.writes.Add(1)
+	s.cp.Wrote()
 	return nil
 }
 

@@ -1146,7 +1146,7 @@ func TestCheckpointsRun(t *testing.T) {
 		remember(t, s, alice, fmt.Sprintf("note %d", i))
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	for s.checkpointed.Load() == 0 {
+	for kicks, _ := s.cp.Runs(); kicks == 0; kicks, _ = s.cp.Runs() {
 		if time.Now().After(deadline) {
 			t.Fatal("no checkpoint after many writes")
 		}

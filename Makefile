@@ -6,7 +6,11 @@ LDFLAGS       := -X github.com/thatch-dev/thatch/runtime.Version=$(VERSION)
 BIN           := bin/thatch
 BENCH_BIN     := bin/thatch-bench
 
-FUZZTIME      ?= 15s
+# Each fuzz target's budget is a count of inputs (about 15 s each on a 2-core machine), not a
+# duration: with a duration, Go 1.26's fuzz coordinator can race its own deadline under load
+# and fail with a bare "context deadline exceeded" and no failing input (go.dev/issue/75804,
+# fixed in Go 1.27). FUZZTIME (e.g. 30s or 1000000x) sets one budget for all of them.
+FUZZTIME      ?=
 
 SOAK          ?= 10m
 
@@ -47,12 +51,12 @@ ui-test:
 ui-shots:
 	$(MAKE) ui-test UI_SHOTS="$(CURDIR)/docs/ui"
 
-## fuzz: each fuzz target for FUZZTIME (seed corpora also run in make test)
+## fuzz: each fuzz target for its budget, or FUZZTIME (seed corpora also run in make test)
 fuzz:
-	$(GO) test -run '^$$' -fuzz '^FuzzDecodeEvent$$' -fuzztime $(FUZZTIME) ./runtime
-	$(GO) test -run '^$$' -fuzz '^FuzzToolCall$$' -fuzztime $(FUZZTIME) ./runtime
-	$(GO) test -run '^$$' -fuzz '^FuzzText$$' -fuzztime $(FUZZTIME) ./runtime/redact
-	$(GO) test -run '^$$' -fuzz '^FuzzJSON$$' -fuzztime $(FUZZTIME) ./runtime/redact
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeEvent$$' -fuzztime $(or $(FUZZTIME),120000x) ./runtime
+	$(GO) test -run '^$$' -fuzz '^FuzzToolCall$$' -fuzztime $(or $(FUZZTIME),100000x) ./runtime
+	$(GO) test -run '^$$' -fuzz '^FuzzText$$' -fuzztime $(or $(FUZZTIME),60000x) ./runtime/redact
+	$(GO) test -run '^$$' -fuzz '^FuzzJSON$$' -fuzztime $(or $(FUZZTIME),400000x) ./runtime/redact
 
 ## check: formatting, vet, staticcheck and the tests
 check: fmt vet staticcheck test

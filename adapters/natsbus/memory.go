@@ -26,8 +26,6 @@ type Memories struct {
 	Now         func() time.Time
 	// Redacted counts the redactions the store's Redact made since thatch started.
 	Redacted atomic.Int64
-	// PassDue asks the next sweep for the all-pairs duplicate pass (an import happened).
-	PassDue atomic.Bool
 }
 
 // Redact is the memory store's redactor (rule 13), counting what it redacts.
@@ -508,9 +506,6 @@ func (s *Server) memoryAPI(ctx context.Context, method string, data []byte) (any
 		n, err := st.Import(ctx, p.Memories, now)
 		if err != nil {
 			return nil, storeError(err)
-		}
-		if n > 0 { // an import is not checked for look-alikes as it is written: the next sweep's pass is
-			s.Memories.PassDue.Store(true)
 		}
 		return map[string]int{"added": n}, nil
 	case protocol.APIMemoryRestore:

@@ -630,3 +630,58 @@ func TestMigrateFromVersion1(t *testing.T) {
 		t.Errorf("pass over old memories: %d %v", n, err)
 	}
 }
+
+func TestDuplicatePassDue(t *testing.T) {
+	ctx := context.Background()
+	s := setup(t)
+	day := 24 * time.Hour
+	due := func(s *Store, now time.Time) bool {
+		t.Helper()
+		d, err := s.DuplicatePassDue(ctx, now, day)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	if !due(s, t0) {
+		t.Fatal("a store no pass ever ran on: not due")
+	}
+	if _, err := s.FindDuplicates(ctx, t0); err != nil {
+		t.Fatal(err)
+	}
+	if due(s, t0.Add(time.Hour)) {
+		t.Fatal("due an hour after a pass")
+	}
+	// A restart of thatch reads the same store: the pass is not redone.
+	s.Close()
+	s, err := Open(s.Path(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if due(s, t0.Add(time.Hour)) {
+		t.Fatal("due again after reopening the store an hour after a pass")
+	}
+	if !due(s, t0.Add(day)) {
+		t.Fatal("not due a day after the pass")
+	}
+	// An import that adds nothing changes nothing; one that adds makes the pass due.
+	if n, err := s.Import(ctx, nil, t0.Add(2*time.Hour)); err != nil || n != 0 {
+		t.Fatal(n, err)
+	}
+	if due(s, t0.Add(3*time.Hour)) {
+		t.Fatal("due after an empty import")
+	}
+	if n, err := s.Import(ctx, []Memory{imported(1, "proj-p", ten)}, t0.Add(2*time.Hour)); err != nil || n != 1 {
+		t.Fatal(n, err)
+	}
+	if !due(s, t0.Add(3*time.Hour)) {
+		t.Fatal("not due after an import added a memory")
+	}
+	if _, err := s.FindDuplicates(ctx, t0.Add(4*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if due(s, t0.Add(5*time.Hour)) {
+		t.Fatal("due after the pass that followed the import")
+	}
+}

@@ -669,7 +669,7 @@ func (s *Store) Export(ctx context.Context, projects []string, after string, lim
 // Import records no duplicate pairs: the look-alikes are read outside the write transaction,
 // so the memories of one import would never see each other, and scoring thousands of them
 // one by one would hold the single writer for seconds. FindDuplicates pairs them (and the
-// memories older than pairs): run it after an import.
+// memories older than pairs): DuplicatePassDue says so until it has run.
 func (s *Store) Import(ctx context.Context, ms []Memory, now time.Time) (added int, err error) {
 	clean := make([]Memory, 0, len(ms))
 	for i, m := range ms {
@@ -708,6 +708,9 @@ func (s *Store) Import(ctx context.Context, ms []Memory, now time.Time) (added i
 				return err
 			}
 			added++
+		}
+		if added > 0 {
+			return setMeta(ctx, tx, metaImportAt, toMS(now))
 		}
 		return nil
 	})

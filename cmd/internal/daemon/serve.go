@@ -307,9 +307,9 @@ func ServeWith(ctx context.Context, c Config, log *slog.Logger, tune func(*runti
 
 // memorySweep is the memory store's part of each journal sweep: the tool-call memo and the
 // frozen texts live as long as session rows; branches are checked every time; the
-// all-pairs duplicate pass runs at the first sweep, then once a day and after an import.
+// all-pairs duplicate pass runs when the store says it is due: a day after the last one
+// (whichever process ran it), after an import, or never run yet.
 func memorySweep(m *natsbus.Memories, c Config, log *slog.Logger) func(context.Context) error {
-	var lastPass time.Time
 	st := m.Store
 	return func(ctx context.Context) error {
 		now := time.Now()
@@ -318,12 +318,11 @@ func memorySweep(m *natsbus.Memories, c Config, log *slog.Logger) func(context.C
 		if orphaned+merged > 0 {
 			log.Info("memories of deleted branches", "orphaned", orphaned, "merged", merged)
 		}
-		var errPairs error
-		if now.Sub(lastPass) >= 24*time.Hour || m.PassDue.Swap(false) {
+		due, errPairs := st.DuplicatePassDue(ctx, now, 24*time.Hour)
+		if due {
 			var found int
 			found, errPairs = st.FindDuplicates(ctx, now)
 			if errPairs == nil {
-				lastPass = now
 				log.Info("duplicate pass over the memories", "new_pairs", found, "took", time.Since(now).Round(time.Millisecond).String())
 			}
 		}

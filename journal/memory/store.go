@@ -187,7 +187,10 @@ type Store struct {
 	redact     func(string) string
 	staleAfter time.Duration
 
-	writes    atomic.Int64 // committed write transactions
+	writes    atomic.Int64  // committed write transactions
+	queue     chan *write   // to the group writer (group.go)
+	stop      chan struct{} // closed by Close: the group writer ends
+	written   sync.WaitGroup
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -228,7 +231,9 @@ func Open(path string, opts Options) (*Store, error) {
 	}
 	s := &Store{
 		w: newDB(w), r: newDB(r), cp: cp, path: path, redact: opts.Redact, staleAfter: cmp.Or(opts.StaleAfter, DefaultStaleAfter),
+		queue: make(chan *write), stop: make(chan struct{}),
 	}
+	s.written.Go(s.writeGroups)
 	if s.redact == nil {
 		s.redact = func(v string) string { return v }
 	}
@@ -252,6 +257,8 @@ func (s *Store) Path() string { return s.path }
 // Close stops the checkpointer and closes the database; closing again does nothing.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
+		close(s.stop)
+		s.written.Wait()
 		s.r.stmts.close()
 		s.w.stmts.close()
 		s.closeErr = errors.Join(s.r.Close(), s.cp.Close(), s.w.Close())
@@ -261,24 +268,6 @@ func (s *Store) Close() error {
 
 func (s *Store) migrate() error {
 	return migrate.Apply(s.w.DB, migrations, "migrations/*.sql", "memories")
-}
-
-// withTx runs fn in a writer transaction, rolling back unless fn and the commit succeed.
-func (s *Store) withTx(ctx context.Context, fn func(cachedTx) error) error {
-	tx, err := s.w.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
-	if err := fn(tx); err != nil {
-		return err
-	}
-	if err := tx.Commit(); err != nil {
-		return err
-	}
-	s.writes.Add(1)
-	s.cp.Wrote()
-	return nil
 }
 
 // queryer is a reader handle or a writer transaction.

@@ -244,8 +244,8 @@ func dumpJournal(t *testing.T, s *journal.Store) []byte {
 	for id, sess := range st.Sessions {
 		entries := []any{}
 		for _, e := range sess.Entries {
-			entries = append(entries, map[string]any{"id": e.ID, "tool": e.Tool, "claimant": e.Claimant,
-				"claimedAt": e.ClaimedAt, "size": e.Size, "trivial": e.Trivial})
+			entries = append(entries, map[string]any{"id": e.ID, "tool": e.Tool(), "claimant": e.Claimant(),
+				"claimedAt": e.ClaimedAt(), "size": e.Size, "trivial": e.Trivial()})
 		}
 		payloads := map[string]any{}
 		for _, claimant := range slices.Sorted(maps.Keys(claimants(sess))) {
@@ -306,8 +306,8 @@ func dumpJournal(t *testing.T, s *journal.Store) []byte {
 func claimants(sess *runtime.Session) map[string]bool {
 	out := map[string]bool{}
 	for _, e := range sess.Entries {
-		if e.Claimant != "" {
-			out[e.Claimant] = true
+		if e.Claimant() != "" {
+			out[e.Claimant()] = true
 		}
 	}
 	return out

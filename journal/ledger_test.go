@@ -248,8 +248,8 @@ func TestEntrySizeAndTrivialReload(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string][]runtime.Entry{
-		"ses_a": {{ID: "c1", Tool: "bash", Size: 321}, {ID: "c3", Tool: "bash", Size: 24000}},
-		"ses_b": {{ID: "c2", Tool: "bash", Size: 48, Trivial: true}},
+		"ses_a": {runtime.NewEntry("c1", "bash", 321, false), runtime.NewEntry("c3", "bash", 24000, false)},
+		"ses_b": {runtime.NewEntry("c2", "bash", 48, true)},
 	}
 	for id, w := range want {
 		if sess := got.Sessions[id]; sess == nil || !slices.Equal(sess.Entries, w) {
@@ -303,7 +303,7 @@ func TestMigrationSizesOldEntries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []runtime.Entry{{ID: "c1", Tool: "bash", Size: int32(len(short))}, {ID: "c2", Tool: "bash", Size: 1000}}
+	want := []runtime.Entry{runtime.NewEntry("c1", "bash", int32(len(short)), false), runtime.NewEntry("c2", "bash", 1000, false)}
 	if sess := got.Sessions["ses_a"]; sess == nil || !slices.Equal(sess.Entries, want) {
 		t.Errorf("old entries after migration: %+v, want %+v", sess, want)
 	}

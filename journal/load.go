@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"unsafe"
@@ -35,6 +36,9 @@ import (
 //     SQLite's readers run side by side in WAL mode. Each half writes its rows into its own
 //     region of each session's slice and buffer, counted by the first pass, so the halves
 //     share nothing they write.
+//   - An entry's tool and claim are shared, not its own (runtime.Entry): each reader makes
+//     the Entry of each (tool, trivial) pair and the Claim of each (claimant, time) once
+//     (entryMaker).
 //
 // Load runs before the loop, when nothing writes: if the pass that counts and the passes
 // that read ever disagreed (a writer in between), or an id held a NUL, Load reads the
@@ -84,14 +88,26 @@ func (s *Store) Load() (*runtime.State, []runtime.Call, uint64, error) {
 		return nil, nil, 0, err
 	}
 
+	// The sessions and entries are read on connections of their own, closed after: a scan
+	// reads each page once, and SQLite's default page cache, 2 MiB on each of the four
+	// connections the reads take, was 8 to 11 MiB of the peak RSS.
+	ld, err := sql.Open("sqlite", "file:"+s.path+"?_pragma=busy_timeout(5000)&_pragma=query_only(1)&_pragma=cache_size(-256)")
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	defer ld.Close()
+	var n int
+	if err := ld.QueryRow(`SELECT count(*) FROM sessions`).Scan(&n); err != nil {
+		return nil, nil, 0, fmt.Errorf("load sessions: %w", err)
+	}
 	var wg sync.WaitGroup
 	var sessErr error
 	wg.Go(func() {
-		if err := s.loadSessions(st); err != nil {
+		if err := loadSessions(ld, st, n); err != nil {
 			sessErr = fmt.Errorf("load sessions: %w", err)
 		}
 	})
-	roots, entErr := s.loadEntries()
+	roots, entErr := loadEntries(ld, n)
 	wg.Wait()
 	if sessErr != nil {
 		return nil, nil, 0, sessErr
@@ -104,8 +120,8 @@ func (s *Store) Load() (*runtime.State, []runtime.Call, uint64, error) {
 	case entErr != nil:
 		return nil, nil, 0, fmt.Errorf("load entries: %w", entErr)
 	default:
-		for root, r := range roots {
-			if sess := st.Sessions[root]; sess != nil {
+		for _, r := range roots {
+			if sess := st.Sessions[r.root]; sess != nil {
 				sess.Entries = r.entries
 			} // else rows of a forgotten session: the journal sweep drops them
 		}
@@ -138,11 +154,7 @@ func (s *Store) Load() (*runtime.State, []runtime.Call, uint64, error) {
 // as encoding/json does (without regard to case), and a row it refuses is decoded by
 // encoding/json, which decides. Kinds, statuses, hosts, folders and projects repeat from
 // session to session: one string each is kept.
-func (s *Store) loadSessions(st *runtime.State) error {
-	var n int
-	if err := s.r.QueryRow(`SELECT count(*) FROM sessions`).Scan(&n); err != nil {
-		return err
-	}
+func loadSessions(db *sql.DB, st *runtime.State, n int) error {
 	st.Sessions = make(map[string]*runtime.Session, n)
 	intern := map[string]string{}
 	in := func(s string) string {
@@ -153,7 +165,7 @@ func (s *Store) loadSessions(st *runtime.State) error {
 		return s
 	}
 	opts := jsonv2.MatchCaseInsensitiveNames(true)
-	return readRows(s.r, `SELECT CAST(data AS BLOB) FROM sessions`, nil, func(row []driver.Value) error {
+	return readRows(db, `SELECT CAST(data AS BLOB) FROM sessions`, nil, func(row []driver.Value) error {
 		data, _ := row[0].([]byte)
 		sess := &runtime.Session{}
 		if jsonv2.Unmarshal(data, sess, opts) != nil {
@@ -173,17 +185,20 @@ func (s *Store) loadSessions(st *runtime.State) error {
 // order and the buffer its entries' ids are slices of. Part p of the readers writes
 // entries[next[p]:end[p]] and ids[nextB[p]:endB[p]], which the counting pass sized.
 type rootLoad struct {
+	root        string
 	entries     []runtime.Entry
 	ids         []byte
-	next, end   [entryParts]int
-	nextB, endB [entryParts]int
+	next, end   [entryParts]int32
+	nextB, endB [entryParts]int32
 }
 
 // loadEntries reads every entry, by root session: a pass over the (root_id, entry_id) index
 // counts them and their ids' bytes for each part, then entryParts goroutines read the rows.
-func (s *Store) loadEntries() (map[string]*rootLoad, error) {
+// The roots are a slice sorted by id, sized by sessions (the number of sessions), not a
+// map of pointers: at 100,000 roots, a map and its rootLoads were 20 MiB more of the peak.
+func loadEntries(db *sql.DB, sessions int) ([]rootLoad, error) {
 	var lo, hi sql.NullInt64
-	if err := s.r.QueryRow(`SELECT (SELECT min(id) FROM entries), (SELECT max(id) FROM entries)`).Scan(&lo, &hi); err != nil {
+	if err := db.QueryRow(`SELECT (SELECT min(id) FROM entries), (SELECT max(id) FROM entries)`).Scan(&lo, &hi); err != nil {
 		return nil, err
 	}
 	if !lo.Valid {
@@ -197,26 +212,25 @@ func (s *Store) loadEntries() (map[string]*rootLoad, error) {
 	}
 	bounds[entryParts] = hi.Int64
 
-	roots := map[string]*rootLoad{}
+	roots := make([]rootLoad, 0, sessions)
 	// The count of the first part and of all, and the same of the ids' bytes (entryParts is 2).
-	err := readRows(s.r, `SELECT root_id, count(*), sum(id <= ?1), sum(octet_length(entry_id)),
+	err := readRows(db, `SELECT root_id, count(*), sum(id <= ?1), sum(octet_length(entry_id)),
 		sum(CASE WHEN id <= ?1 THEN octet_length(entry_id) ELSE 0 END) FROM entries GROUP BY root_id`,
 		[]driver.NamedValue{{Ordinal: 1, Value: bounds[1]}}, func(row []driver.Value) error {
 			root, _ := row[0].(string)
-			n, n0, b, b0 := int(asInt(row[1])), int(asInt(row[2])), int(asInt(row[3])), int(asInt(row[4]))
-			r := &rootLoad{entries: make([]runtime.Entry, n), ids: make([]byte, b)}
-			r.next, r.end = [entryParts]int{0, n0}, [entryParts]int{n0, n}
-			r.nextB, r.endB = [entryParts]int{0, b0}, [entryParts]int{b0, b}
-			roots[root] = r
+			n, n0, b, b0 := int32(asInt(row[1])), int32(asInt(row[2])), int32(asInt(row[3])), int32(asInt(row[4]))
+			roots = append(roots, rootLoad{root: root, entries: make([]runtime.Entry, n), ids: make([]byte, b),
+				next: [entryParts]int32{0, n0}, end: [entryParts]int32{n0, n}, nextB: [entryParts]int32{0, b0}, endB: [entryParts]int32{b0, b}})
 			return nil
 		})
 	if err != nil {
 		return nil, err
 	}
+	slices.SortFunc(roots, func(a, b rootLoad) int { return strings.Compare(a.root, b.root) }) // GROUP BY sorted them: a pass
 	errs := make([]error, entryParts)
 	var wg sync.WaitGroup
 	for p := range entryParts {
-		wg.Go(func() { errs[p] = s.readEntries(roots, p, bounds[p], bounds[p+1]) })
+		wg.Go(func() { errs[p] = readEntries(db, roots, p, bounds[p], bounds[p+1]) })
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
@@ -231,19 +245,11 @@ func (s *Store) loadEntries() (map[string]*rootLoad, error) {
 }
 
 // readEntries reads part p of the entries, the rows lo < id <= hi, into their roots.
-func (s *Store) readEntries(roots map[string]*rootLoad, p int, lo, hi int64) error {
-	intern := map[string]string{"": ""} // tool names and claimants repeat
-	in := func(v string) string {
-		if s, ok := intern[v]; ok {
-			return s
-		}
-		s := strings.Clone(v) // not a slice of the row, which is garbage once read
-		intern[s] = s
-		return s
-	}
+func readEntries(db *sql.DB, roots []rootLoad, p int, lo, hi int64) error {
+	var m entryMaker
 	var lastRoot string
-	var r *rootLoad
-	return readRows(s.r, `SELECT root_id || char(0) || entry_id || char(0) || tool || char(0) || claimed_by, claimed_at, size, trivial
+	var r *rootLoad // roots[i] of lastRoot: each part writes its own fields of it
+	return readRows(db, `SELECT root_id || char(0) || entry_id || char(0) || tool || char(0) || claimed_by, claimed_at, size, trivial
 		FROM entries WHERE id > ? AND id <= ? ORDER BY id`, []driver.NamedValue{{Ordinal: 1, Value: lo}, {Ordinal: 2, Value: hi}},
 		func(row []driver.Value) error {
 			text, _ := row[0].(string)
@@ -254,25 +260,69 @@ func (s *Store) readEntries(roots map[string]*rootLoad, p int, lo, hi int64) err
 				return errReload
 			}
 			if r == nil || root != lastRoot {
-				if r, lastRoot = roots[root], root; r == nil {
+				i, ok := slices.BinarySearchFunc(roots, root, func(r rootLoad, root string) int { return strings.Compare(r.root, root) })
+				if !ok {
 					return errReload
 				}
+				r, lastRoot = &roots[i], root
 			}
 			i, b := r.next[p], r.nextB[p]
-			if i >= r.end[p] || b+len(id) > r.endB[p] {
+			if i >= r.end[p] || int(b)+len(id) > int(r.endB[p]) {
 				return errReload
 			}
 			r.next[p]++
-			r.nextB[p] += copy(r.ids[b:], id)
-			e := &r.entries[i]
+			r.nextB[p] += int32(copy(r.ids[b:], id))
+			e := m.entry(tool, claimant, asInt(row[1]), int32(asInt(row[2])), asInt(row[3]) != 0)
 			if len(id) > 0 {
 				// r.ids[b:b+len(id)] is written once, here, and never again.
 				e.ID = unsafe.String(&r.ids[b], len(id))
 			}
-			e.Tool, e.Claimant = in(tool), in(claimant)
-			e.ClaimedAt, e.Size, e.Trivial = asInt(row[1]), int32(asInt(row[2])), asInt(row[3]) != 0
+			r.entries[i] = e
 			return nil
 		})
+}
+
+// entryMaker makes the entries of one reader: runtime.NewEntry takes a lock and looks up
+// runtime's table, and claims are shared, so each (tool, trivial) pair and each claim is
+// made once, and looked up in maps of the reader's own. The keys may be slices of a row:
+// a map lookup with them allocates nothing, and what a map keeps is a copy.
+type entryMaker struct {
+	kinds  map[kindKey]runtime.Entry
+	claims map[claimKey]*runtime.Claim
+}
+
+type kindKey struct {
+	tool    string
+	trivial bool
+}
+
+type claimKey struct {
+	claimant string
+	at       int64
+}
+
+// entry returns an entry without its id.
+func (m *entryMaker) entry(tool, claimant string, at int64, size int32, trivial bool) runtime.Entry {
+	e, ok := m.kinds[kindKey{tool, trivial}]
+	if !ok {
+		if m.kinds == nil {
+			m.kinds, m.claims = map[kindKey]runtime.Entry{}, map[claimKey]*runtime.Claim{}
+		}
+		tool = strings.Clone(tool)
+		e = runtime.NewEntry("", tool, 0, trivial)
+		m.kinds[kindKey{tool, trivial}] = e
+	}
+	e.Size = size
+	if claimant != "" {
+		c, ok := m.claims[claimKey{claimant, at}]
+		if !ok {
+			claimant = strings.Clone(claimant)
+			c = runtime.NewClaim(claimant, at)
+			m.claims[claimKey{claimant, at}] = c
+		}
+		e = e.WithClaim(c)
+	}
+	return e
 }
 
 // loadEntriesPlain reads every entry into its root session, one Scan a row: what Load
@@ -286,15 +336,7 @@ func loadEntriesPlain(db *sql.DB, st *runtime.State) error {
 		return err
 	}
 	defer rows.Close()
-	intern := map[string]string{}
-	internB := func(b sql.RawBytes) string {
-		if s, ok := intern[string(b)]; ok {
-			return s
-		}
-		s := string(b)
-		intern[s] = s
-		return s
-	}
+	var m entryMaker
 	var root, id, tool, claimant sql.RawBytes
 	var at int64
 	var size int32
@@ -309,8 +351,9 @@ func loadEntriesPlain(db *sql.DB, st *runtime.State) error {
 				continue // rows of a forgotten session: the journal sweep drops them
 			}
 		}
-		last.Entries = append(last.Entries, runtime.Entry{ID: string(id), Tool: internB(tool), Claimant: internB(claimant), ClaimedAt: at,
-			Size: size, Trivial: trivial})
+		e := m.entry(string(tool), string(claimant), at, size, trivial)
+		e.ID = string(id)
+		last.Entries = append(last.Entries, e)
 	}
 	return rows.Err()
 }
@@ -318,9 +361,10 @@ func loadEntriesPlain(db *sql.DB, st *runtime.State) error {
 // loadGCPercent is the GC's target while Load runs (see lowerGC). Load allocates the
 // entries' slices and id buffers, most of what it keeps, early (after the counting pass),
 // then reads rows whose strings are garbage at once: at the default 100 the heap grows to
-// twice what it keeps before a collection. At 25 the peak is about 30 MiB lower at 100,000
-// sessions and a million entries, for a few more collections.
-const loadGCPercent = 25
+// twice what it keeps before a collection. At 100,000 sessions and a million entries
+// (about 95 MiB kept while the entries are read), the peak RSS was 155 MiB at 25, 142 at
+// 10 and 137 at 5, which took a second more on two busy cores: 10 it is.
+const loadGCPercent = 10
 
 // lowerGC lowers the GC's target percentage to pct for the time of Load, unless it is
 // lower already (GOGC) or the GC is off, and returns what puts it back. It is the

@@ -16,13 +16,13 @@ import (
 func (t *step) topIdle(sess *Session) {
 	requeued := int64(0)
 	for i, e := range sess.Entries {
-		if !e.Accepted() || t.now.UnixMilli()-e.ClaimedAt < t.StaleAccepted.Milliseconds() {
+		if !e.Accepted() || t.now.UnixMilli()-e.ClaimedAt() < t.StaleAccepted.Milliseconds() {
 			continue
 		}
-		if c := t.s.Sessions[e.Claimant]; c != nil && c.Status == StatusBusy {
+		if c := t.s.Sessions[e.Claimant()]; c != nil && c.Status == StatusBusy {
 			continue // a claimant still working keeps its claim: the check repeats at the next idle
 		}
-		sess.Entries[i].Claimant, sess.Entries[i].ClaimedAt = "", 0
+		sess.Entries[i].claim = nil
 		t.fx.Entries = append(t.fx.Entries, EntryOp{Kind: EntryRelease, Root: sess.ID, ID: e.ID})
 		requeued++
 	}

@@ -136,8 +136,8 @@ func checkInvariants(t *testing.T, s *State) {
 				t.Fatalf("entry %s twice in %s", e.ID, sess.ID)
 			}
 			seen[e.ID] = true
-			if e.Accepted() && s.Sessions[e.Claimant] == nil {
-				t.Fatalf("entry %s claimed by untracked %s", e.ID, e.Claimant)
+			if e.Accepted() && s.Sessions[e.Claimant()] == nil {
+				t.Fatalf("entry %s claimed by untracked %s", e.ID, e.Claimant())
 			}
 		}
 	}

@@ -66,7 +66,7 @@ func (t *step) retireTrivial(sess *Session) bool {
 	n := 0
 	for _, e := range sess.Entries {
 		if !e.Accepted() {
-			if !e.Trivial {
+			if !e.Trivial() {
 				return false
 			}
 			n++

@@ -147,9 +147,9 @@ func (t *step) buffer(ev Event) {
 	if n > 0 {
 		t.count(&t.s.Counters.Redacted, int64(n))
 	}
-	e := Entry{ID: id, Tool: x.Tool, Size: int32(EntrySize(id, body)), Trivial: TrivialEntry(body)}
-	root.Entries = append(root.Entries, e)
-	t.fx.Entries = append(t.fx.Entries, EntryOp{Kind: EntryInsert, Root: root.ID, ID: id, At: t.now, Body: body, Size: int(e.Size), Trivial: e.Trivial})
+	size, trivial := EntrySize(id, body), TrivialEntry(body)
+	root.Entries = append(root.Entries, NewEntry(id, x.Tool, int32(size), trivial))
+	t.fx.Entries = append(t.fx.Entries, EntryOp{Kind: EntryInsert, Root: root.ID, ID: id, At: t.now, Body: body, Size: size, Trivial: trivial})
 }
 
 // entryBody is what the journal keeps of a tool call (rules 1 and 13): secrets and private
@@ -220,7 +220,7 @@ func (t *step) complete(root *Session, claimant string) int {
 	kept := root.Entries[:0]
 	n := 0
 	for _, e := range root.Entries {
-		if e.Claimant == claimant {
+		if e.Claimant() == claimant {
 			n++
 			continue
 		}
@@ -243,8 +243,8 @@ func (t *step) complete(root *Session, claimant string) int {
 func (t *step) release(root *Session, claimant string) int {
 	n := 0
 	for i, e := range root.Entries {
-		if e.Accepted() && (claimant == "" || e.Claimant == claimant) {
-			root.Entries[i].Claimant, root.Entries[i].ClaimedAt = "", 0
+		if e.Accepted() && (claimant == "" || e.Claimant() == claimant) {
+			root.Entries[i].claim = nil
 			n++
 		}
 	}

@@ -1,10 +1,13 @@
 package runtime
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -163,21 +166,23 @@ type Session struct {
 
 	// Extracting and Child hold the session's ExtractionPhase, WrapUp and Resolving its
 	// WrapUpPhase, Resolved the wrap-up's expected echo: phase.go alone changes them and
-	// reads them together.
+	// reads them together. The flags come after the strings, together, so that they share
+	// one word: a State may hold 100,000 sessions, and this keeps a Session at 320 bytes
+	// (352 when each flag took a word of its own). The JSON's order follows; readers go by name.
+	Child      string `json:"Child"`      // top: the running extraction child, once the host named it
+	WrapUp     WrapUp `json:"WrapUp"`     // top: the armed wrap-up command
+	Resolved   WrapUp `json:"Resolved"`   // top: the last wrap-up resolved at an idle, so command.executed does not resolve it twice
 	Reminded   bool   `json:"Reminded"`   // top: the session-start reminder was sent
 	Extracting bool   `json:"Extracting"` // top: an extraction child is being created or is running
-	Child      string `json:"Child"`      // top: the running extraction child, once the host named it
 	Compacting bool   `json:"Compacting"` // the host is compacting it: a greenlit /thatch/compact, or the host's own compaction
-	WrapUp     WrapUp `json:"WrapUp"`     // top: the armed wrap-up command
 	Resolving  bool   `json:"Resolving"`  // top: the armed wrap-up's messages were asked for; the idle waits for them
-	Resolved   WrapUp `json:"Resolved"`   // top: the last wrap-up resolved at an idle, so command.executed does not resolve it twice
 	Exited     bool   `json:"Exited"`     // left the live directory through a greenlit /thatch/exit; busy again brings it back
-
-	Metrics Metrics `json:"Metrics"` // child: what it reported with thatch_extraction_done
-	Wrote   Metrics `json:"Wrote"`   // extraction child: its effective writes through the memory tools, as thatch counted them
 	// WroteThrough: the extraction child called a memory tool that writes, so Wrote, not
 	// Metrics, is what it wrote.
 	WroteThrough bool `json:"WroteThrough,omitempty"`
+
+	Metrics Metrics `json:"Metrics"` // child: what it reported with thatch_extraction_done
+	Wrote   Metrics `json:"Wrote"`   // extraction child: its effective writes through the memory tools, as thatch counted them
 	// Completed: the entries it completed with thatch_extraction_done (the ledger counts
 	// an extraction child's).
 	Completed int      `json:"Completed,omitempty"`
@@ -200,19 +205,129 @@ type Metrics struct {
 // Total is the number of memories written.
 func (m Metrics) Total() int64 { return m.New + m.Updated + m.Deleted }
 
-// Entry is one buffered tool interaction of a top-level session. It is pending while
-// Claimant is empty and accepted once a session claimed it.
+// Entry is one buffered tool interaction of a top-level session. It is pending until a
+// session claims it. A State may hold a million entries (the rehydrate figure), so an Entry
+// is 32 bytes besides its id: what never changes after the insert but the size (the tool,
+// whether it is trivial) is an index into a table of such pairs, and the claim is a pointer
+// to a record all the entries one claim took share. Their methods read them.
 type Entry struct {
-	ID        string // EntryID: the callID, qualified by the session when a descendant made the call
-	Tool      string
-	Claimant  string
-	ClaimedAt int64 // Unix milliseconds: a State may hold a million entries
-	Size      int32 // characters it takes in an extraction payload
-	Trivial   bool  // nothing to learn from it (TrivialEntry)
+	ID    string // EntryID: the callID, qualified by the session when a descendant made the call
+	claim *Claim // nil while pending
+	Size  int32  // characters it takes in an extraction payload
+	kind  uint32 // its tool and triviality: entryKinds.list[kind]
 }
 
+// NewEntry returns a pending entry.
+func NewEntry(id, tool string, size int32, trivial bool) Entry {
+	return Entry{ID: id, Size: size, kind: internKind(entryKind{tool, trivial})}
+}
+
+// Tool is the tool that made the call.
+func (e Entry) Tool() string { return e.kindOf().tool }
+
+// Trivial reports whether nothing can be learned from e (TrivialEntry).
+func (e Entry) Trivial() bool { return e.kindOf().trivial }
+
 // Accepted reports whether a session claimed e.
-func (e Entry) Accepted() bool { return e.Claimant != "" }
+func (e Entry) Accepted() bool { return e.claim != nil }
+
+// Claimant is the session that claimed e, "" while e is pending.
+func (e Entry) Claimant() string {
+	if e.claim == nil {
+		return ""
+	}
+	return e.claim.claimant
+}
+
+// ClaimedAt is when e was claimed (Unix milliseconds), 0 while e is pending.
+func (e Entry) ClaimedAt() int64 {
+	if e.claim == nil {
+		return 0
+	}
+	return e.claim.at
+}
+
+// MarshalJSON writes e as the struct of exported fields it was, for what compares states
+// by their JSON (the tests).
+func (e Entry) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		ID, Tool, Claimant string
+		ClaimedAt          int64
+		Size               int32
+		Trivial            bool
+	}{e.ID, e.Tool(), e.Claimant(), e.ClaimedAt(), e.Size, e.Trivial()})
+}
+
+// WithClaim returns e claimed by c, or pending when c is nil.
+func (e Entry) WithClaim(c *Claim) Entry {
+	e.claim = c
+	return e
+}
+
+// Claim is a session's claim on entries: which session, and when (Unix milliseconds). The
+// entries one claim took share it; it never changes (an entry released or claimed again
+// gets another), so sharing it is safe.
+type Claim struct {
+	claimant string
+	at       int64
+}
+
+// NewClaim returns claimant's claim at at, or nil (pending) when claimant is "".
+func NewClaim(claimant string, at int64) *Claim {
+	if claimant == "" {
+		return nil
+	}
+	return &Claim{claimant, at}
+}
+
+// entryKind is what an entry holds of its tool call besides its id and size.
+type entryKind struct {
+	tool    string
+	trivial bool
+}
+
+// entryKinds interns the entryKinds of the process's entries, shared by every State so that
+// an Entry's accessors need none. The tools are the hosts' (a few dozen names); the table
+// only grows, so it is bounded: past maxEntryKinds pairs, a new tool's entries read as tool
+// "other" (the journal keeps the real name; nothing decides by it but the trivial flag,
+// which is kept). Readers load the list without a lock; a new pair is appended under the
+// lock and the longer list published.
+var entryKinds = struct {
+	sync.Mutex
+	list  atomic.Pointer[[]entryKind]
+	index map[entryKind]uint32
+}{index: map[entryKind]uint32{}}
+
+// maxEntryKinds bounds entryKinds.
+const maxEntryKinds = 1 << 16
+
+func init() { internKind(entryKind{}) } // kind 0: the zero Entry's
+
+func internKind(k entryKind) uint32 {
+	entryKinds.Lock()
+	defer entryKinds.Unlock()
+	if i, ok := entryKinds.index[k]; ok {
+		return i
+	}
+	var list []entryKind
+	if l := entryKinds.list.Load(); l != nil {
+		list = *l
+	}
+	if len(list) >= maxEntryKinds-2 && k.tool != "other" {
+		k.tool = "other"
+		if i, ok := entryKinds.index[k]; ok {
+			return i
+		}
+	}
+	k.tool = strings.Clone(k.tool) // kept for good: not a slice of something bigger
+	i := uint32(len(list))
+	list = append(list, k) // readers index below their own length: the shared array is safe
+	entryKinds.list.Store(&list)
+	entryKinds.index[k] = i
+	return i
+}
+
+func (e Entry) kindOf() entryKind { return (*entryKinds.list.Load())[e.kind] }
 
 // Root returns the top-level session whose entries id's work belongs to: id itself for a
 // top-level session, its nearest top-level ancestor for a child. It returns "" when the
@@ -246,7 +361,7 @@ func (s *Session) Pending() int {
 func (s *Session) Claimed(claimant string) []string {
 	var ids []string
 	for _, e := range s.Entries {
-		if e.Claimant == claimant {
+		if e.Claimant() == claimant {
 			ids = append(ids, e.ID)
 		}
 	}

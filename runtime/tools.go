@@ -122,10 +122,11 @@ func doneArgs(raw json.RawMessage) (Metrics, error) {
 func (t *step) claim(root *Session, claimant string) []string {
 	used := 0
 	for _, e := range root.Entries {
-		if e.Claimant == claimant {
+		if e.Claimant() == claimant {
 			used += int(e.Size)
 		}
 	}
+	c := NewClaim(claimant, t.now.UnixMilli()) // one for all the entries it takes
 	var ids []string
 	for i, e := range root.Entries {
 		if e.Accepted() {
@@ -134,7 +135,7 @@ func (t *step) claim(root *Session, claimant string) []string {
 		if t.PayloadChars > 0 && (used > 0 || len(ids) > 0) && used+int(e.Size) > t.PayloadChars {
 			break
 		}
-		root.Entries[i].Claimant, root.Entries[i].ClaimedAt = claimant, t.now.UnixMilli()
+		root.Entries[i].claim = c
 		used += int(e.Size)
 		ids = append(ids, e.ID)
 	}

@@ -281,9 +281,9 @@ func EntryPage(s *State, sessionID, cursor string, limit int) (rows []EntryView,
 	}
 	rows = make([]EntryView, 0, len(entries))
 	for _, e := range entries {
-		v := EntryView{ID: e.ID, State: "pending", Tool: e.Tool}
+		v := EntryView{ID: e.ID, State: "pending", Tool: e.Tool()}
 		if e.Accepted() {
-			v.State, v.ClaimedBy = "accepted", e.Claimant
+			v.State, v.ClaimedBy = "accepted", e.Claimant()
 		}
 		rows = append(rows, v)
 	}

@@ -477,11 +477,11 @@ func dumpSession(x *runtime.Session) []string {
 	}
 	lines := []string{line}
 	for _, e := range x.Entries {
-		l := fmt.Sprintf("  entry %s %s pending", e.ID, e.Tool)
+		l := fmt.Sprintf("  entry %s %s pending", e.ID, e.Tool())
 		if e.Accepted() {
-			l = fmt.Sprintf("  entry %s %s accepted by=%s at=+%s", e.ID, e.Tool, e.Claimant, time.UnixMilli(e.ClaimedAt).Sub(Epoch))
+			l = fmt.Sprintf("  entry %s %s accepted by=%s at=+%s", e.ID, e.Tool(), e.Claimant(), time.UnixMilli(e.ClaimedAt()).Sub(Epoch))
 		}
-		if e.Trivial {
+		if e.Trivial() {
 			l += " trivial"
 		}
 		lines = append(lines, l)

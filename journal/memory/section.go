@@ -31,6 +31,13 @@ var kindWeight = map[string]float64{
 // reads from the index.
 var oneLine = strings.NewReplacer("\n", " ", "\r", " ")
 
+// sectionQuery reads a project's candidates for the section from the memories_recent index
+// alone (TestSectionQueryIsCovered).
+const sectionQuery = `
+	SELECT id, kind, max(used_at, updated_at), length(content) FROM memories
+	WHERE project = ? AND forgotten_at = 0 AND max(used_at, updated_at) > ? AND (branch = '' OR branch = ?)
+	ORDER BY max(used_at, updated_at) DESC LIMIT ?`
+
 // Section is the memory section injected at a session's start (protocol §6): the header line,
 // then one line "- [mem_…] (kind) content" per live memory of project, most useful first,
 // the whole at most budget characters; a line that does not fit is skipped and shorter ones
@@ -54,10 +61,7 @@ func (s *Store) Section(ctx context.Context, project string, budget int, now tim
 func (s *Store) SectionOn(ctx context.Context, project, branch string, budget int, now time.Time) (string, error) {
 	// Everything the choice needs (id, kind, time, length) is in the memories_recent index;
 	// only the contents of the memories chosen are read from the table.
-	rows, err := s.r.QueryContext(ctx, `
-		SELECT id, kind, max(used_at, updated_at), length(content) FROM memories
-		WHERE project = ? AND forgotten_at = 0 AND max(used_at, updated_at) > ? AND (branch = '' OR branch = ?)
-		ORDER BY max(used_at, updated_at) DESC LIMIT ?`, project, s.staleBefore(now), branch, sectionCandidates)
+	rows, err := s.r.QueryContext(ctx, sectionQuery, project, s.staleBefore(now), branch, sectionCandidates)
 	if err != nil {
 		return "", fmt.Errorf("memory section: %w", err)
 	}

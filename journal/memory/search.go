@@ -230,14 +230,16 @@ func countWords(ctx context.Context, tx cachedTx, content string, delta int) err
 }
 
 // rankCandidates bounds the matches rank scores: the newest ones when more match (a word
-// so common that more match says little about which memory is meant).
-const rankCandidates = 300
+// so common that more match says little about which memory is meant). Reading and
+// tokenizing each candidate is most of a search's cost: 300 made a search's p99 over
+// 10 ms and a look-alike check's over 20 ms at 100,000 memories (README, Performance).
+const rankCandidates = 100
 
 // rank is the live memories of projects (none = every project) matching any of terms, best
-// first, at most n; a Hit's Score is its BM25 relevance. terms come rarest first: FTS5 finds
-// each term's matches in turn (within the project's scope), the newest first, until
-// rankCandidates are found, so a rare term's matches are always among them and a very
-// common term only fills up. The score is computed here, because FTS5's bm25() counts each
+// first, at most n; a Hit's Score is its BM25 relevance. FTS5 finds the memories holding
+// every term, then each term's matches in turn, rarest first (within the project's scope),
+// the newest first, until rankCandidates are found: the memories matching the whole query
+// and a rare term's matches are always among them, and a very common term only fills up. The score is computed here, because FTS5's bm25() counts each
 // term's documents by walking the term's whole document list, every project's, at every
 // query: 4–5 ms a search at 100,000 memories. The words table already holds those counts.
 // Content weighs twice the tags, as in the index's rank setting.
@@ -254,12 +256,21 @@ func (s *Store) rank(ctx context.Context, projects, terms, kinds []string, n int
 	slices.SortStableFunc(terms, func(a, b string) int { return termDocs(docs, a) - termDocs(docs, b) })
 	seen := map[int64]bool{}
 	var seqs []int64
+	// The memories holding every term first (the best matches, whatever their age), then
+	// each term's.
+	var matches []string
+	if len(terms) > 1 {
+		matches = append(matches, matchAll(projects, terms))
+	}
 	for _, t := range terms {
+		matches = append(matches, match(projects, []string{t}))
+	}
+	for _, m := range matches {
 		if len(seqs) >= rankCandidates {
 			break
 		}
 		rows, err := s.r.QueryContext(ctx, `SELECT rowid FROM memories_fts WHERE memories_fts MATCH ? ORDER BY rowid DESC LIMIT ?`,
-			match(projects, []string{t}), rankCandidates)
+			m, rankCandidates)
 		if err != nil {
 			return nil, err
 		}
@@ -438,12 +449,17 @@ func occurrences(words, phrase []string) int {
 
 // match is the FTS5 query for any of terms, within the scopes of projects when there are any.
 // Every term is quoted, so nothing a caller writes is FTS5 syntax.
-func match(projects, terms []string) string {
+func match(projects, terms []string) string { return matchJoined(projects, terms, " OR ") }
+
+// matchAll is match of the memories holding every one of terms.
+func matchAll(projects, terms []string) string { return matchJoined(projects, terms, " AND ") }
+
+func matchJoined(projects, terms []string, op string) string {
 	quoted := make([]string, len(terms))
 	for i, t := range terms {
 		quoted[i] = `"` + strings.ReplaceAll(t, `"`, `""`) + `"`
 	}
-	anyOf := "(" + strings.Join(quoted, " OR ") + ")"
+	anyOf := "(" + strings.Join(quoted, op) + ")"
 	if len(projects) == 0 {
 		return anyOf
 	}

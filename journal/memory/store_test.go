@@ -1263,3 +1263,21 @@ func TestSectionQueryIsCovered(t *testing.T) {
 		t.Fatalf("the section's query plan is %q, want one search of the covering index memories_recent", plan)
 	}
 }
+
+// TestSearchFindsTheWholeQueryFirst: an old memory holding every word of the query is found
+// even when each word alone matches more newer memories than a search reads.
+func TestSearchFindsTheWholeQueryFirst(t *testing.T) {
+	s := setup(t)
+	ctx := context.Background()
+	var ms []Memory
+	ms = append(ms, imported(0, alice.Project, "the gateway retries the deploy after a timeout"))
+	for i := 1; i <= rankCandidates+20; i++ {
+		ms = append(ms, imported(2*i, alice.Project, fmt.Sprintf("gateway note number %d", i)),
+			imported(2*i+1, alice.Project, fmt.Sprintf("deploy note number %d", i)))
+	}
+	importAll(t, s, ms)
+	r, err := s.Search(ctx, alice, "gateway deploy", nil, 5, t0)
+	if err != nil || len(r.Hits) == 0 || r.Hits[0].Memory.ID != ms[0].ID {
+		t.Fatalf("search for both words: %+v %v; want %s first", r.Hits, err, ms[0].ID)
+	}
+}

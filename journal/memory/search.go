@@ -81,7 +81,7 @@ func (s *Store) Search(ctx context.Context, c Caller, query string, kinds []stri
 	if terms, err = s.telling(ctx, terms); err != nil {
 		return SearchResult{}, fmt.Errorf("search memories: %w", err)
 	}
-	hits, err := s.rank(ctx, one(c.Project), terms, kinds, 4*limit)
+	hits, err := s.rank(ctx, one(c.Project), terms, kinds, 4*limit, true)
 	if err != nil {
 		return SearchResult{}, fmt.Errorf("search memories: %w", err)
 	}
@@ -146,7 +146,7 @@ func (s *Store) Related(ctx context.Context, project, text string, limit int) ([
 	if len(rare) == 0 {
 		return out, nil
 	}
-	hits, err := s.rank(ctx, one(project), rare, nil, limit)
+	hits, err := s.rank(ctx, one(project), rare, nil, limit, false)
 	if err != nil {
 		return nil, fmt.Errorf("related memories: %w", err)
 	}
@@ -167,7 +167,7 @@ func (s *Store) similar(ctx context.Context, project, content string) ([]Similar
 	if err != nil || len(rare) == 0 {
 		return nil, err
 	}
-	hits, err := s.rank(ctx, one(project), rare, nil, similarScan)
+	hits, err := s.rank(ctx, one(project), rare, nil, similarScan, false)
 	if err != nil {
 		return nil, err
 	}
@@ -237,13 +237,15 @@ const rankCandidates = 100
 
 // rank is the live memories of projects (none = every project) matching any of terms, best
 // first, at most n; a Hit's Score is its BM25 relevance. FTS5 finds the memories holding
-// every term, then each term's matches in turn, rarest first (within the project's scope),
-// the newest first, until rankCandidates are found: the memories matching the whole query
-// and a rare term's matches are always among them, and a very common term only fills up. The score is computed here, because FTS5's bm25() counts each
+// every term when whole (a query's words; not a look-alike's rare words, which a look-alike
+// need not all share), then each term's matches in turn, rarest first (within the project's
+// scope), the newest first, until rankCandidates are found: the memories matching the whole
+// query and a rare term's matches are always among them, and a very common term only fills
+// up. The score is computed here, because FTS5's bm25() counts each
 // term's documents by walking the term's whole document list, every project's, at every
 // query: 4–5 ms a search at 100,000 memories. The words table already holds those counts.
 // Content weighs twice the tags, as in the index's rank setting.
-func (s *Store) rank(ctx context.Context, projects, terms, kinds []string, n int) ([]Hit, error) {
+func (s *Store) rank(ctx context.Context, projects, terms, kinds []string, n int, whole bool) ([]Hit, error) {
 	var words []string
 	for _, t := range terms {
 		words = append(words, tokens(t)...)
@@ -259,7 +261,7 @@ func (s *Store) rank(ctx context.Context, projects, terms, kinds []string, n int
 	// The memories holding every term first (the best matches, whatever their age), then
 	// each term's.
 	var matches []string
-	if len(terms) > 1 {
+	if whole && len(terms) > 1 {
 		matches = append(matches, matchAll(projects, terms))
 	}
 	for _, t := range terms {

@@ -583,7 +583,7 @@ func (s *Store) List(ctx context.Context, q ListQuery) ([]Memory, error) {
 		if len(terms) == 0 {
 			return nil, errNoWords
 		}
-		hits, err := s.rank(ctx, q.Projects, terms, kinds, limit)
+		hits, err := s.rank(ctx, q.Projects, terms, kinds, limit, true)
 		if err != nil {
 			return nil, fmt.Errorf("list memories: %w", err)
 		}

@@ -10,6 +10,7 @@ import (
 	"io"
 	"runtime/debug"
 	"slices"
+	"sort"
 	"strings"
 	"sync"
 	"unsafe"
@@ -260,8 +261,10 @@ func readEntries(db *sql.DB, roots []rootLoad, p int, lo, hi int64) error {
 				return errReload
 			}
 			if r == nil || root != lastRoot {
-				i, ok := slices.BinarySearchFunc(roots, root, func(r rootLoad, root string) int { return strings.Compare(r.root, root) })
-				if !ok {
+				// By index, reading only the root field: the other part writes its own fields of
+				// these rootLoads meanwhile, and a comparison by value would copy them.
+				i := sort.Search(len(roots), func(i int) bool { return roots[i].root >= root })
+				if i == len(roots) || roots[i].root != root {
 					return errReload
 				}
 				r, lastRoot = &roots[i], root

@@ -461,18 +461,18 @@ func matchJoined(projects, terms []string, op string) string {
 	for i, t := range terms {
 		quoted[i] = `"` + strings.ReplaceAll(t, `"`, `""`) + `"`
 	}
-	anyOf := "(" + strings.Join(quoted, op) + ")"
+	joined := "(" + strings.Join(quoted, op) + ")"
 	if len(projects) == 0 {
-		return anyOf
+		return joined
 	}
 	scopes := make([]string, len(projects))
 	for i, p := range projects {
 		scopes[i] = "scope : " + scope(p)
 	}
 	if len(scopes) == 1 {
-		return scopes[0] + " AND " + anyOf
+		return scopes[0] + " AND " + joined
 	}
-	return "(" + strings.Join(scopes, " OR ") + ") AND " + anyOf
+	return "(" + strings.Join(scopes, " OR ") + ") AND " + joined
 }
 
 // queryTerms is the words of a query, at most maxQueryWords, stopwords dropped unless all are.

@@ -41,8 +41,9 @@ type Store struct {
 	path     string
 	instance string
 
-	ck    *checkpoint.Checkpointer // copies the WAL back beside the writer
-	stmts [nStmts]*sql.Stmt        // Commit's statements, prepared once on the writer
+	ck      *checkpoint.Checkpointer // copies the WAL back beside the writer
+	stmts   [nStmts]*sql.Stmt        // Commit's statements, prepared once on the writer
+	payload *sql.Stmt                // payloadQuery, prepared once on the read pool (read.go)
 }
 
 var _ runtime.Journal = (*Store)(nil)
@@ -198,7 +199,7 @@ var stmtSQL = [nStmts]string{
 }
 
 // prepare prepares Commit's statements on the writer (its one connection: no transaction
-// may be open).
+// may be open), and PayloadEntries' on the read pool.
 func (s *Store) prepare() error {
 	for id, q := range stmtSQL {
 		st, err := s.db.Prepare(q)
@@ -207,6 +208,11 @@ func (s *Store) prepare() error {
 		}
 		s.stmts[id] = st
 	}
+	st, err := s.r.Prepare(payloadQuery)
+	if err != nil {
+		return fmt.Errorf("prepare %q: %w", payloadQuery, err)
+	}
+	s.payload = st
 	return nil
 }
 
@@ -216,6 +222,9 @@ func (s *Store) closeStmts() {
 			st.Close()
 			s.stmts[i] = nil
 		}
+	}
+	if s.payload != nil {
+		s.payload.Close() // kept: a payload read after Close gets "statement is closed"
 	}
 }
 

@@ -1,47 +1,17 @@
 package journal
 
 import (
-	"database/sql"
 	"fmt"
-	"sync/atomic"
 
 	"github.com/thatch-dev/thatch/runtime"
 )
 
-// payloadQuery is what PayloadEntries reads.
+// payloadQuery is what PayloadEntries reads, through a statement the store prepares once on
+// its read pool (database/sql prepares it on each connection of the pool as it is used):
+// parsing and planning it at every call was a quarter of a payload read's CPU.
 const payloadQuery = `SELECT entry_id, tool, coalesce(CAST(body AS TEXT) ->> '$.title', ''),
 		coalesce(substr(CAST(body AS TEXT) -> '$.args', 1, ?), ''), coalesce(CAST(body AS TEXT) ->> '$.output', '')
 		FROM entries WHERE root_id = ? AND claimed_by = ? ORDER BY id`
-
-// payloadStmt is payloadQuery prepared on a store's read pool (database/sql prepares it once
-// on each of the pool's connections): parsing and planning it at every call was a quarter of
-// a payload read's CPU. One process reads one store; a call on another store (tests open
-// many) prepares its own and takes the slot, and the statement of a store no longer read
-// goes with its pool.
-var payloadStmt atomic.Pointer[preparedPayload]
-
-type preparedPayload struct {
-	db *sql.DB
-	st *sql.Stmt
-}
-
-// payloadRows runs payloadQuery on r, with its kept statement when it prepares.
-func payloadRows(r *sql.DB, args ...any) (*sql.Rows, error) {
-	p := payloadStmt.Load()
-	if p == nil || p.db != r {
-		st, err := r.Prepare(payloadQuery)
-		if err != nil {
-			return r.Query(payloadQuery, args...)
-		}
-		p = &preparedPayload{db: r, st: st}
-		payloadStmt.Store(p)
-	}
-	rows, err := p.st.Query(args...)
-	if err != nil { // a closed pool or statement: as a plain query, which says why
-		return r.Query(payloadQuery, args...)
-	}
-	return rows, nil
-}
 
 // PayloadEntries reads, through the read-only pool, what a payload shows of the entries of root
 // claimed by claimant, oldest first: their tool, title and output, and their args cut to
@@ -51,7 +21,7 @@ func payloadRows(r *sql.DB, args ...any) (*sql.Rows, error) {
 // SQLite takes the fields out of the body itself (the body is cast to text: a BLOB would
 // be taken for JSONB), so only they reach Go. It is safe to call from any goroutine.
 func (s *Store) PayloadEntries(root, claimant string) ([]runtime.PayloadEntry, error) {
-	rows, err := payloadRows(s.r, runtime.PayloadArgsMax+1, root, claimant)
+	rows, err := s.payload.Query(runtime.PayloadArgsMax+1, root, claimant)
 	if err != nil {
 		return nil, fmt.Errorf("read payload of %s: %w", root, err)
 	}

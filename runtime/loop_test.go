@@ -815,6 +815,11 @@ func TestLoopGoneAndHelloInOneRound(t *testing.T) {
 	<-held
 	r.hello("b1")
 	r.deliver("deleted_ses_a", "session.deleted", `{"sessionID":"ses_a","info":{"id":"ses_a","title":"t","directory":"/w"}}`)
+	for deadline := time.Now().Add(10 * time.Second); r.loop.DecodedWaiting() < 2; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for the decoder to hand both events to the held loop (%d handed)", r.loop.DecodedWaiting())
+		}
+	}
 	close(gate)
 	r.waitView("the round to apply both", func(v runtime.View) bool { return v.Pos == r.seq })
 	if v := r.view(); v.Waiting != 0 || v.Outstanding != 0 {

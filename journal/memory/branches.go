@@ -415,7 +415,7 @@ func (s *Store) CheckBranches(ctx context.Context, exists func(dir string) bool,
 		}
 	}
 	if len(changes) > 0 {
-		err := s.withTx(ctx, func(tx cachedTx) error {
+		err := s.withBulkTx(ctx, func(tx cachedTx) error {
 			for _, m := range changes {
 				// Only as judged: a memory updated or forgotten meanwhile is judged next time.
 				_, err := tx.ExecContext(ctx, `UPDATE memories SET branch_verdict = ?, branch_checked_at = ?

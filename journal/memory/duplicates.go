@@ -201,7 +201,7 @@ func (s *Store) recordPairs(ctx context.Context, project string, pairs []pair, n
 		return 0, nil
 	}
 	n := 0
-	err = s.withTx(ctx, func(tx cachedTx) error {
+	err = s.withBulkTx(ctx, func(tx cachedTx) error {
 		n = 0
 		for _, p := range fresh {
 			ok, err := recordPair(ctx, tx, p, now)

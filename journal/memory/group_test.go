@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	goruntime "runtime"
 	"sync"
 	"testing"
 )
@@ -88,6 +89,71 @@ func TestGroupCommitFailsTogether(t *testing.T) {
 	}
 	if keys := metaKeys(t, s); len(keys) != 0 {
 		t.Errorf("committed %v of a failed transaction", keys)
+	}
+}
+
+// TestLoneWriteFails: a group of one write runs without a savepoint; when it fails, what it
+// wrote is rolled back and nothing is committed.
+func TestLoneWriteFails(t *testing.T) {
+	s := setup(t)
+	ctx := context.Background()
+	bad := errors.New("bad write")
+	w := &write{ctx: ctx, done: make(chan error, 1), fn: func(tx cachedTx) error {
+		if err := setMeta(ctx, tx, "k", 1); err != nil {
+			return err
+		}
+		return bad
+	}}
+	before := s.Writes()
+	s.commitGroup([]*write{w})
+	if err := <-w.done; !errors.Is(err, bad) {
+		t.Errorf("the write's result: %v", err)
+	}
+	if keys := metaKeys(t, s); len(keys) != 0 || s.Writes() != before {
+		t.Errorf("a failed lone write committed %v (%d transactions)", keys, s.Writes()-before)
+	}
+}
+
+// TestBulkWriteRunsAlone: a bulk write queued among others shares no transaction with them.
+// Each write notes the store's count of committed transactions as it runs (the writer's
+// goroutine counts them after each commit): the writes of one group note the same count.
+func TestBulkWriteRunsAlone(t *testing.T) {
+	s := setup(t)
+	ctx := context.Background()
+	for round := range 10 {
+		release := make(chan struct{})
+		held := make(chan struct{})
+		go s.withTx(ctx, func(cachedTx) error { close(held); <-release; return nil })
+		<-held // the writer waits: what comes next queues up
+		var mu sync.Mutex
+		txOf := map[string]int64{}
+		var wg sync.WaitGroup
+		for i := range 7 {
+			name, run := fmt.Sprintf("w%d", i), s.withTx
+			if i == 3 {
+				name, run = "bulk", s.withBulkTx
+			}
+			wg.Go(func() {
+				if err := run(ctx, func(tx cachedTx) error {
+					mu.Lock()
+					txOf[name] = s.Writes()
+					mu.Unlock()
+					return setMeta(ctx, tx, name, 1)
+				}); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		for range 100 {
+			goruntime.Gosched() // let the writes queue
+		}
+		close(release)
+		wg.Wait()
+		for name, tx := range txOf {
+			if name != "bulk" && tx == txOf["bulk"] {
+				t.Fatalf("round %d: %s ran in the bulk write's transaction: %v", round, name, txOf)
+			}
+		}
 	}
 }
 

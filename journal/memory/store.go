@@ -670,7 +670,7 @@ func (s *Store) Import(ctx context.Context, ms []Memory, now time.Time) (added i
 		}
 		clean = append(clean, m)
 	}
-	err = s.withTx(ctx, func(tx cachedTx) error {
+	err = s.withBulkTx(ctx, func(tx cachedTx) error {
 		for _, m := range clean {
 			// The export's folder (else the memory's directory) labels a project the store
 			// has no folder for; a folder learned from a session here is kept.

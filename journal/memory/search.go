@@ -214,18 +214,28 @@ func (s *Store) rarest(ctx context.Context, words []string, n int) ([]string, er
 
 // countWords adds delta to the document frequency of the words of content.
 func countWords(ctx context.Context, tx cachedTx, content string, delta int) error {
-	var words []string
+	counts := map[string]int{}
+	addWords(counts, content, delta)
+	return writeWords(ctx, tx, counts)
+}
+
+// addWords adds delta to counts of the distinct words of content.
+func addWords(counts map[string]int, content string, delta int) {
 	for _, w := range distinct(contentWords(content)) {
 		if !stopwords[w] {
-			words = append(words, w)
+			counts[w] += delta
 		}
 	}
-	if len(words) == 0 {
+}
+
+// writeWords adds counts to the words table's document frequencies.
+func writeWords(ctx context.Context, tx cachedTx, counts map[string]int) error {
+	if len(counts) == 0 {
 		return nil
 	}
-	list, _ := json.Marshal(words)
-	_, err := tx.ExecContext(ctx, `INSERT INTO words (word, docs) SELECT value, ? FROM json_each(?) WHERE true
-		ON CONFLICT (word) DO UPDATE SET docs = docs + excluded.docs`, delta, string(list))
+	list, _ := json.Marshal(counts)
+	_, err := tx.ExecContext(ctx, `INSERT INTO words (word, docs) SELECT key, value FROM json_each(?) WHERE true
+		ON CONFLICT (word) DO UPDATE SET docs = docs + excluded.docs`, string(list))
 	return err
 }
 
@@ -449,30 +459,38 @@ func occurrences(words, phrase []string) int {
 	return n
 }
 
-// match is the FTS5 query for any of terms, within the scopes of projects when there are any.
-// Every term is quoted, so nothing a caller writes is FTS5 syntax.
+// match is the FTS5 query for any of terms, within the scopes of projects when there are any
+// (their scoped words, migration 6), else in every project's content and tags. Every term is
+// quoted, so nothing a caller writes is FTS5 syntax.
 func match(projects, terms []string) string { return matchJoined(projects, terms, " OR ") }
 
 // matchAll is match of the memories holding every one of terms.
 func matchAll(projects, terms []string) string { return matchJoined(projects, terms, " AND ") }
 
 func matchJoined(projects, terms []string, op string) string {
-	quoted := make([]string, len(terms))
-	for i, t := range terms {
-		quoted[i] = `"` + strings.ReplaceAll(t, `"`, `""`) + `"`
-	}
-	joined := "(" + strings.Join(quoted, op) + ")"
 	if len(projects) == 0 {
-		return joined
+		quoted := make([]string, len(terms))
+		for i, t := range terms {
+			quoted[i] = `"` + strings.ReplaceAll(t, `"`, `""`) + `"`
+		}
+		return "{content tags} : (" + strings.Join(quoted, op) + ")"
 	}
-	scopes := make([]string, len(projects))
-	for i, p := range projects {
-		scopes[i] = "scope : " + scope(p)
+	var scoped []string
+	for _, p := range projects {
+		var phrases []string
+		for _, t := range terms {
+			if ph := scopedPhrase(scope(p), t); ph != "" {
+				phrases = append(phrases, ph)
+			}
+		}
+		if len(phrases) > 0 {
+			scoped = append(scoped, "scoped : ("+strings.Join(phrases, op)+")")
+		}
 	}
-	if len(scopes) == 1 {
-		return scopes[0] + " AND " + joined
+	if len(scoped) == 0 {
+		return `scoped : ""` // no word: matches nothing
 	}
-	return "(" + strings.Join(scopes, " OR ") + ") AND " + joined
+	return strings.Join(scoped, " OR ")
 }
 
 // queryTerms is the words of a query, at most maxQueryWords, stopwords dropped unless all are.

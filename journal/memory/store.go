@@ -367,6 +367,14 @@ func others(similar []Similar, id string) []Similar {
 }
 
 func insert(ctx context.Context, tx cachedTx, m Memory) error {
+	if err := insertRow(ctx, tx, m); err != nil {
+		return err
+	}
+	return countWords(ctx, tx, m.Content, 1)
+}
+
+// insertRow is insert without the words table's counts, which the caller keeps.
+func insertRow(ctx context.Context, tx cachedTx, m Memory) error {
 	tags, _ := json.Marshal(m.Tags)
 	var used int64
 	if m.UsedAt != nil {
@@ -378,10 +386,7 @@ func insert(ctx context.Context, tx cachedTx, m Memory) error {
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		m.ID, m.Project, scope(m.Project), m.Branch, m.Directory, m.BranchTip, m.Kind, m.Content, normalize(m.Content), string(tags),
 		toMS(m.CreatedAt), toMS(m.UpdatedAt), used, m.Source.SessionID, m.Source.CallID)
-	if err != nil {
-		return err
-	}
-	return countWords(ctx, tx, m.Content, 1)
+	return err
 }
 
 // Update changes a live memory of c.Project.
@@ -671,6 +676,9 @@ func (s *Store) Import(ctx context.Context, ms []Memory, now time.Time) (added i
 		clean = append(clean, m)
 	}
 	err = s.withBulkTx(ctx, func(tx cachedTx) error {
+		// The words' counts are added up here and written once: a write per memory was
+		// half of an import's time.
+		counts := map[string]int{}
 		for _, m := range clean {
 			// The export's folder (else the memory's directory) labels a project the store
 			// has no folder for; a folder learned from a session here is kept.
@@ -690,18 +698,22 @@ func (s *Store) Import(ctx context.Context, ms []Memory, now time.Time) (added i
 			if known {
 				continue
 			}
-			if err := insert(ctx, tx, m); err != nil {
+			if err := insertRow(ctx, tx, m); err != nil {
 				return err
 			}
+			addWords(counts, m.Content, 1)
 			if err := audit(ctx, tx, m.ID, now, "import", Caller{}, "", ""); err != nil {
 				return err
 			}
 			added++
 		}
-		if added > 0 {
-			return setMeta(ctx, tx, metaImportAt, toMS(now))
+		if added == 0 {
+			return nil
 		}
-		return nil
+		if err := writeWords(ctx, tx, counts); err != nil {
+			return err
+		}
+		return setMeta(ctx, tx, metaImportAt, toMS(now))
 	})
 	if err != nil {
 		return 0, fmt.Errorf("import memories: %w", err)
@@ -1051,8 +1063,8 @@ func normalize(content string) string {
 	return strings.Join(strings.Fields(strings.ToLower(content)), " ")
 }
 
-// scope is project's token in memories_fts: a bare word FTS5 cannot confuse with a project's
-// words, of fixed size whatever the project key.
+// scope is project's token: the prefix of its scoped words in memories_fts (scoped.go), of
+// fixed size whatever the project key.
 func scope(project string) string {
 	sum := sha256.Sum256([]byte(project))
 	return "p" + hex.EncodeToString(sum[:8])

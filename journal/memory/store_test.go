@@ -1111,8 +1111,14 @@ func TestWordCounts(t *testing.T) {
 	if _, err := s.Forget(ctx, alice, b.ID, "", t0); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Import(ctx, []Memory{{ID: "mem_000000000001bbbbbbbb", Project: "p", Content: "script runs make"}}, t0); err != nil {
-		t.Fatal(err)
+	// An import counts the words of the memories it adds, once each, and not of those it
+	// skips (a known content).
+	if n, err := s.Import(ctx, []Memory{
+		{ID: "mem_000000000001bbbbbbbb", Project: "p", Content: "script runs make"},
+		{ID: "mem_000000000002bbbbbbbb", Project: "p", Content: "the script, the script again"},
+		{ID: "mem_000000000003bbbbbbbb", Project: "other", Content: "make is GNU make"},
+	}, t0); err != nil || n != 2 {
+		t.Fatalf("imported %d: %v", n, err)
 	}
 	want := map[string]int{}
 	live, _ := s.List(ctx, ListQuery{})

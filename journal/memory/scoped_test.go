@@ -120,9 +120,9 @@ func segments(t *testing.T, s *Store) int {
 	return n
 }
 
-// TestPassMergesTheIndex: writes of their own leave the index in many segments; the daily
-// pass merges them into one, and searches find the same memories after.
-func TestPassMergesTheIndex(t *testing.T) {
+// TestMergeIndex: writes of their own leave the index in many segments; MergeIndex merges
+// them into one, and searches find the same memories after.
+func TestMergeIndex(t *testing.T) {
 	s := setup(t)
 	ctx := context.Background()
 	for i := range 60 {
@@ -133,11 +133,11 @@ func TestPassMergesTheIndex(t *testing.T) {
 		t.Fatalf("60 writes left %d segments: nothing to merge", before)
 	}
 	foundBefore := found(t, s, alice, "gateway")
-	if _, err := s.FindDuplicates(ctx, t0); err != nil {
+	if err := s.MergeIndex(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if n := segments(t, s); n != 1 {
-		t.Errorf("%d segments after the pass, %d before; want 1", n, before)
+		t.Errorf("%d segments after the merge, %d before; want 1", n, before)
 	}
 	if got := found(t, s, alice, "gateway"); !slices.Equal(got, foundBefore) || len(got) != 50 {
 		t.Errorf("after the merge the search finds %d memories, before %d", len(got), len(foundBefore))

@@ -214,13 +214,16 @@ func Open(path string, opts Options) (*Store, error) {
 	// busy_timeout comes first so that the other pragmas wait for a lock too. The writer
 	// never checkpoints (wal_autocheckpoint(0)): copying the WAL back and syncing took 20 ms
 	// every few dozen writes, so the checkpointer does it beside the writer instead.
-	// temp_store keeps statement journals off the disk.
-	w, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=wal_autocheckpoint(0)&_pragma=temp_store(MEMORY)&_txlock=immediate")
+	// temp_store keeps statement journals off the disk. The page caches (SQLite's default is
+	// 2 MiB a connection) hold the full-text index's pages that every search reads and every
+	// write merges: with 2 MiB the writer spilled merged pages to the WAL before its commit and
+	// rewrote them there, and the readers read the index's pages from the file at each query.
+	w, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=wal_autocheckpoint(0)&_pragma=temp_store(MEMORY)&_pragma=cache_size(-16384)&_txlock=immediate")
 	if err != nil {
 		return nil, fmt.Errorf("open memories %s: %w", path, err)
 	}
 	w.SetMaxOpenConns(1)
-	r, _ := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)&_pragma=query_only(1)")
+	r, _ := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)&_pragma=query_only(1)&_pragma=cache_size(-8192)")
 	r.SetMaxOpenConns(4)
 	r.SetMaxIdleConns(4)
 	cp, err := checkpoint.Start(path, checkpointEvery, 0)

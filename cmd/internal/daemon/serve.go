@@ -307,8 +307,9 @@ func ServeWith(ctx context.Context, c Config, log *slog.Logger, tune func(*runti
 
 // memorySweep is the memory store's part of each journal sweep: the tool-call memo and the
 // frozen texts live as long as session rows; branches are checked every time; the
-// all-pairs duplicate pass runs when the store says it is due: a day after the last one
-// (whichever process ran it), after an import, or never run yet.
+// all-pairs duplicate pass, and the full-text index's merge after it, run when the store
+// says it is due: a day after the last one (whichever process ran it), after an import, or
+// never run yet.
 func memorySweep(m *natsbus.Memories, c Config, log *slog.Logger) func(context.Context) error {
 	st := m.Store
 	return func(ctx context.Context) error {
@@ -324,6 +325,7 @@ func memorySweep(m *natsbus.Memories, c Config, log *slog.Logger) func(context.C
 			found, errPairs = st.FindDuplicates(ctx, now)
 			if errPairs == nil {
 				log.Info("duplicate pass over the memories", "new_pairs", found, "took", time.Since(now).Round(time.Millisecond).String())
+				errPairs = st.MergeIndex(ctx)
 			}
 		}
 		return errors.Join(errPrune, errBranches, errPairs)

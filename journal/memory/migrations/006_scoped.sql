@@ -34,5 +34,5 @@ CREATE TRIGGER memories_fts_delete AFTER DELETE ON memories WHEN old.forgotten_a
     DELETE FROM memories_fts WHERE rowid = old.seq;
 END;
 
--- One segment, as the daily pass leaves it (mergeIndex): the rows above went in as many.
+-- One segment, as the daily pass leaves it (MergeIndex): the rows above went in as many.
 INSERT INTO memories_fts (memories_fts) VALUES ('optimize');

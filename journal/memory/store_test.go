@@ -1,14 +1,18 @@
 package memory
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -1285,5 +1289,77 @@ func TestSearchFindsTheWholeQueryFirst(t *testing.T) {
 	r, err := s.Search(ctx, alice, "gateway deploy", nil, 5, t0)
 	if err != nil || len(r.Hits) == 0 || r.Hits[0].Memory.ID != ms[0].ID {
 		t.Fatalf("search for both words: %+v %v; want %s first", r.Hits, err, ms[0].ID)
+	}
+}
+
+// TestSectionMatchesItsDefinition builds sections of a project of many memories of every
+// kind, age and length and compares each with the section computed here from its
+// definition: the sectionCandidates most recently used or updated live memories, ranked by
+// kindWeight × (1 + exp(−days/30)) then newest id, each line taken when it fits.
+func TestSectionMatchesItsDefinition(t *testing.T) {
+	s := setup(t, Options{StaleAfter: 10 * 365 * 24 * time.Hour})
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(3, 4))
+	var ms []Memory
+	for i := range 1500 {
+		m := imported(i, alice.Project, strings.Repeat("word ", 1+rng.IntN(60))+fmt.Sprint(i))
+		m.Kind = Kinds[rng.IntN(len(Kinds))]
+		m.CreatedAt = t0.Add(-time.Duration(rng.IntN(400*24)) * time.Hour).Truncate(time.Millisecond)
+		m.UpdatedAt = m.CreatedAt
+		ms = append(ms, m)
+	}
+	if _, err := s.Import(ctx, ms, t0); err != nil {
+		t.Fatal(err)
+	}
+	for round, budget := range []int{2000, 300, 5000, 40} {
+		now := t0.Add(time.Duration(round) * 24 * time.Hour)
+		var live []Memory
+		for _, m := range ms {
+			got, _, err := s.Get(ctx, m.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			live = append(live, got)
+		}
+		touched := func(m Memory) time.Time {
+			if m.UsedAt != nil && m.UsedAt.After(m.UpdatedAt) {
+				return *m.UsedAt
+			}
+			return m.UpdatedAt
+		}
+		slices.SortStableFunc(live, func(a, b Memory) int { return touched(b).Compare(touched(a)) })
+		live = live[:min(len(live), sectionCandidates)]
+		score := func(m Memory) float64 {
+			days := max(now.Sub(touched(m)).Hours()/24, 0)
+			return kindWeight[m.Kind] * (1 + math.Exp(-days/30))
+		}
+		slices.SortStableFunc(live, func(a, b Memory) int {
+			if c := cmp.Compare(score(b), score(a)); c != 0 {
+				return c
+			}
+			return strings.Compare(b.ID, a.ID)
+		})
+		want := "Memories of this project:"
+		left := budget - utf8.RuneCountInString(want)
+		for _, m := range live {
+			if left < minLine {
+				break
+			}
+			line := linePrefix(m.ID, m.Kind) + m.Content
+			if n := utf8.RuneCountInString(line); n <= left {
+				want += line
+				left -= n
+			}
+		}
+		if want == "Memories of this project:" {
+			want = ""
+		}
+		got, err := s.Section(ctx, alice.Project, budget, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != want {
+			t.Fatalf("round %d, budget %d: section\n%s\nwant\n%s", round, budget, got, want)
+		}
 	}
 }

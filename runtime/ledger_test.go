@@ -2,6 +2,8 @@ package runtime
 
 import (
 	"encoding/json"
+	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -76,6 +78,43 @@ func TestCutMiddle(t *testing.T) {
 	u := strings.Repeat("é", 30)
 	if got := cutMiddle(u, 10); !utf8.ValidString(got) || !strings.HasPrefix(got, "éééé\n[… 20") || !strings.HasSuffix(got, "\néééééé") {
 		t.Fatalf("cutMiddle(é×30, 10) = %q", got)
+	}
+}
+
+// TestCutMiddleKeepsRunesAsWalkedFromTheStart: the head is counted from the start and the
+// tail from the end; on any text, valid UTF-8 or not, the cut is where counting every rune
+// from the start puts it.
+func TestCutMiddleKeepsRunesAsWalkedFromTheStart(t *testing.T) {
+	byWalk := func(s string, n int) string {
+		total := utf8.RuneCountInString(s)
+		if n <= 0 || total <= n {
+			return s
+		}
+		head, tail := n*2/5, n-n*2/5
+		hi, ti, i := 0, len(s), 0
+		for j := range s {
+			if i == head {
+				hi = j
+			}
+			if i == total-tail {
+				ti = j
+				break
+			}
+			i++
+		}
+		return s[:hi] + fmt.Sprintf("\n[… %d characters left out …]\n", total-head-tail) + s[ti:]
+	}
+	pieces := []string{"a", "é", "€", "😀", "\xe2\x82", "\x80", "\xff", "\xed\xa0\x80", "\xf0\x9f", "\xc3", "\n", "z"}
+	rng := rand.New(rand.NewPCG(5, 6))
+	for i := range 20000 {
+		var b strings.Builder
+		for range rng.IntN(40) {
+			b.WriteString(pieces[rng.IntN(len(pieces))])
+		}
+		n := rng.IntN(30)
+		if got, want := cutMiddle(b.String(), n), byWalk(b.String(), n); got != want {
+			t.Fatalf("case %d: cutMiddle(%q, %d) = %q, want %q", i, b.String(), n, got, want)
+		}
 	}
 }
 

@@ -217,16 +217,16 @@ func cutMiddle(s string, n int) string {
 	}
 	head := n * 2 / 5
 	tail := n - head
-	hi, ti, i := 0, len(s), 0
-	for j := range s {
-		if i == head {
-			hi = j
-		}
-		if i == total-tail {
-			ti = j
-			break
-		}
-		i++
+	// The head's runes from the start, the tail's from the end: an output of megabytes
+	// is not walked rune by rune for the few hundred characters kept.
+	hi, ti := 0, len(s)
+	for range head {
+		_, size := utf8.DecodeRuneInString(s[hi:])
+		hi += size
+	}
+	for range tail {
+		_, size := utf8.DecodeLastRuneInString(s[:ti])
+		ti -= size
 	}
 	return s[:hi] + fmt.Sprintf("\n[… %d characters left out …]\n", total-head-tail) + s[ti:]
 }

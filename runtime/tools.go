@@ -256,8 +256,8 @@ func boundJSON(raw json.RawMessage, n int) json.RawMessage {
 // boundJSONAs cuts every string of raw to n characters and, when the result is still over
 // max bytes, stands dropped in for it.
 func boundJSONAs(raw json.RawMessage, n, max int, dropped string) json.RawMessage {
-	if len(raw) == 0 {
-		return raw
+	if len(raw) == 0 || len(raw) <= n && n <= max && json.Valid(raw) {
+		return raw // no string in it is over n characters, nor is the whole over max bytes
 	}
 	var v any
 	if json.Unmarshal(raw, &v) != nil {
@@ -302,8 +302,8 @@ func cutArgs(raw json.RawMessage, n int) json.RawMessage {
 // cutTopArgs cuts the top-level string arguments to n characters.
 func cutTopArgs(raw json.RawMessage, n int) json.RawMessage {
 	var m map[string]json.RawMessage
-	if len(raw) == 0 || json.Unmarshal(raw, &m) != nil {
-		return raw
+	if len(raw) <= n || json.Unmarshal(raw, &m) != nil {
+		return raw // no string of n bytes or fewer has more than n characters
 	}
 	changed := false
 	for k, v := range m {

@@ -90,7 +90,9 @@ func (r *rig) start() {
 	}
 	go func() { r.done <- daemon.Serve(ctx, r.cfg, log) }()
 	r.t.Cleanup(r.stop)
-	waitFor(r.t, "thatch to answer status", func() bool {
+	// A start loads the whole journal: 100,000 sessions under -race, beside the other
+	// packages' tests on two cores, took over 20 s.
+	waitWithin(r.t, 90*time.Second, "thatch to answer status", func() bool {
 		var s runtime.StatusView
 		return r.tryAPI("status", nil, &s) == nil
 	})
@@ -189,7 +191,13 @@ func journalDump(t *testing.T, dataDir string) string {
 // waitFor polls cond until it holds or 20 seconds pass.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	waitWithin(t, 20*time.Second, what, cond)
+}
+
+// waitWithin is waitFor with a deadline of its own.
+func waitWithin(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)

@@ -121,8 +121,9 @@ const mergeSteps = 256
 // MergeIndex merges the full-text index's segments into one, a step at a time; the daily
 // pass runs it after FindDuplicates. Every commit that changes memories adds a segment, and
 // FTS5 merges them only as far as it must: a dozen segments, each of which every word of
-// every query seeks. One segment made a look-alike check take 2 ms instead of 3–5 ms at
-// 100,000 memories.
+// every query seeks. One segment instead of a dozen made an identifier's search take
+// 0.5 ms instead of 1.3 ms at 100,000 memories, and a look-alike check about 2 ms instead
+// of 3–4 ms.
 func (s *Store) MergeIndex(ctx context.Context) error {
 	for {
 		var worked bool

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"path/filepath"
@@ -68,9 +69,16 @@ func TestCLIListsEverySession(t *testing.T) {
 		t.Fatalf("status says %d sessions and %d pending entries, want %d and %d", st.Sessions, st.Pending, sessions, entries)
 	}
 
+	// A listing of 100,000 sessions, page by page, took over 30 s (the rig's usual deadline)
+	// under -race beside the other packages' tests on two cores.
+	long := func() context.Context {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		t.Cleanup(cancel)
+		return ctx
+	}
 	var out bytes.Buffer
 	began = time.Now()
-	must(t, client(r.ctx(), r.cfg, "sessions", []string{"--json"}, &out))
+	must(t, client(long(), r.cfg, "sessions", []string{"--json"}, &out))
 	took := time.Since(began)
 	var rows []runtime.SessionView
 	must(t, json.Unmarshal(out.Bytes(), &rows))
@@ -88,14 +96,14 @@ func TestCLIListsEverySession(t *testing.T) {
 	}
 
 	out.Reset()
-	must(t, client(r.ctx(), r.cfg, "sessions", nil, &out))
+	must(t, client(long(), r.cfg, "sessions", nil, &out))
 	if lines := strings.Count(out.String(), "\n"); lines != sessions+1 {
 		t.Fatalf("thatch sessions printed %d lines, want a header and %d rows", lines, sessions)
 	}
 
 	out.Reset()
 	began = time.Now()
-	must(t, client(r.ctx(), r.cfg, "entries", []string{"ses_000000", "--json"}, &out))
+	must(t, client(long(), r.cfg, "entries", []string{"ses_000000", "--json"}, &out))
 	var es []runtime.EntryView
 	must(t, json.Unmarshal(out.Bytes(), &es))
 	t.Logf("thatch entries --json: %d entries in %s", len(es), time.Since(began))

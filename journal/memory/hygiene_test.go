@@ -2,7 +2,6 @@ package memory
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -600,16 +599,7 @@ func TestRememberDirectoryAndTip(t *testing.T) {
 // everything and take part in hygiene.
 func TestMigrateFromVersion1(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "memories.db")
-	db, err := sql.Open("sqlite", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v1, _ := migrations.ReadFile("migrations/001_init.sql")
-	for _, q := range []string{`CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY)`, string(v1), `INSERT INTO schema_migrations VALUES (1)`} {
-		if _, err := db.Exec(q); err != nil {
-			t.Fatal(err)
-		}
-	}
+	db := storeAtVersion(t, path, 1)
 	for i, content := range []string{ten, oneOff} {
 		if _, err := db.Exec(`INSERT INTO memories (id, project, scope, branch, kind, content, norm, created_at, updated_at)
 			VALUES (?, 'p', ?, 'main', 'fact', ?, ?, ?, ?)`, fmt.Sprintf("mem_0000000000000000000%d", i), scope("p"), content, normalize(content), t0.UnixMilli(), t0.UnixMilli()); err != nil {

@@ -2,7 +2,6 @@ package memory
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -181,17 +180,7 @@ func TestProjectFolders(t *testing.T) {
 // directory of its latest memory that has one, and a key that is a folder is its own.
 func TestMigrateProjects(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "memories.db")
-	db, err := sql.Open("sqlite", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v1, _ := migrations.ReadFile("migrations/001_init.sql")
-	v2, _ := migrations.ReadFile("migrations/002_hygiene.sql")
-	for _, q := range []string{`CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY)`, string(v1), string(v2), `INSERT INTO schema_migrations VALUES (1), (2)`} {
-		if _, err := db.Exec(q); err != nil {
-			t.Fatal(err)
-		}
-	}
+	db := storeAtVersion(t, path, 2)
 	for i, m := range []struct{ project, directory string }{
 		{"hash-a", "/src/a-old"}, {"hash-a", "/src/a"}, {"hash-a", ""}, {"hash-b", ""}, {"/src/c", ""},
 	} {

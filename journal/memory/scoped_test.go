@@ -13,27 +13,41 @@ import (
 	"github.com/thatch-dev/thatch/journal/migrate"
 )
 
+// storeAtVersion creates at path a store of schema version v, as a thatch of that version
+// left it (its first v migrations), and returns a connection to it for the test to fill
+// before Open migrates it.
+func storeAtVersion(t *testing.T, path string, v int) *sql.DB {
+	t.Helper()
+	old := fstest.MapFS{}
+	names, _ := fs.Glob(migrations, "migrations/*.sql")
+	for _, n := range names {
+		if n < fmt.Sprintf("migrations/%03d", v+1) {
+			data, _ := fs.ReadFile(migrations, n)
+			old[n] = &fstest.MapFile{Data: data}
+		}
+	}
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.SetMaxOpenConns(1) // one connection, as a writer: no lock to wait for between the test's statements
+	if err := migrate.Apply(db, old, "migrations/*.sql", "memories"); err != nil {
+		t.Fatal(err)
+	}
+	var got int
+	if err := db.QueryRow(`SELECT max(version) FROM schema_migrations`).Scan(&got); err != nil || got != v {
+		t.Fatalf("the old store is at version %d (%v), want %d", got, err, v)
+	}
+	return db
+}
+
 // TestScopedIndexMigration: a store of version 5 (one index over content, tags and the
 // scope token) opens at version 6 with every live memory in the new index, found by its
 // project's search and by a search of all projects, and a forgotten one found by neither.
 func TestScopedIndexMigration(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "memories.db")
-	old := fstest.MapFS{}
-	names, _ := fs.Glob(migrations, "migrations/*.sql")
-	for _, n := range names {
-		if n < "migrations/006" {
-			data, _ := fs.ReadFile(migrations, n)
-			old[n] = &fstest.MapFile{Data: data}
-		}
-	}
-	raw, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(WAL)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := migrate.Apply(raw, old, "migrations/*.sql", "memories"); err != nil {
-		t.Fatal(err)
-	}
+	raw := storeAtVersion(t, path, 5)
 	bob := Caller{Project: "/home/bob/shop"}
 	rows := []struct {
 		c         Caller

@@ -102,32 +102,30 @@ func (s *Store) commitGroup(group []*write) {
 			return err
 		}
 		defer tx.Rollback()
-		if len(group) == 1 { // the transaction is the write's savepoint
-			if errs[0] = group[0].ctx.Err(); errs[0] == nil {
-				errs[0] = group[0].fn(tx)
-			}
-			if errs[0] != nil {
-				return nil // rolled back; errs[0] says why
-			}
-			ran = true
-			return tx.Commit()
-		}
+		alone := len(group) == 1 // the transaction is the write's savepoint
 		for i, w := range group {
 			if errs[i] = w.ctx.Err(); errs[i] != nil {
 				continue
 			}
-			if _, err := tx.ExecContext(ctx, `SAVEPOINT write`); err != nil {
-				return err
+			if !alone {
+				if _, err := tx.ExecContext(ctx, `SAVEPOINT write`); err != nil {
+					return err
+				}
 			}
 			if errs[i] = w.fn(tx); errs[i] != nil {
+				if alone {
+					return nil // rolled back by the deferred Rollback; errs[0] says why
+				}
 				if _, err := tx.ExecContext(ctx, `ROLLBACK TO write`); err != nil {
 					return fmt.Errorf("roll back a failed write (%v): %w", errs[i], err)
 				}
 			} else {
 				ran = true
 			}
-			if _, err := tx.ExecContext(ctx, `RELEASE write`); err != nil {
-				return err
+			if !alone {
+				if _, err := tx.ExecContext(ctx, `RELEASE write`); err != nil {
+					return err
+				}
 			}
 		}
 		return tx.Commit()

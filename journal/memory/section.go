@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -32,11 +33,15 @@ var kindWeight = map[string]float64{
 var oneLine = strings.NewReplacer("\n", " ", "\r", " ")
 
 // sectionQuery reads a project's candidates for the section from the memories_recent index
-// alone (TestSectionQueryIsCovered).
+// alone (TestSectionQueryIsCovered), packed into one text of "id kind touched length"
+// quadruples separated by spaces (ids and kinds hold none): the 1,000 rows, four columns
+// each, cost more to step through and scan one by one than the index walk itself
+// (1.6 → 0.9 ms in process at 1,000 memories a project).
 const sectionQuery = `
-	SELECT id, kind, max(used_at, updated_at), length(content) FROM memories
-	WHERE project = ? AND forgotten_at = 0 AND max(used_at, updated_at) > ? AND (branch = '' OR branch = ?)
-	ORDER BY max(used_at, updated_at) DESC LIMIT ?`
+	SELECT coalesce(group_concat(id || ' ' || kind || ' ' || touched || ' ' || size, ' '), '') FROM (
+		SELECT id, kind, max(used_at, updated_at) AS touched, length(content) AS size FROM memories
+		WHERE project = ? AND forgotten_at = 0 AND max(used_at, updated_at) > ? AND (branch = '' OR branch = ?)
+		ORDER BY max(used_at, updated_at) DESC LIMIT ?)`
 
 // Section is the memory section injected at a session's start (protocol §6): the header line,
 // then one line "- [mem_…] (kind) content" per live memory of project, most useful first,
@@ -61,8 +66,8 @@ func (s *Store) Section(ctx context.Context, project string, budget int, now tim
 func (s *Store) SectionOn(ctx context.Context, project, branch string, budget int, now time.Time) (string, error) {
 	// Everything the choice needs (id, kind, time, length) is in the memories_recent index;
 	// only the contents of the memories chosen are read from the table.
-	rows, err := s.r.QueryContext(ctx, sectionQuery, project, s.staleBefore(now), branch, sectionCandidates)
-	if err != nil {
+	var packed string
+	if err := s.r.QueryRowContext(ctx, sectionQuery, project, s.staleBefore(now), branch, sectionCandidates).Scan(&packed); err != nil {
 		return "", fmt.Errorf("memory section: %w", err)
 	}
 	type candidate struct {
@@ -71,21 +76,20 @@ func (s *Store) SectionOn(ctx context.Context, project, branch string, budget in
 		score    float64
 	}
 	var cands []candidate
-	for rows.Next() {
-		var c candidate
-		var touched int64
-		if err := rows.Scan(&c.id, &c.kind, &touched, &c.size); err != nil {
-			rows.Close()
-			return "", fmt.Errorf("memory section: %w", err)
+	for packed != "" {
+		var f [4]string
+		for i := range f {
+			f[i], packed, _ = strings.Cut(packed, " ")
 		}
-		c.size += prefixSize + len(c.id) + len(c.kind) // both ASCII
+		touched, err1 := strconv.ParseInt(f[2], 10, 64)
+		size, err2 := strconv.Atoi(f[3])
+		if f[1] == "" || err1 != nil || err2 != nil {
+			return "", fmt.Errorf("memory section: a candidate of project %q is not \"id kind touched length\": %q (an id or kind with a space?)", project, strings.Join(f[:], " "))
+		}
+		c := candidate{id: f[0], kind: f[1], size: size + prefixSize + len(f[0]) + len(f[1])} // id and kind are ASCII
 		days := max(now.Sub(toTime(touched)).Hours()/24, 0)
 		c.score = kindWeight[c.kind] * (1 + math.Exp(-days/30))
 		cands = append(cands, c)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return "", fmt.Errorf("memory section: %w", err)
 	}
 	slices.SortFunc(cands, func(a, b candidate) int {
 		if a.score != b.score {

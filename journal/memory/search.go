@@ -167,14 +167,14 @@ func (s *Store) similar(ctx context.Context, project, content string) ([]Similar
 	if err != nil || len(rare) == 0 {
 		return nil, err
 	}
-	hits, err := s.rank(ctx, one(project), rare, nil, similarScan, false)
+	best, err := s.scoreMatches(ctx, one(project), rare, nil, similarScan, false)
 	if err != nil {
 		return nil, err
 	}
 	var out []Similar
-	for _, h := range hits {
-		if score := dice(words, contentWords(h.Memory.Content)); score >= SimilarFloor {
-			out = append(out, Similar{ID: h.Memory.ID, Score: score})
+	for _, m := range best {
+		if score := dice(words, withoutStopwords(m.words)); score >= SimilarFloor {
+			out = append(out, Similar{ID: m.id, Score: score})
 		}
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Score > out[j].Score })
@@ -246,16 +246,71 @@ func writeWords(ctx context.Context, tx cachedTx, counts map[string]int) error {
 const rankCandidates = 100
 
 // rank is the live memories of projects (none = every project) matching any of terms, best
-// first, at most n; a Hit's Score is its BM25 relevance. FTS5 finds the memories holding
-// every term when whole (a query's words; not a look-alike's rare words, which a look-alike
-// need not all share), then each term's matches in turn, rarest first (within the project's
-// scope), the newest first, until rankCandidates are found: the memories matching the whole
-// query and a rare term's matches are always among them, and a very common term only fills
-// up. The score is computed here, because FTS5's bm25() counts each
-// term's documents by walking the term's whole document list, every project's, at every
-// query: 4–5 ms a search at 100,000 memories. The words table already holds those counts.
-// Content weighs twice the tags, as in the index's rank setting.
+// first, at most n; a Hit's Score is its BM25 relevance (see scoreMatches). Only the n
+// best are read whole.
 func (s *Store) rank(ctx context.Context, projects, terms, kinds []string, n int, whole bool) ([]Hit, error) {
+	best, err := s.scoreMatches(ctx, projects, terms, kinds, n, whole)
+	if err != nil {
+		return nil, err
+	}
+	if len(best) == 0 {
+		return []Hit{}, nil
+	}
+	seqs := make([]int64, len(best))
+	for i, m := range best {
+		seqs[i] = m.seq
+	}
+	list, _ := json.Marshal(seqs)
+	rows, err := s.r.QueryContext(ctx, `SELECT `+memoryCols+`, m.seq FROM memories m WHERE m.seq IN (SELECT value FROM json_each(?)) AND m.forgotten_at = 0`, string(list))
+	if err != nil {
+		return nil, err
+	}
+	read := make(map[int64]Memory, len(best))
+	for rows.Next() {
+		var seq int64
+		m, err := scanMemory(rows, &seq)
+		if err != nil {
+			rows.Close()
+			return nil, err
+		}
+		read[seq] = m
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	hits := make([]Hit, 0, len(best))
+	for _, b := range best {
+		if m, ok := read[b.seq]; ok { // not forgotten meanwhile
+			hits = append(hits, Hit{Memory: m, Score: b.score})
+		}
+	}
+	return hits, nil
+}
+
+// matched is a memory matching a ranked search: its row, its words as the index sees them,
+// and its BM25 relevance.
+type matched struct {
+	seq     int64
+	id      string
+	content string
+	words   []string // tokens(content)
+	tags    []string // tokens of its tags
+	score   float64
+}
+
+// scoreMatches is the live memories of projects (none = every project) matching any of
+// terms, best first, at most n. FTS5 finds the memories holding every term when whole (a
+// query's words; not a look-alike's rare words, which a look-alike need not all share),
+// then each term's matches in turn, rarest first (within the project's scope), the newest
+// first, until rankCandidates are found: the memories matching the whole query and a rare
+// term's matches are always among them, and a very common term only fills up. The score is
+// computed here, because FTS5's bm25() counts each term's documents by walking the term's
+// whole document list, every project's, at every query: 4–5 ms a search at 100,000
+// memories. The words table already holds those counts. Content weighs twice the tags, as
+// in the index's rank setting. Only what scoring needs is read of each candidate (seq, id,
+// content, tags); reading all 14 columns of 100 rows was a fifth of a look-alike check.
+func (s *Store) scoreMatches(ctx context.Context, projects, terms, kinds []string, n int, whole bool) ([]matched, error) {
 	var words []string
 	for _, t := range terms {
 		words = append(words, tokens(t)...)
@@ -303,10 +358,10 @@ func (s *Store) rank(ctx context.Context, projects, terms, kinds []string, n int
 		}
 	}
 	if len(seqs) == 0 {
-		return []Hit{}, nil
+		return nil, nil
 	}
 	list, _ := json.Marshal(seqs)
-	query := `SELECT ` + memoryCols + ` FROM memories m WHERE m.seq IN (SELECT value FROM json_each(?)) AND m.forgotten_at = 0`
+	query := `SELECT m.seq, m.id, m.content, m.tags FROM memories m WHERE m.seq IN (SELECT value FROM json_each(?)) AND m.forgotten_at = 0`
 	args := []any{string(list)}
 	if len(kinds) > 0 {
 		query += ` AND m.kind IN (` + placeholders(len(kinds)) + `)`
@@ -318,33 +373,35 @@ func (s *Store) rank(ctx context.Context, projects, terms, kinds []string, n int
 	if err != nil {
 		return nil, err
 	}
-	var found []Memory
+	var found []matched
 	for rows.Next() {
-		m, err := scanMemory(rows)
-		if err != nil {
+		var m matched
+		var tagList string
+		if err := rows.Scan(&m.seq, &m.id, &m.content, &tagList); err != nil {
 			rows.Close()
 			return nil, err
 		}
+		var ts []string
+		if json.Unmarshal([]byte(tagList), &ts) != nil {
+			ts = nil // as scanMemory: tags that are not a list of strings are none
+		}
+		m.words, m.tags = tokens(m.content), tokens(strings.Join(ts, " "))
 		found = append(found, m)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	hits := []Hit{}
 	if len(found) == 0 {
-		return hits, nil
+		return nil, nil
 	}
 	phrases := make([][]string, len(terms))
 	for i, t := range terms {
 		phrases[i] = tokens(t)
 	}
-	type doc struct{ content, tags []string }
-	parsed := make([]doc, len(found))
 	avg := 0.0
-	for i, m := range found {
-		parsed[i] = doc{tokens(m.Content), tokens(strings.Join(m.Tags, " "))}
-		avg += float64(len(parsed[i].content))
+	for _, m := range found {
+		avg += float64(len(m.words))
 	}
 	avg /= float64(len(found))
 	idf := make([]float64, len(phrases))
@@ -358,19 +415,19 @@ func (s *Store) rank(ctx context.Context, projects, terms, kinds []string, n int
 		idf[i] = math.Log(1 + (float64(max(total, df))-float64(df)+0.5)/(float64(df)+0.5))
 	}
 	const k1, b = 1.2, 0.75
-	for i, m := range found {
-		dl := float64(len(parsed[i].content))
+	for i := range found {
+		dl := float64(len(found[i].words))
 		score := 0.0
 		for j, ph := range phrases {
-			tf := 2*float64(occurrences(parsed[i].content, ph)) + float64(occurrences(parsed[i].tags, ph))
+			tf := 2*float64(occurrences(found[i].words, ph)) + float64(occurrences(found[i].tags, ph))
 			if tf > 0 {
 				score += idf[j] * tf * (k1 + 1) / (tf + k1*(1-b+b*dl/max(avg, 1)))
 			}
 		}
-		hits = append(hits, Hit{Memory: m, Score: score})
+		found[i].score = score
 	}
-	sort.SliceStable(hits, func(i, j int) bool { return hits[i].Score > hits[j].Score }) // ties: newest first, as read
-	return hits[:min(len(hits), n)], nil
+	sort.SliceStable(found, func(i, j int) bool { return found[i].score > found[j].score }) // ties: newest first, as read
+	return found[:min(len(found), n)], nil
 }
 
 // telling is the terms of a query that tell memories apart: the rarest first, as many as fit
@@ -441,9 +498,41 @@ func (s *Store) frequencies(ctx context.Context, words []string) (map[string]int
 
 // tokens is text's words as FTS5's unicode61 tokenizer sees them, lower-cased, stopwords kept
 // (a phrase may hold one).
+// It is strings.FieldsFunc(strings.ToLower(text), not isWordRune) (TestTokens), with ASCII
+// looked up in a table instead of decoded and classified rune by rune: tokenizing the
+// candidates was a fifth of a look-alike check.
 func tokens(text string) []string {
-	return strings.FieldsFunc(strings.ToLower(text), func(r rune) bool { return !isWordRune(r) })
+	lower := strings.ToLower(text)
+	out := make([]string, 0, len(lower)/8+1)
+	start := -1
+	for i := 0; i < len(lower); {
+		word, size := asciiWord[lower[i]], 1
+		if lower[i] >= utf8.RuneSelf {
+			var r rune
+			r, size = utf8.DecodeRuneInString(lower[i:])
+			word = isWordRune(r)
+		}
+		if word && start < 0 {
+			start = i
+		} else if !word && start >= 0 {
+			out = append(out, lower[start:i])
+			start = -1
+		}
+		i += size
+	}
+	if start >= 0 {
+		out = append(out, lower[start:])
+	}
+	return out
 }
+
+// asciiWord is isWordRune of each ASCII character.
+var asciiWord = func() (t [256]bool) {
+	for c := range utf8.RuneSelf {
+		t[c] = isWordRune(rune(c))
+	}
+	return t
+}()
 
 // occurrences counts the places where phrase stands in words.
 func occurrences(words, phrase []string) int {
@@ -545,8 +634,10 @@ func dice(a, b []string) float64 {
 
 // contentWords is text's words, lower-cased, split on anything but letters and digits, with
 // stopwords dropped unless every word is one.
-func contentWords(text string) []string {
-	all := strings.FieldsFunc(strings.ToLower(text), func(r rune) bool { return !isWordRune(r) })
+func contentWords(text string) []string { return withoutStopwords(tokens(text)) }
+
+// withoutStopwords is all but its stopwords, or all when every word is one.
+func withoutStopwords(all []string) []string {
 	words := make([]string, 0, len(all))
 	for _, w := range all {
 		if !stopwords[w] {

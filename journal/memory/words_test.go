@@ -3,6 +3,7 @@ package memory
 import (
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -20,6 +21,23 @@ func TestFirstWordsIsContentWordsCut(t *testing.T) {
 		want = want[:min(len(want), n)]
 		if got := firstWords(text, n); !slices.Equal(got, want) && !(len(got) == 0 && len(want) == 0) {
 			t.Fatalf("case %d: firstWords(%q, %d) = %q, want %q", i, text, n, got, want)
+		}
+	}
+}
+
+// tokens must split as FieldsFunc on non-word runes of the lower-cased text does.
+func TestTokens(t *testing.T) {
+	pieces := []string{"the", "The", "Build", "svc-12-04", "src/x/y.go", " ", "\t", "\n", ",", "-", "_", "é", "Éclair", "İstanbul", "K", "ω", "Σ",
+		"日本", "٣", "e\u0301", "3.14", "\xff", "\xe6\x97", "\u00a0", "\U0001F600", "ǅ", "ẞ", "x"}
+	rng := rand.New(rand.NewPCG(3, 4))
+	for i := range 20000 {
+		var text string
+		for range rng.IntN(30) {
+			text += pieces[rng.IntN(len(pieces))]
+		}
+		want := strings.FieldsFunc(strings.ToLower(text), func(r rune) bool { return !isWordRune(r) })
+		if got := tokens(text); !slices.Equal(got, want) {
+			t.Fatalf("case %d: tokens(%q) = %q, want %q", i, text, got, want)
 		}
 	}
 }

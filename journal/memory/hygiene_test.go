@@ -607,11 +607,7 @@ func TestMigrateFromVersion1(t *testing.T) {
 		}
 	}
 	db.Close()
-	s, err := Open(path, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openAt(t, path, Options{})
 	m := mustGet(t, s, "mem_00000000000000000000")
 	if m.Content != ten || m.Branch != "main" || m.Directory != "" {
 		t.Errorf("after migration: %+v", m)

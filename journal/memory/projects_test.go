@@ -192,11 +192,7 @@ func TestMigrateProjects(t *testing.T) {
 		}
 	}
 	db.Close()
-	s, err := Open(path, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openAt(t, path, Options{})
 	ps, err := s.Projects(context.Background(), "")
 	if err != nil {
 		t.Fatal(err)

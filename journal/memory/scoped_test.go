@@ -78,11 +78,7 @@ func TestScopedIndexMigration(t *testing.T) {
 	}
 	raw.Close()
 
-	s, err := Open(path, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openAt(t, path, Options{})
 	var indexed int
 	if err := s.r.QueryRow(`SELECT count(*) FROM memories_fts`).Scan(&indexed); err != nil || indexed != 2 {
 		t.Fatalf("the new index holds %d rows (%v), want the 2 live memories", indexed, err)

@@ -29,7 +29,13 @@ func setup(t testing.TB, opts ...Options) *Store {
 	if len(opts) > 0 {
 		o = opts[0]
 	}
-	s, err := Open(filepath.Join(t.TempDir(), "data", "memories.db"), o)
+	return openAt(t, filepath.Join(t.TempDir(), "data", "memories.db"), o)
+}
+
+// openAt opens the store at path, closed when t ends.
+func openAt(t testing.TB, path string, o Options) *Store {
+	t.Helper()
+	s, err := Open(path, o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -158,6 +158,14 @@ func FormatPayload(p Payload, related []string) string {
 			" with {\"new\":0,\"updated\":0,\"deleted\":0}."
 	}
 	var b strings.Builder
+	size := 512 // what surrounds the entries, without the related memories
+	for _, e := range p.Entries {
+		size += 64 + len(e.ID) + len(e.Body.Tool) + min(len(e.Body.Title)+len(e.Body.Args), 2*PayloadArgsMax) + min(len(e.Body.Output), PayloadOutputMax+48)
+	}
+	for _, line := range related {
+		size += len(line) + 1
+	}
+	b.Grow(size) // about what is written: the builder grows once, not once a doubling
 	if len(p.Entries) == 1 {
 		fmt.Fprintf(&b, "1 tool interaction of session %s to extract memories from.\n", p.Root)
 	} else {
@@ -186,24 +194,47 @@ func FormatPayload(p Payload, related []string) string {
 	return b.String()
 }
 
+// textWriter is where writeEntry writes: a payload's builder, or EntrySize's counter.
+type textWriter interface{ WriteString(string) (int, error) }
+
 // writeEntry renders the entry numbered n of a payload.
-func writeEntry(b *strings.Builder, n int, e PayloadEntry) {
-	fmt.Fprintf(b, "\n## %d. %s (%s)\n", n, e.Body.Tool, e.ID)
+func writeEntry(w textWriter, n int, e PayloadEntry) {
+	w.WriteString("\n## ")
+	w.WriteString(strconv.Itoa(n))
+	w.WriteString(". ")
+	w.WriteString(e.Body.Tool)
+	w.WriteString(" (")
+	w.WriteString(e.ID)
+	w.WriteString(")\n")
 	if e.Body.Title != "" {
-		fmt.Fprintf(b, "title: %s\n", cut(e.Body.Title, PayloadArgsMax))
+		w.WriteString("title: ")
+		w.WriteString(cut(e.Body.Title, PayloadArgsMax))
+		w.WriteString("\n")
 	}
 	if args := bytes.TrimSpace(e.Body.Args); len(args) > 0 && string(args) != "{}" && string(args) != "null" {
-		fmt.Fprintf(b, "args: %s\n", cut(string(args), PayloadArgsMax))
+		w.WriteString("args: ")
+		w.WriteString(cut(string(args), PayloadArgsMax))
+		w.WriteString("\n")
 	}
-	fmt.Fprintf(b, "output:\n%s\n", cutMiddle(e.Body.Output, PayloadOutputMax))
+	w.WriteString("output:\n")
+	writeCutMiddle(w, e.Body.Output, PayloadOutputMax)
+	w.WriteString("\n")
+}
+
+// runeCount is a textWriter that counts the characters written to it.
+type runeCount int
+
+func (c *runeCount) WriteString(s string) (int, error) {
+	*c += runeCount(utf8.RuneCountInString(s))
+	return len(s), nil
 }
 
 // EntrySize is the number of characters an entry takes in a payload: what the payload
-// budget counts.
+// budget counts. It counts what writeEntry writes, without keeping it.
 func EntrySize(id string, body *Body) int {
-	var b strings.Builder
-	writeEntry(&b, 1, PayloadEntry{ID: id, Body: *body})
-	return utf8.RuneCountInString(b.String())
+	var c runeCount
+	writeEntry(&c, 1, PayloadEntry{ID: id, Body: *body})
+	return int(c)
 }
 
 // cutMiddle returns s cut to about n characters by keeping its head and its tail, with a
@@ -211,29 +242,59 @@ func EntrySize(id string, body *Body) int {
 // what matters (a test's failure, a command's result), and opencode puts its own
 // truncation notice at the start of a big one.
 func cutMiddle(s string, n int) string {
+	if n <= 0 || len(s) <= n { // n bytes hold at most n characters
+		return s
+	}
+	var b strings.Builder
+	writeCutMiddle(&b, s, n)
+	return b.String()
+}
+
+// writeCutMiddle writes cutMiddle(s, n) to w.
+func writeCutMiddle(w textWriter, s string, n int) {
 	total := utf8.RuneCountInString(s)
 	if n <= 0 || total <= n {
-		return s
+		w.WriteString(s)
+		return
 	}
 	head := n * 2 / 5
 	tail := n - head
 	// The head's runes from the start, the tail's from the end: an output of megabytes
 	// is not walked rune by rune for the few hundred characters kept.
-	hi, ti := 0, len(s)
-	for range head {
-		_, size := utf8.DecodeRuneInString(s[hi:])
-		hi += size
-	}
+	hi, ti := runeOffset(s, head), len(s)
 	for range tail {
 		_, size := utf8.DecodeLastRuneInString(s[:ti])
 		ti -= size
 	}
-	return s[:hi] + fmt.Sprintf("\n[… %d characters left out …]\n", total-head-tail) + s[ti:]
+	writeLeftOut(w, s[:hi], total-head-tail, s[ti:])
+}
+
+// writeLeftOut writes head and tail with the line saying n characters were left out
+// between them.
+func writeLeftOut(w textWriter, head string, n int, tail string) {
+	w.WriteString(head)
+	w.WriteString("\n[… ")
+	w.WriteString(strconv.Itoa(n))
+	w.WriteString(" characters left out …]\n")
+	w.WriteString(tail)
+}
+
+// runeOffset is the byte offset of s's nth rune (len(s) when s has fewer).
+func runeOffset(s string, n int) int {
+	i := 0
+	for range n {
+		if i == len(s) {
+			break
+		}
+		_, size := utf8.DecodeRuneInString(s[i:])
+		i += size
+	}
+	return i
 }
 
 // cut returns s cut to at most n characters (runes), marking the cut.
 func cut(s string, n int) string {
-	if n <= 0 || utf8.RuneCountInString(s) <= n {
+	if n <= 0 || len(s) <= n || utf8.RuneCountInString(s) <= n { // n bytes hold at most n characters
 		return s
 	}
 	i := 0

@@ -1,11 +1,52 @@
 package runtime
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
+
+// TestWriteEntry: an entry renders as its definition, written with fmt, says, and
+// EntrySize counts the characters of that rendering, on any text, valid UTF-8 or not.
+func TestWriteEntry(t *testing.T) {
+	byDefinition := func(n int, e PayloadEntry) string {
+		var b strings.Builder
+		fmt.Fprintf(&b, "\n## %d. %s (%s)\n", n, e.Body.Tool, e.ID)
+		if e.Body.Title != "" {
+			fmt.Fprintf(&b, "title: %s\n", cut(e.Body.Title, PayloadArgsMax))
+		}
+		if args := bytes.TrimSpace(e.Body.Args); len(args) > 0 && string(args) != "{}" && string(args) != "null" {
+			fmt.Fprintf(&b, "args: %s\n", cut(string(args), PayloadArgsMax))
+		}
+		fmt.Fprintf(&b, "output:\n%s\n", cutMiddle(e.Body.Output, PayloadOutputMax))
+		return b.String()
+	}
+	pieces := []string{"a", "é", "€", "😀", "\xe2\x82", "\xff", "\n", " ", "{}", "null", "z"}
+	rng := rand.New(rand.NewPCG(7, 8))
+	text := func(max int) string {
+		var b strings.Builder
+		for range rng.IntN(max) {
+			b.WriteString(strings.Repeat(pieces[rng.IntN(len(pieces))], 1+rng.IntN(40)))
+		}
+		return b.String()
+	}
+	for i := range 5000 {
+		e := PayloadEntry{ID: text(3), Body: Body{Tool: text(3), Title: text(8), Args: json.RawMessage(text(8)), Output: text(60)}}
+		n := rng.IntN(200)
+		var b strings.Builder
+		writeEntry(&b, n, e)
+		if want := byDefinition(n, e); b.String() != want {
+			t.Fatalf("case %d: writeEntry(%d, %+v) = %q, want %q", i, n, e, b.String(), want)
+		}
+		if got, want := EntrySize(e.ID, &e.Body), utf8.RuneCountInString(byDefinition(1, e)); got != want {
+			t.Fatalf("case %d: EntrySize = %d, want %d", i, got, want)
+		}
+	}
+}
 
 func TestCut(t *testing.T) {
 	for _, tc := range []struct {

@@ -94,6 +94,7 @@ func bench(ctx context.Context, args []string, out io.Writer, progress io.Writer
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the run here")
 	blockprofile := fs.String("blockprofile", "", "write a blocking profile (where goroutines waited) of the run here")
 	mutexprofile := fs.String("mutexprofile", "", "write a mutex contention profile of the run here")
+	memprofile := fs.String("memprofile", "", "write an allocation profile (what allocated how much, from where) of the run here")
 	soakFor := fs.Duration("soak", 0, "instead of the figures, soak for this long, sampling memory and goroutines")
 	thatchBin := fs.String("thatch", "", "the thatch binary --soak runs (default: the thatch next to thatch-bench)")
 	fs.Usage = func() {
@@ -132,6 +133,7 @@ func bench(ctx context.Context, args []string, out io.Writer, progress io.Writer
 	}{
 		{*blockprofile, "block", func() { goruntime.SetBlockProfileRate(blockRate) }}, // again once the broker runs: run
 		{*mutexprofile, "mutex", func() { goruntime.SetMutexProfileFraction(10) }},
+		{*memprofile, "allocs", func() {}}, // at the default rate, one sample per 512 KB allocated
 	} {
 		if p.path == "" {
 			continue
@@ -162,7 +164,7 @@ func bench(ctx context.Context, args []string, out io.Writer, progress io.Writer
 // blockRate is the blocking profile's rate (one event sampled per 100 µs spent blocked).
 const blockRate = int(100 * time.Microsecond)
 
-// writeProfile writes the named runtime profile (block, mutex) to path.
+// writeProfile writes the named runtime profile (block, mutex, allocs) to path.
 func writeProfile(name, path string) {
 	f, err := os.Create(path)
 	if err != nil {

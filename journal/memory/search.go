@@ -654,19 +654,21 @@ func withoutStopwords(all []string) []string {
 // deduplicating more of text than it takes: a payload runs to tens of kilobytes, and
 // splitting all of it was half of what looking up its related memories cost.
 func firstWords(text string, n int) []string {
-	lower := strings.ToLower(text)
 	seen := map[string]bool{}
 	var words, stops []string // distinct words in order; stopwords, for a text of nothing else
-	for i := 0; i < len(lower) && len(words) < n; {
+	// Each word is lower-cased on its own, not the whole text first: lower-casing maps
+	// rune by rune, so the words are the same, and a text with one non-ASCII character
+	// (a cut marker's "…") is not mapped rune by rune in full.
+	for i := 0; i < len(text) && len(words) < n; {
 		start, end := -1, i
-		for end < len(lower) {
-			r, size := rune(lower[end]), 1
-			if r >= utf8.RuneSelf {
-				r, size = utf8.DecodeRuneInString(lower[end:])
-			} else if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
-				r = 'a' // a word rune; ASCII needs no table
+		for end < len(text) {
+			word, size := asciiWord[text[end]], 1
+			if text[end] >= utf8.RuneSelf {
+				var r rune
+				r, size = utf8.DecodeRuneInString(text[end:])
+				word = isWordRune(unicode.ToLower(r))
 			}
-			if r == 'a' || (r >= utf8.RuneSelf && isWordRune(r)) {
+			if word {
 				if start < 0 {
 					start = end
 				}
@@ -679,7 +681,7 @@ func firstWords(text string, n int) []string {
 		if start < 0 {
 			continue
 		}
-		w := lower[start:end]
+		w := strings.ToLower(text[start:end]) // no copy when it is lower-case ASCII
 		if seen[w] {
 			continue
 		}

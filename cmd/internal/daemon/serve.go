@@ -274,11 +274,13 @@ func ServeWith(ctx context.Context, c Config, log *slog.Logger, tune func(*runti
 		case <-ctx.Done():
 			return nil
 		}
+		keepHeapFloor(HeapFloor) // after the load: the journal loads as it would without it
 		if err := srv.Start(ctx); err != nil {
 			return err
 		}
 		defer srv.Stop()
-		log.Info("thatch ready", "version", runtime.Version, "data_dir", c.DataDir, "startup", time.Since(start).Round(time.Millisecond).String())
+		log.Info("thatch ready", "version", runtime.Version, "data_dir", c.DataDir, "startup", time.Since(start).Round(time.Millisecond).String(),
+			"heap_floor", heapFloorState())
 		<-ctx.Done()
 		return nil
 	})

@@ -1,0 +1,88 @@
+package daemon
+
+import (
+	"os"
+	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
+	"strconv"
+	"sync"
+	"sync/atomic"
+)
+
+// HeapFloor is the heap below which thatch does not let the garbage collector start a cycle.
+// Go collects when the heap has grown by GOGC percent (100) of what the last cycle left
+// live, and thatch's live heap is a few megabytes: answering 1,000 tool calls a second it
+// was collected 50 times a second, each cycle stopping the world for up to 3 ms and
+// taking one of two cores for 2-4 ms more, and those cycles made the tool call's p99
+// (README, Performance). The floor costs at most its size in memory; once the live heap
+// is half of it, collection is Go's default.
+const HeapFloor = 32 << 20
+
+var heapFloorOnce sync.Once
+
+// keepHeapFloor raises GOGC while the live heap is under half of floor, so that a cycle
+// starts at floor bytes rather than at twice the live heap, and sets it back to 100 once
+// the live heap is over half of floor: a journal of a million entries loads and runs as it
+// would without it. It adjusts after every cycle (a finalizer runs once per cycle), for
+// the whole process, once whatever the number of daemons in it. GOGC or GOMEMLIMIT in the
+// environment turns it off: the operator's setting stands.
+func keepHeapFloor(floor uint64) {
+	heapFloorOnce.Do(func() {
+		if os.Getenv("GOGC") == "" && os.Getenv("GOMEMLIMIT") == "" {
+			startHeapFloor(floor)
+		}
+	})
+}
+
+// startHeapFloor starts keeping floor; stop ends it, leaving GOGC at 100.
+func startHeapFloor(floor uint64) (stop func()) {
+	var stopped atomic.Bool
+	live := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	percent := 100
+	var arm func()
+	arm = func() {
+		runtime.SetFinalizer(&cycleSentinel{}, func(*cycleSentinel) {
+			if stopped.Load() {
+				debug.SetGCPercent(100)
+				return
+			}
+			metrics.Read(live)
+			if live[0].Value.Kind() == metrics.KindUint64 {
+				if p := gcPercent(live[0].Value.Uint64(), floor); p != percent {
+					debug.SetGCPercent(p)
+					percent = p
+				}
+			}
+			arm()
+		})
+	}
+	arm()
+	return func() { stopped.Store(true) }
+}
+
+// cycleSentinel is garbage as soon as it is made: its finalizer runs after the next cycle.
+// It holds a pointer, so the allocator does not batch it with other tiny objects (a
+// finalizer on a batched object may never run).
+type cycleSentinel struct {
+	_ *byte
+	_ [16]byte
+}
+
+// gcPercent is the GOGC that starts the next cycle at floor bytes for a live heap of live
+// bytes, in steps of 25 (a heap that moves a little does not change it each cycle), and
+// 100, Go's default, once live is half of floor or more.
+func gcPercent(live, floor uint64) int {
+	if live == 0 || 2*live >= floor {
+		return 100
+	}
+	return int(100*(floor-live)/live) / 25 * 25
+}
+
+// heapFloorState says, for the log, whether the floor is on.
+func heapFloorState() string {
+	if os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" {
+		return "off (GOGC or GOMEMLIMIT is set)"
+	}
+	return strconv.Itoa(HeapFloor>>20) + " MiB"
+}

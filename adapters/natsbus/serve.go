@@ -1,6 +1,7 @@
 package natsbus
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -144,6 +145,12 @@ func (s *Server) Stop() {
 	s.wg.Wait()
 }
 
+// replyBuffers are the buffers replies are encoded into; one over maxPooledReply (a big
+// page of a list) is left to the collector rather than kept.
+var replyBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+const maxPooledReply = 256 << 10
+
 // reply answers m. A reply the broker would refuse (over its max_payload) is logged with
 // its subject and size, and replaced by a TooLargeError saying how to ask for less; one
 // that cannot be sent is logged: a caller left waiting would see only a timeout.
@@ -151,14 +158,24 @@ func (s *Server) reply(m *nats.Msg, res any, herr *runtime.HostError) {
 	if m.Reply == "" {
 		return
 	}
-	data, err := protocol.Encode(res, herr)
-	if err != nil {
+	b := replyBuffers.Get().(*bytes.Buffer)
+	defer func() {
+		if b.Cap() <= maxPooledReply {
+			b.Reset()
+			replyBuffers.Put(b)
+		}
+	}()
+	if err := protocol.EncodeTo(b, res, herr); err != nil {
 		s.Log.Error("could not encode a reply; answering with an error", "subject", m.Subject, "err", err)
-		data, _ = protocol.Encode(nil, &runtime.HostError{Name: protocol.Internal, Message: "thatch could not encode its reply: " + err.Error()})
+		_ = protocol.EncodeTo(b, nil, &runtime.HostError{Name: protocol.Internal, Message: "thatch could not encode its reply: " + err.Error()})
 	}
+	data := b.Bytes() // Respond copies it into the connection's buffer before it returns
 	if limit := s.NC.MaxPayload(); limit > 0 && int64(len(data)) > limit {
 		s.Log.Error("reply over the broker's max_payload; answering with an error instead", "subject", m.Subject, "bytes", len(data), "max_payload", limit)
-		data, _ = protocol.Encode(nil, tooLarge(m.Subject, len(data), limit))
+		size := len(data)
+		b.Reset()
+		_ = protocol.EncodeTo(b, nil, tooLarge(m.Subject, size, limit))
+		data = b.Bytes()
 	}
 	if err := m.Respond(data); err != nil {
 		s.Log.Error("could not send a reply", "subject", m.Subject, "bytes", len(data), "err", err)

@@ -654,7 +654,7 @@ func withoutStopwords(all []string) []string {
 // deduplicating more of text than it takes: a payload runs to tens of kilobytes, and
 // splitting all of it was half of what looking up its related memories cost.
 func firstWords(text string, n int) []string {
-	seen := map[string]bool{}
+	var seen wordSet
 	var words, stops []string // distinct words in order; stopwords, for a text of nothing else
 	// Each word is lower-cased on its own, not the whole text first: lower-casing maps
 	// rune by rune, so the words are the same, and a text with one non-ASCII character
@@ -682,10 +682,9 @@ func firstWords(text string, n int) []string {
 			continue
 		}
 		w := strings.ToLower(text[start:end]) // no copy when it is lower-case ASCII
-		if seen[w] {
+		if !seen.add(w) {
 			continue
 		}
-		seen[w] = true
 		if stopwords[w] {
 			if len(stops) < n {
 				stops = append(stops, w)
@@ -699,6 +698,42 @@ func firstWords(text string, n int) []string {
 	}
 	return words
 }
+
+// wordSet is a set of words: a list searched in order while it is short, a map once it is
+// not. A payload's few dozen distinct words fit in the list, which takes a sixth of the
+// memory a map of them did.
+type wordSet struct {
+	list []string
+	m    map[string]bool
+}
+
+// add adds w and reports whether it was not in the set.
+func (s *wordSet) add(w string) bool {
+	if s.m != nil {
+		if s.m[w] {
+			return false
+		}
+		s.m[w] = true
+		return true
+	}
+	if slices.Contains(s.list, w) {
+		return false
+	}
+	if s.list == nil {
+		s.list = make([]string, 0, wordSetList)
+	}
+	s.list = append(s.list, w)
+	if len(s.list) == wordSetList {
+		s.m = make(map[string]bool, 2*wordSetList)
+		for _, x := range s.list {
+			s.m[x] = true
+		}
+		s.list = nil
+	}
+	return true
+}
+
+const wordSetList = 64
 
 // isWordRune is what FTS5's unicode61 tokenizer keeps in a token: letters and numbers.
 func isWordRune(r rune) bool { return unicode.IsLetter(r) || unicode.IsNumber(r) }

@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,14 +23,29 @@ func (e *Error) Error() string { return e.Name + ": " + e.Message }
 // {"result": result} (a nil result is {"result":null}). Only a result can fail to
 // encode.
 func Encode(result any, err *Error) ([]byte, error) {
-	if err != nil {
-		return json.Marshal(struct {
-			Error *Error `json:"error"`
-		}{err})
+	var b bytes.Buffer
+	if e := EncodeTo(&b, result, err); e != nil {
+		return nil, e
 	}
-	return json.Marshal(struct {
+	return b.Bytes(), nil
+}
+
+// EncodeTo appends Encode's bytes to b, and nothing when it fails: a responder that
+// reuses b allocates nothing for a reply of a size it sent before.
+func EncodeTo(b *bytes.Buffer, result any, err *Error) error {
+	var v any = struct {
 		Result any `json:"result"`
-	}{result})
+	}{result}
+	if err != nil {
+		v = struct {
+			Error *Error `json:"error"`
+		}{err}
+	}
+	if e := json.NewEncoder(b).Encode(v); e != nil { // writes only what encoded
+		return e
+	}
+	b.Truncate(b.Len() - 1) // the newline Encode ends with
+	return nil
 }
 
 // ErrBadReply is wrapped by Decode's error for bytes that are neither {"result": …} nor

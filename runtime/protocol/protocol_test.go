@@ -1,6 +1,7 @@
 package protocol_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -60,6 +61,22 @@ func TestEnvelopeRoundTrip(t *testing.T) {
 	}
 	if _, err := protocol.Encode(func() {}, nil); err == nil {
 		t.Error("a result that cannot be encoded encoded")
+	}
+}
+
+// EncodeTo appends Encode's bytes, and nothing when the result cannot be encoded.
+func TestEncodeTo(t *testing.T) {
+	var b bytes.Buffer
+	b.WriteString("before|")
+	if err := protocol.EncodeTo(&b, map[string]any{"a": "<b>"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := protocol.EncodeTo(&b, func() {}, nil); err == nil {
+		t.Fatal("a result that cannot be encoded encoded")
+	}
+	want, _ := protocol.Encode(map[string]any{"a": "<b>"}, nil)
+	if b.String() != "before|"+string(want) {
+		t.Fatalf("EncodeTo wrote %q, want %q", b.String(), "before|"+string(want))
 	}
 }
 

@@ -78,10 +78,11 @@ func (s *Store) Search(ctx context.Context, c Caller, query string, kinds []stri
 	if len(terms) == 0 {
 		return SearchResult{}, errNoWords
 	}
-	if terms, err = s.telling(ctx, terms); err != nil {
+	terms, counts, err := s.telling(ctx, terms)
+	if err != nil {
 		return SearchResult{}, fmt.Errorf("search memories: %w", err)
 	}
-	hits, err := s.rank(ctx, one(c.Project), terms, kinds, 4*limit, true)
+	hits, err := s.rank(ctx, one(c.Project), terms, kinds, 4*limit, true, counts)
 	if err != nil {
 		return SearchResult{}, fmt.Errorf("search memories: %w", err)
 	}
@@ -146,7 +147,7 @@ func (s *Store) Related(ctx context.Context, project, text string, limit int) ([
 	if len(rare) == 0 {
 		return out, nil
 	}
-	hits, err := s.rank(ctx, one(project), rare, nil, limit, false)
+	hits, err := s.rank(ctx, one(project), rare, nil, limit, false, nil)
 	if err != nil {
 		return nil, fmt.Errorf("related memories: %w", err)
 	}
@@ -167,7 +168,7 @@ func (s *Store) similar(ctx context.Context, project, content string) ([]Similar
 	if err != nil || len(rare) == 0 {
 		return nil, err
 	}
-	best, err := s.scoreMatches(ctx, one(project), rare, nil, similarScan, false)
+	best, err := s.scoreMatches(ctx, one(project), rare, nil, similarScan, false, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -248,8 +249,8 @@ const rankCandidates = 100
 // rank is the live memories of projects (none = every project) matching any of terms, best
 // first, at most n; a Hit's Score is its BM25 relevance (see scoreMatches). Only the n
 // best are read whole.
-func (s *Store) rank(ctx context.Context, projects, terms, kinds []string, n int, whole bool) ([]Hit, error) {
-	best, err := s.scoreMatches(ctx, projects, terms, kinds, n, whole)
+func (s *Store) rank(ctx context.Context, projects, terms, kinds []string, n int, whole bool, counts *wordCounts) ([]Hit, error) {
+	best, err := s.scoreMatches(ctx, projects, terms, kinds, n, whole, counts)
 	if err != nil {
 		return nil, err
 	}
@@ -310,15 +311,19 @@ type matched struct {
 // memories. The words table already holds those counts. Content weighs twice the tags, as
 // in the index's rank setting. Only what scoring needs is read of each candidate (seq, id,
 // content, tags); reading all 14 columns of 100 rows was a fifth of a look-alike check.
-func (s *Store) scoreMatches(ctx context.Context, projects, terms, kinds []string, n int, whole bool) ([]matched, error) {
-	var words []string
-	for _, t := range terms {
-		words = append(words, tokens(t)...)
+func (s *Store) scoreMatches(ctx context.Context, projects, terms, kinds []string, n int, whole bool, counts *wordCounts) ([]matched, error) {
+	if counts == nil {
+		var words []string
+		for _, t := range terms {
+			words = append(words, tokens(t)...)
+		}
+		c, err := s.frequencies(ctx, words)
+		if err != nil {
+			return nil, err
+		}
+		counts = &c
 	}
-	docs, total, err := s.frequencies(ctx, words)
-	if err != nil {
-		return nil, err
-	}
+	docs, total := counts.docs, counts.total
 	terms = slices.Clone(terms)
 	slices.SortStableFunc(terms, func(a, b string) int { return termDocs(docs, a) - termDocs(docs, b) })
 	seen := map[int64]bool{}
@@ -434,28 +439,28 @@ func (s *Store) scoreMatches(ctx context.Context, projects, terms, kinds []strin
 // in queryPostings documents in all (the rarest always). A word that half the store holds
 // ranks nothing when a rarer one is asked for too, and matching it would cost a walk over
 // its every document.
-func (s *Store) telling(ctx context.Context, terms []string) ([]string, error) {
+func (s *Store) telling(ctx context.Context, terms []string) ([]string, *wordCounts, error) {
 	if len(terms) < 2 {
-		return terms, nil
+		return terms, nil, nil
 	}
 	var words []string
 	for _, t := range terms {
 		words = append(words, tokens(t)...)
 	}
-	docs, _, err := s.frequencies(ctx, words)
+	counts, err := s.frequencies(ctx, words)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	df := func(t string) int { return termDocs(docs, t) }
+	df := func(t string) int { return termDocs(counts.docs, t) }
 	sorted := slices.Clone(terms)
 	slices.SortStableFunc(sorted, func(a, b string) int { return df(a) - df(b) })
 	postings := 0
 	for i, t := range sorted {
 		if postings += df(t); postings > queryPostings && i > 0 {
-			return sorted[:i], nil
+			return sorted[:i], &counts, nil
 		}
 	}
-	return sorted, nil
+	return sorted, &counts, nil
 }
 
 // termDocs is how many live memories hold term: a phrase is as rare as its rarest word, a
@@ -470,30 +475,37 @@ func termDocs(docs map[string]int, term string) int {
 	return max(n, 0)
 }
 
-// frequencies is the number of live memories holding each of words (those the words table
-// knows) and the number of memories ever written, which stands for the store's size.
-func (s *Store) frequencies(ctx context.Context, words []string) (map[string]int, int, error) {
+// wordCounts is what frequencies read: the number of live memories holding each word the
+// words table knows, and the number of memories ever written, which stands for the
+// store's size. Search reads it once, for telling and for scoring: the terms telling
+// keeps are some of those it counted.
+type wordCounts struct {
+	docs  map[string]int
+	total int
+}
+
+// frequencies reads the wordCounts of words.
+func (s *Store) frequencies(ctx context.Context, words []string) (wordCounts, error) {
 	list, _ := json.Marshal(distinct(words))
 	rows, err := s.r.QueryContext(ctx, `SELECT word, docs FROM words WHERE word IN (SELECT value FROM json_each(?))`, string(list))
 	if err != nil {
-		return nil, 0, err
+		return wordCounts{}, err
 	}
 	defer rows.Close()
-	docs := map[string]int{}
+	c := wordCounts{docs: map[string]int{}}
 	for rows.Next() {
 		var w string
 		var d int
 		if err := rows.Scan(&w, &d); err != nil {
-			return nil, 0, err
+			return wordCounts{}, err
 		}
-		docs[w] = d
+		c.docs[w] = d
 	}
 	if err := rows.Err(); err != nil {
-		return nil, 0, err
+		return wordCounts{}, err
 	}
-	var total int
-	err = s.r.QueryRowContext(ctx, `SELECT coalesce(max(seq), 0) FROM memories`).Scan(&total)
-	return docs, total, err
+	err = s.r.QueryRowContext(ctx, `SELECT coalesce(max(seq), 0) FROM memories`).Scan(&c.total)
+	return c, err
 }
 
 // tokens is text's words as FTS5's unicode61 tokenizer sees them, lower-cased, stopwords kept

@@ -591,7 +591,7 @@ func (s *Store) List(ctx context.Context, q ListQuery) ([]Memory, error) {
 		if len(terms) == 0 {
 			return nil, errNoWords
 		}
-		hits, err := s.rank(ctx, q.Projects, terms, kinds, limit, true)
+		hits, err := s.rank(ctx, q.Projects, terms, kinds, limit, true, nil)
 		if err != nil {
 			return nil, fmt.Errorf("list memories: %w", err)
 		}

@@ -38,6 +38,13 @@ type Batch struct {
 	PruneApplied time.Time
 }
 
+// Empty reports whether b writes nothing: no effects, applied or dead-lettered events,
+// performed calls, position or pruning. The loop does not commit it.
+func (b *Batch) Empty() bool {
+	return (b.Effects == nil || b.Effects.Empty()) && len(b.Applied) == 0 && len(b.DeadLetters) == 0 &&
+		len(b.Done) == 0 && b.StreamSeq == 0 && b.PruneApplied.IsZero()
+}
+
 // Applied is one applied event id.
 type Applied struct {
 	ID  string

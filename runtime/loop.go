@@ -729,15 +729,17 @@ func (l *Loop) commit(ctx, wctx context.Context, build func(time.Time) (*Batch, 
 	for {
 		l.changed()
 		b, err := build(l.Now())
-		if err == nil {
+		if err == nil && !b.Empty() { // nothing to write: nothing to wait for (a payload asked again)
 			began := time.Now()
 			err = l.Journal.Commit(b)
-			if err == nil && l.CommitTook != nil {
-				l.CommitTook(time.Since(began))
+			if err == nil {
+				l.journalErr = "" // a write succeeded: not said by a batch that wrote nothing
+				if l.CommitTook != nil {
+					l.CommitTook(time.Since(began))
+				}
 			}
 		}
 		if err == nil {
-			l.journalErr = ""
 			if l.dirOn.Load() {
 				l.dir.update(l.state, b.Effects, l.Now())
 			}

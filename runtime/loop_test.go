@@ -837,3 +837,80 @@ func TestLoopGoneAndHelloInOneRound(t *testing.T) {
 		t.Fatalf("outbox %v, want ses_b's reminder only", calls)
 	}
 }
+
+// commitCounting is a journal that counts the batches committed to it.
+type commitCounting struct {
+	*journal.Store
+	mu      sync.Mutex
+	commits int
+}
+
+func (j *commitCounting) Commit(b *runtime.Batch) error {
+	j.mu.Lock()
+	j.commits++
+	j.mu.Unlock()
+	return j.Store.Commit(b)
+}
+
+func (j *commitCounting) count() int {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.commits
+}
+
+// A payload asked for again in the minute of the caller's last touch changes nothing and
+// commits nothing; in a new minute the caller's Touched is written, and what the journal
+// reloads is at most that minute behind.
+func TestLoopPayloadAskedAgainCommitsNothing(t *testing.T) {
+	dir := t.TempDir()
+	var mu sync.Mutex
+	now := time.Date(2026, 12, 2, 10, 0, 5, 0, time.UTC)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	var j *commitCounting
+	r := startLoopTuned(t, dir, &hostSwitch{}, func(l *runtime.Loop) {
+		j = &commitCounting{Store: l.Journal.(*journal.Store)}
+		l.Journal, l.Now = j, clock
+	})
+	r.hello("b1")
+	r.created("ses_a")
+	r.deliver("tool_c1", "tool.execute.after", `{"sessionID":"ses_a","callID":"c1","tool":"bash","args":{},"output":"x"}`)
+	r.waitView("the events to be applied", func(v runtime.View) bool { return v.Pos == 3 })
+	payload := func() runtime.Answer {
+		t.Helper()
+		a := r.loop.Tool(context.Background(), runtime.ToolCall{Name: runtime.ToolPayload, SessionID: "ses_a", Args: json.RawMessage(`{}`)}, 0)
+		if a.Err != nil || a.Payload == nil || len(a.Payload.Entries) != 1 || a.Payload.Entries[0].ID == "" {
+			t.Fatalf("payload: %+v", a)
+		}
+		return a
+	}
+	first := payload() // claims c1: committed
+	claimed := j.count()
+	advance(20 * time.Second)
+	for range 3 {
+		if again := payload(); again.Output != first.Output {
+			t.Fatalf("the payload asked again changed:\n%s\nwant\n%s", again.Output, first.Output)
+		}
+	}
+	if n := j.count(); n != claimed {
+		t.Fatalf("%d commits for three payloads asked again in the same minute, want none", n-claimed)
+	}
+	advance(time.Minute) // 10:01:25
+	payload()
+	if n := j.count(); n != claimed+1 {
+		t.Fatalf("%d commits for a payload asked again in a new minute, want 1 (the caller's Touched)", n-claimed)
+	}
+	r.stop()
+	store, err := journal.Open(filepath.Join(dir, "thatch.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	st, _, _, err := store.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := st.Sessions["ses_a"].Touched; !got.Equal(now) {
+		t.Fatalf("the journal reloads Touched %s, want %s", got, now)
+	}
+}

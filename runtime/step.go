@@ -154,6 +154,20 @@ func (t *step) touch(id string) {
 	}
 }
 
+// touchCall is touch for a tool call, which dirties what it changes itself: a call in the
+// minute of the session's last touch does not write the session for its Touched alone.
+// The journal's Touched is then at most a minute behind (whatever else writes the session
+// writes the newest), which a TTL of hours does not notice, and a call that changes
+// nothing else commits nothing (a payload asked for again).
+func (t *step) touchCall(id string) {
+	if sess := t.s.Sessions[id]; sess != nil {
+		if !sess.Touched.Truncate(time.Minute).Equal(t.now.Truncate(time.Minute)) {
+			t.dirty(sess)
+		}
+		sess.Touched = t.now
+	}
+}
+
 func (t *step) forget(sess *Session) {
 	t.s.drop(sess)
 	t.fx.Sessions[sess.ID] = true

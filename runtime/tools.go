@@ -32,7 +32,7 @@ func (t *step) tool(c ToolCall) *Reply {
 	if root == nil {
 		return toolError(protocol.UnknownSession, "session %q has no top-level ancestor thatch tracks", c.SessionID)
 	}
-	t.touch(caller.ID)
+	t.touchCall(caller.ID)
 	if MemoryTool(c.Name) || c.Name == CallSessionContext || c.Name == CallMemoryContext {
 		return t.identify(c, caller, root)
 	}
@@ -42,7 +42,6 @@ func (t *step) tool(c ToolCall) *Reply {
 			return toolError(protocol.BadRequest, "%s takes an empty object: %v", ToolPayload, err)
 		}
 		claimed := t.claim(root, caller.ID)
-		t.dirty(caller)
 		if len(claimed) > 0 {
 			t.fx.Entries = append(t.fx.Entries, EntryOp{Kind: EntryClaim, Root: root.ID, Claimant: caller.ID, At: t.now, IDs: claimed})
 			t.dirty(root)

@@ -203,16 +203,23 @@ func (r *loopRig) waitView(what string, cond func(runtime.View) bool) {
 // outbox reads the calls a stopped loop left in its journal.
 func outbox(t *testing.T, dir string) []runtime.Call {
 	t.Helper()
+	_, calls := reload(t, dir)
+	return calls
+}
+
+// reload loads the journal a stopped loop left in dir: its state and its outbox.
+func reload(t *testing.T, dir string) (*runtime.State, []runtime.Call) {
+	t.Helper()
 	store, err := journal.Open(filepath.Join(dir, "thatch.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	_, calls, _, err := store.Load()
+	st, calls, _, err := store.Load()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return calls
+	return st, calls
 }
 
 // hostSwitch answers like a host that can be away (no responder for anything) or there.
@@ -901,15 +908,7 @@ func TestLoopPayloadAskedAgainCommitsNothing(t *testing.T) {
 		t.Fatalf("%d commits for a payload asked again in a new minute, want 1 (the caller's Touched)", n-claimed)
 	}
 	r.stop()
-	store, err := journal.Open(filepath.Join(dir, "thatch.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	st, _, _, err := store.Load()
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, _ := reload(t, dir)
 	if got := st.Sessions["ses_a"].Touched; !got.Equal(now) {
 		t.Fatalf("the journal reloads Touched %s, want %s", got, now)
 	}

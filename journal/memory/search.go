@@ -313,11 +313,7 @@ type matched struct {
 // content, tags); reading all 14 columns of 100 rows was a fifth of a look-alike check.
 func (s *Store) scoreMatches(ctx context.Context, projects, terms, kinds []string, n int, whole bool, counts *wordCounts) ([]matched, error) {
 	if counts == nil {
-		var words []string
-		for _, t := range terms {
-			words = append(words, tokens(t)...)
-		}
-		c, err := s.frequencies(ctx, words)
+		c, err := s.frequencies(ctx, terms)
 		if err != nil {
 			return nil, err
 		}
@@ -386,11 +382,7 @@ func (s *Store) scoreMatches(ctx context.Context, projects, terms, kinds []strin
 			rows.Close()
 			return nil, err
 		}
-		var ts []string
-		if json.Unmarshal([]byte(tagList), &ts) != nil {
-			ts = nil // as scanMemory: tags that are not a list of strings are none
-		}
-		m.words, m.tags = tokens(m.content), tokens(strings.Join(ts, " "))
+		m.words, m.tags = tokens(m.content), tokens(strings.Join(decodeTags(tagList), " "))
 		found = append(found, m)
 	}
 	rows.Close()
@@ -443,11 +435,7 @@ func (s *Store) telling(ctx context.Context, terms []string) ([]string, *wordCou
 	if len(terms) < 2 {
 		return terms, nil, nil
 	}
-	var words []string
-	for _, t := range terms {
-		words = append(words, tokens(t)...)
-	}
-	counts, err := s.frequencies(ctx, words)
+	counts, err := s.frequencies(ctx, terms)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -484,8 +472,12 @@ type wordCounts struct {
 	total int
 }
 
-// frequencies reads the wordCounts of words.
-func (s *Store) frequencies(ctx context.Context, words []string) (wordCounts, error) {
+// frequencies reads the wordCounts of the words of terms.
+func (s *Store) frequencies(ctx context.Context, terms []string) (wordCounts, error) {
+	var words []string
+	for _, t := range terms {
+		words = append(words, tokens(t)...)
+	}
 	list, _ := json.Marshal(distinct(words))
 	rows, err := s.r.QueryContext(ctx, `SELECT word, docs FROM words WHERE word IN (SELECT value FROM json_each(?))`, string(list))
 	if err != nil {
@@ -514,28 +506,39 @@ func (s *Store) frequencies(ctx context.Context, words []string) (wordCounts, er
 // looked up in a table instead of decoded and classified rune by rune: tokenizing the
 // candidates was a fifth of a look-alike check.
 func tokens(text string) []string {
-	lower := strings.ToLower(text)
-	out := make([]string, 0, len(lower)/8+1)
-	start := -1
-	for i := 0; i < len(lower); {
-		word, size := asciiWord[lower[i]], 1
-		if lower[i] >= utf8.RuneSelf {
+	out := make([]string, 0, len(text)/8+1)
+	for i := 0; ; {
+		start, end := nextWord(text, i)
+		if start < 0 {
+			return out
+		}
+		out = append(out, strings.ToLower(text[start:end])) // no copy when it is lower-case ASCII
+		i = end
+	}
+}
+
+// nextWord is the bounds of the first word of text at or after i, as FTS5's unicode61
+// tokenizer sees words (the letters and numbers of the lower-cased text); start is -1 when
+// there is none. Lower-casing maps rune by rune, so a word lower-cased on its own is the
+// word of the lower-cased text, and a text with one non-ASCII character (a cut marker's
+// "…") is not mapped in full.
+func nextWord(text string, i int) (start, end int) {
+	start = -1
+	for i < len(text) {
+		word, size := asciiWord[text[i]], 1
+		if text[i] >= utf8.RuneSelf {
 			var r rune
-			r, size = utf8.DecodeRuneInString(lower[i:])
-			word = isWordRune(r)
+			r, size = utf8.DecodeRuneInString(text[i:])
+			word = isWordRune(unicode.ToLower(r))
 		}
 		if word && start < 0 {
 			start = i
 		} else if !word && start >= 0 {
-			out = append(out, lower[start:i])
-			start = -1
+			return start, i
 		}
 		i += size
 	}
-	if start >= 0 {
-		out = append(out, lower[start:])
-	}
-	return out
+	return start, len(text)
 }
 
 // asciiWord is isWordRune of each ASCII character.
@@ -668,31 +671,12 @@ func withoutStopwords(all []string) []string {
 func firstWords(text string, n int) []string {
 	var seen wordSet
 	var words, stops []string // distinct words in order; stopwords, for a text of nothing else
-	// Each word is lower-cased on its own, not the whole text first: lower-casing maps
-	// rune by rune, so the words are the same, and a text with one non-ASCII character
-	// (a cut marker's "…") is not mapped rune by rune in full.
 	for i := 0; i < len(text) && len(words) < n; {
-		start, end := -1, i
-		for end < len(text) {
-			word, size := asciiWord[text[end]], 1
-			if text[end] >= utf8.RuneSelf {
-				var r rune
-				r, size = utf8.DecodeRuneInString(text[end:])
-				word = isWordRune(unicode.ToLower(r))
-			}
-			if word {
-				if start < 0 {
-					start = end
-				}
-			} else if start >= 0 {
-				break
-			}
-			end += size
+		start, end := nextWord(text, i)
+		if start < 0 {
+			break
 		}
 		i = end
-		if start < 0 {
-			continue
-		}
 		w := strings.ToLower(text[start:end]) // no copy when it is lower-case ASCII
 		if !seen.add(w) {
 			continue

@@ -916,9 +916,7 @@ func scanMemory(row scanner, extra ...any) (Memory, error) {
 	if err := row.Scan(dest...); err != nil {
 		return Memory{}, err
 	}
-	if err := json.Unmarshal([]byte(tags), &m.Tags); err != nil || m.Tags == nil {
-		m.Tags = []string{}
-	}
+	m.Tags = decodeTags(tags)
 	m.CreatedAt, m.UpdatedAt = toTime(created), toTime(updated)
 	if used != 0 {
 		t := toTime(used)
@@ -929,6 +927,15 @@ func scanMemory(row scanner, extra ...any) (Memory, error) {
 		m.ForgottenAt = &t
 	}
 	return m, nil
+}
+
+// decodeTags is a memory's tags column, a JSON list of strings; anything else is no tags.
+func decodeTags(col string) []string {
+	var tags []string
+	if err := json.Unmarshal([]byte(col), &tags); err != nil || tags == nil {
+		return []string{}
+	}
+	return tags
 }
 
 // memories runs a query selecting memoryCols.

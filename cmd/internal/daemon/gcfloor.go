@@ -30,7 +30,7 @@ var heapFloorOnce sync.Once
 // environment turns it off: the operator's setting stands.
 func keepHeapFloor(floor uint64) {
 	heapFloorOnce.Do(func() {
-		if os.Getenv("GOGC") == "" && os.Getenv("GOMEMLIMIT") == "" {
+		if !gcSetByEnvironment() {
 			startHeapFloor(floor)
 		}
 	})
@@ -80,9 +80,12 @@ func gcPercent(live, floor uint64) int {
 	return int(100*(floor-live)/live) / 25 * 25
 }
 
+// gcSetByEnvironment reports whether the operator set the collector with GOGC or GOMEMLIMIT.
+func gcSetByEnvironment() bool { return os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" }
+
 // heapFloorState says, for the log, whether the floor is on.
 func heapFloorState() string {
-	if os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" {
+	if gcSetByEnvironment() {
 		return "off (GOGC or GOMEMLIMIT is set)"
 	}
 	return strconv.Itoa(HeapFloor>>20) + " MiB"

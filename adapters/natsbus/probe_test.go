@@ -1,10 +1,15 @@
 package natsbus
 
 import (
+	"context"
+	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // Every caller gets a position read that started after it arrived; concurrent callers
@@ -47,4 +52,58 @@ func TestProbeAnswersFromAReadStartedAfterArrival(t *testing.T) {
 		t.Fatalf("%d reads for %d calls: none shared", reads.Load(), callers*calls)
 	}
 	t.Logf("%d calls, %d reads, at most %d at once", callers*calls, reads.Load(), most.Load())
+}
+
+// lastSeq reads the position jetstream's full stream info gives, and names the stream and the
+// broker's reason when it cannot.
+func TestLastSeqIsTheStreamsLastSequence(t *testing.T) {
+	ctx := context.Background()
+	js := jetStream(t, 0)
+	if _, err := EnsureStream(ctx, js, StreamConfig{Stream: "OPENCODE_EVENTS", Prefix: "opencode"}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 4 {
+		if i > 0 {
+			if err := publishEvent(ctx, js, fmt.Sprintf("e%d", i), []byte(`{}`)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, err := lastSeq(ctx, js, "OPENCODE_EVENTS")
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := js.Stream(ctx, "OPENCODE_EVENTS")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := st.CachedInfo().State.LastSeq; got != want || got != uint64(i) {
+			t.Fatalf("after %d events: lastSeq %d, stream info says %d", i, got, want)
+		}
+	}
+	_, err := lastSeq(ctx, js, "NOPE")
+	if err == nil || !strings.Contains(err.Error(), "stream NOPE") || !strings.Contains(err.Error(), "not found") {
+		t.Fatalf("unknown stream: %v, want an error naming the stream and the broker's reason", err)
+	}
+}
+
+// The probe asks the API js asks: another prefix or a domain moves it.
+func TestAPIPrefix(t *testing.T) {
+	nc := jetStream(t, 0).Conn()
+	for _, c := range []struct {
+		make func() (jetstream.JetStream, error)
+		want string
+	}{
+		{func() (jetstream.JetStream, error) { return jetstream.New(nc) }, "$JS.API."},
+		{func() (jetstream.JetStream, error) { return jetstream.NewWithAPIPrefix(nc, "$JS.hub.API") }, "$JS.hub.API."},
+		{func() (jetstream.JetStream, error) { return jetstream.NewWithAPIPrefix(nc, "imported.") }, "imported."},
+		{func() (jetstream.JetStream, error) { return jetstream.NewWithDomain(nc, "leaf") }, "$JS.leaf.API."},
+	} {
+		js, err := c.make()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := apiPrefix(js); got != c.want {
+			t.Errorf("apiPrefix = %q, want %q", got, c.want)
+		}
+	}
 }

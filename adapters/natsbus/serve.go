@@ -442,15 +442,44 @@ func (s *Server) StreamLastSeq(ctx context.Context) (uint64, error) {
 	return s.probe.lastSeq(func() (uint64, error) {
 		ictx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
-		// Stream asks the broker for the stream's info: its answer is as fresh as asking
-		// again with Info, which took a second round trip (a third of a payload call's time
-		// at 1,000 calls/s).
-		st, err := s.JS.Stream(ictx, s.Stream)
-		if err != nil {
-			return 0, err
-		}
-		return st.CachedInfo().State.LastSeq, nil
+		return lastSeq(ictx, s.JS, s.Stream)
 	})
+}
+
+// lastSeq asks the broker for stream's info and reads its last sequence: the request of
+// jetstream's Stream (one round trip), decoded into the one field a probe needs. Decoding the
+// whole info (config, state, cluster) was a tenth of a payload call's CPU at 1,000 calls/s.
+func lastSeq(ctx context.Context, js jetstream.JetStream, stream string) (uint64, error) {
+	m, err := js.Conn().RequestWithContext(ctx, apiPrefix(js)+"STREAM.INFO."+stream, nil)
+	if err != nil {
+		return 0, fmt.Errorf("read the position of stream %s: %w", stream, err)
+	}
+	var info struct {
+		State struct {
+			LastSeq uint64 `json:"last_seq"`
+		} `json:"state"`
+		Error *jetstream.APIError `json:"error"`
+	}
+	if err := json.Unmarshal(m.Data, &info); err != nil {
+		return 0, fmt.Errorf("read the position of stream %s: the broker's answer is not its info: %w", stream, err)
+	}
+	if info.Error != nil {
+		return 0, fmt.Errorf("read the position of stream %s: %w", stream, info.Error)
+	}
+	return info.State.LastSeq, nil
+}
+
+// apiPrefix is the subject prefix of js's API requests ("$JS.API." unless js was made with
+// another prefix or a domain), ending in a dot.
+func apiPrefix(js jetstream.JetStream) string {
+	o := js.Options()
+	switch {
+	case o.APIPrefix != "":
+		return strings.TrimSuffix(o.APIPrefix, ".") + "."
+	case o.Domain != "":
+		return "$JS." + o.Domain + ".API."
+	}
+	return jetstream.DefaultAPIPrefix
 }
 
 // apiParams are the parameters of the API methods that are not the memory store's.

@@ -8,7 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"runtime/debug"
+	"runtime/metrics"
 	"slices"
 	"sort"
 	"strings"
@@ -53,7 +55,6 @@ var errReload = errors.New("entries changed while loading, or an entry id holds 
 
 // Load rebuilds the state from the journal.
 func (s *Store) Load() (*runtime.State, []runtime.Call, uint64, error) {
-	defer lowerGC(loadGCPercent)()
 	st := runtime.NewState()
 	var pos uint64
 	if err := getMeta(s.db, "counters", &st.Counters); err != nil {
@@ -101,6 +102,11 @@ func (s *Store) Load() (*runtime.State, []runtime.Call, uint64, error) {
 	if err := ld.QueryRow(`SELECT count(*) FROM sessions`).Scan(&n); err != nil {
 		return nil, nil, 0, fmt.Errorf("load sessions: %w", err)
 	}
+	lo, hi, err := entrySpan(ld)
+	if err != nil {
+		return nil, nil, 0, fmt.Errorf("load entries: %w", err)
+	}
+	defer boundHeap(n, int(hi.Int64-lo.Int64+1))()
 	var wg sync.WaitGroup
 	var sessErr error
 	wg.Go(func() {
@@ -198,8 +204,8 @@ type rootLoad struct {
 // The roots are a slice sorted by id, sized by sessions (the number of sessions), not a
 // map of pointers: at 100,000 roots, a map and its rootLoads were 20 MiB more of the peak.
 func loadEntries(db *sql.DB, sessions int) ([]rootLoad, error) {
-	var lo, hi sql.NullInt64
-	if err := db.QueryRow(`SELECT (SELECT min(id) FROM entries), (SELECT max(id) FROM entries)`).Scan(&lo, &hi); err != nil {
+	lo, hi, err := entrySpan(db)
+	if err != nil {
 		return nil, err
 	}
 	if !lo.Valid {
@@ -215,7 +221,7 @@ func loadEntries(db *sql.DB, sessions int) ([]rootLoad, error) {
 
 	roots := make([]rootLoad, 0, sessions)
 	// The count of the first part and of all, and the same of the ids' bytes (entryParts is 2).
-	err := readRows(db, `SELECT root_id, count(*), sum(id <= ?1), sum(octet_length(entry_id)),
+	err = readRows(db, `SELECT root_id, count(*), sum(id <= ?1), sum(octet_length(entry_id)),
 		sum(CASE WHEN id <= ?1 THEN octet_length(entry_id) ELSE 0 END) FROM entries GROUP BY root_id`,
 		[]driver.NamedValue{{Ordinal: 1, Value: bounds[1]}}, func(row []driver.Value) error {
 			root, _ := row[0].(string)
@@ -243,6 +249,13 @@ func loadEntries(db *sql.DB, sessions int) ([]rootLoad, error) {
 		}
 	}
 	return roots, nil
+}
+
+// entrySpan is the least and the greatest rowid of the entries (both NULL when there are
+// none): at least as many rows as the entries.
+func entrySpan(db *sql.DB) (lo, hi sql.NullInt64, err error) {
+	err = db.QueryRow(`SELECT (SELECT min(id) FROM entries), (SELECT max(id) FROM entries)`).Scan(&lo, &hi)
+	return lo, hi, err
 }
 
 // readEntries reads part p of the entries, the rows lo < id <= hi, into their roots.
@@ -361,17 +374,55 @@ func loadEntriesPlain(db *sql.DB, st *runtime.State) error {
 	return rows.Err()
 }
 
-// loadGCPercent is the GC's target while Load runs (see lowerGC). Load allocates the
-// entries' slices and id buffers, most of what it keeps, early (after the counting pass),
-// then reads rows whose strings are garbage at once: at the default 100 the heap grows to
-// twice what it keeps before a collection. At 100,000 sessions and a million entries
-// (about 95 MiB kept while the entries are read), the peak RSS was 155 MiB at 25, 142 at
-// 10 and 137 at 5, which took a second more on two busy cores: 10 it is.
+// Load's heap. Load allocates the entries' slices and id buffers, most of what it keeps,
+// early (after the counting pass), then reads rows whose strings are garbage at once. At
+// Go's default GOGC the heap grew to twice what it keeps before a collection; at 10 % (what
+// Load did until this round) it collected every time the state grew by a tenth: some 37
+// cycles at 100,000 sessions and a million entries, a fifth of the CPU, and a peak RSS of
+// 142-147 MiB against the 150 MB (143 MiB) of the target, as the heap's freed spans, which
+// the collector's pacing keeps, add to the state. So Load bounds the heap instead
+// (boundHeap): the collector is off (GOGC) and a soft memory limit (GOMEMLIMIT) of what the
+// process held when Load began plus a tenth more than the state is expected to take makes it
+// collect only as the heap nears that, and give freed pages back. At 100k/1M: the same
+// time or less, and a peak of 137-139 MiB (README, Performance).
+
+// sessionBytes and entryBytes are what Load expects a session and an entry to take: a
+// Session (320 bytes) with its strings, its place in the state's map and the index; an
+// Entry (32 bytes) with an id of 24 bytes (opencode's call ids: 16 in the bench's journal).
+const (
+	sessionBytes = 480
+	entryBytes   = 56
+)
+
+// boundHeap bounds the heap for the time of Load to the memory the process uses now plus a
+// tenth more than sessions and entries should take (at least 64 MiB), and returns what puts
+// the collector back. A state larger than expected is not an error: over the limit the
+// collector runs more often, and Go caps its share of the CPU at half. With GOGC or GOMEMLIMIT
+// in the environment, the operator's setting stands and Load only lowers GOGC to 10 (lowerGC).
+// It is the process's setting: whatever else runs meanwhile collects under the same bound.
+func boundHeap(sessions, entries int) func() {
+	if os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" {
+		return lowerGC(loadGCPercent)
+	}
+	m := []metrics.Sample{{Name: "/memory/classes/total:bytes"}, {Name: "/memory/classes/heap/released:bytes"}}
+	metrics.Read(m)
+	inUse := int64(m[0].Value.Uint64() - m[1].Value.Uint64())
+	state := max(int64(sessions)*sessionBytes+int64(max(entries, 0))*entryBytes, 64<<20)
+	pct := debug.SetGCPercent(-1)
+	limit := debug.SetMemoryLimit(inUse + state*110/100)
+	return func() {
+		debug.SetMemoryLimit(limit)
+		debug.SetGCPercent(pct)
+	}
+}
+
+// loadGCPercent is the GC's target while Load runs when the operator set GOGC or GOMEMLIMIT
+// (lowerGC): the peak RSS at 100k/1M was 155 MiB at 25, 142 at 10 and 137 at 5, which took a
+// second more on two busy cores.
 const loadGCPercent = 10
 
 // lowerGC lowers the GC's target percentage to pct for the time of Load, unless it is
-// lower already (GOGC) or the GC is off, and returns what puts it back. It is the
-// process's setting: whatever else runs meanwhile collects as often.
+// lower already (GOGC) or the GC is off, and returns what puts it back.
 func lowerGC(pct int) func() {
 	prev := debug.SetGCPercent(pct)
 	if prev < pct {

@@ -8,6 +8,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
+	"slices"
+	"sync"
 	"time"
 )
 
@@ -69,67 +72,165 @@ func (s *Store) Hygiene(ctx context.Context, projects []string, now time.Time) (
 // Signals is up to max open signals of the project keys projects (none = every project) at
 // now, with their memories in full: duplicate pairs first (best score first), then orphaned,
 // merged and stale memories (as Hygiene orders them). limit is 1 to 100 (0 = 10). Nothing is
-// marked used, so a stale memory stays stale until somebody acts on it.
+// marked used, so a stale memory stays stale until somebody acts on it. One project's answer
+// is kept (signalsMemo) until a write or the clock may change it; its Memories may be shared
+// with other callers: read them, do not change them.
 func (s *Store) Signals(ctx context.Context, projects []string, limit int, now time.Time) ([]Signal, error) {
 	limit, err := checkLimit(limit, 10, 100)
 	if err != nil {
 		return nil, err
 	}
-	tx, err := s.r.BeginTx(ctx, nil)
-	if err != nil {
-		return nil, fmt.Errorf("memory signals: %w", err)
+	if len(projects) != 1 {
+		out, _, err := s.readSignals(ctx, projects, limit, now, false)
+		return out, err
 	}
-	defer tx.Rollback()
-	type pending struct {
-		kind string
-		ids  []string
-	}
-	var list []pending
-	pairs, err := openPairs(ctx, tx, projects, limit)
-	if err != nil {
-		return nil, fmt.Errorf("memory signals: %w", err)
-	}
-	for _, p := range pairs {
-		list = append(list, pending{SignalDuplicate, []string{p.a, p.b}})
-	}
-	for _, kind := range []string{SignalOrphaned, SignalMerged, SignalStale} {
-		left := limit - len(list)
-		if left == 0 {
-			break
-		}
-		var ids []string
-		if kind == SignalStale {
-			ids, err = s.stale(ctx, tx, projects, now, left)
-		} else {
-			ids, err = verdicts(ctx, tx, projects, kind, left)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("memory signals: %w", err)
-		}
-		for _, id := range ids {
-			list = append(list, pending{kind, []string{id}})
-		}
-	}
-	out := []Signal{}
-	if len(list) == 0 {
+	// One project's, as every extraction payload asks for: kept until they may change.
+	key := signalsKey{projects[0], limit}
+	if out, ok := s.signals.get(key, s.writes.Load(), s.staleBefore(now), now); ok {
 		return out, nil
 	}
-	var ids []string
-	for _, p := range list {
-		ids = append(ids, p.ids...)
-	}
-	byID, err := memoriesByID(ctx, tx, ids)
+	writes := s.writes.Load() // before the read: a write committed meanwhile makes the answer old at once
+	out, next, err := s.readSignals(ctx, projects, limit, now, true)
 	if err != nil {
-		return nil, fmt.Errorf("memory signals: %w", err)
+		return nil, err
 	}
-	for _, p := range list {
-		sig := Signal{Kind: p.kind}
-		for _, id := range p.ids {
-			sig.Memories = append(sig.Memories, byID[id])
+	s.signals.put(key, signalsAnswer{writes: writes, at: now, next: next, signals: out})
+	return slices.Clone(out), nil
+}
+
+// readSignals reads Signals from the store, in one read transaction so the lists describe
+// one state of it; with next, also the time in unix ms of the last use or update of the
+// live memory of projects that becomes stale next (when staleBefore reaches it),
+// math.MaxInt64 when none will.
+func (s *Store) readSignals(ctx context.Context, projects []string, limit int, now time.Time, withNext bool) ([]Signal, int64, error) {
+	out, next, err := func() ([]Signal, int64, error) {
+		tx, err := s.r.BeginTx(ctx, nil)
+		if err != nil {
+			return nil, 0, err
 		}
-		out = append(out, sig)
+		defer tx.Rollback()
+		type pending struct {
+			kind string
+			ids  []string
+		}
+		var list []pending
+		pairs, err := openPairs(ctx, tx, projects, limit)
+		if err != nil {
+			return nil, 0, err
+		}
+		for _, p := range pairs {
+			list = append(list, pending{SignalDuplicate, []string{p.a, p.b}})
+		}
+		for _, kind := range []string{SignalOrphaned, SignalMerged, SignalStale} {
+			left := limit - len(list)
+			if left == 0 {
+				break
+			}
+			var ids []string
+			if kind == SignalStale {
+				ids, err = s.stale(ctx, tx, projects, now, left)
+			} else {
+				ids, err = verdicts(ctx, tx, projects, kind, left)
+			}
+			if err != nil {
+				return nil, 0, err
+			}
+			for _, id := range ids {
+				list = append(list, pending{kind, []string{id}})
+			}
+		}
+		next := int64(math.MaxInt64)
+		if withNext {
+			if next, err = s.nextStale(ctx, tx, projects, now); err != nil {
+				return nil, 0, err
+			}
+		}
+		out := []Signal{}
+		if len(list) == 0 {
+			return out, next, nil
+		}
+		var ids []string
+		for _, p := range list {
+			ids = append(ids, p.ids...)
+		}
+		byID, err := memoriesByID(ctx, tx, ids)
+		if err != nil {
+			return nil, 0, err
+		}
+		for _, p := range list {
+			sig := Signal{Kind: p.kind}
+			for _, id := range p.ids {
+				sig.Memories = append(sig.Memories, byID[id])
+			}
+			out = append(out, sig)
+		}
+		return out, next, nil
+	}()
+	if err != nil {
+		return nil, 0, fmt.Errorf("memory signals: %w", err)
 	}
-	return out, nil
+	return out, next, nil
+}
+
+// signalsMemo keeps the last Signals answer of each project. An extraction payload carries
+// its project's signals, and 1,000 payloads a second read them 1,000 times (a tenth of a
+// payload call's CPU, README: Performance); they change only with a write to the store or
+// when a memory becomes stale.
+type signalsMemo struct {
+	mu sync.Mutex
+	m  map[signalsKey]signalsAnswer
+}
+
+type signalsKey struct {
+	project string
+	limit   int
+}
+
+// signalsAnswer is an answer read with writes committed, at at, good until staleBefore
+// reaches next.
+type signalsAnswer struct {
+	writes  int64
+	at      time.Time
+	next    int64
+	signals []Signal
+}
+
+// signalsMemoMax bounds the projects kept: past it the memo starts again.
+const signalsMemoMax = 256
+
+// get is key's answer if the store has committed no write since (writes), no memory has
+// become stale since (staleBefore is staleBefore(now)), and now is not before it was read.
+func (m *signalsMemo) get(key signalsKey, writes, staleBefore int64, now time.Time) ([]Signal, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	a, ok := m.m[key]
+	if !ok || a.writes != writes || staleBefore >= a.next || now.Before(a.at) {
+		return nil, false
+	}
+	return slices.Clone(a.signals), true
+}
+
+func (m *signalsMemo) put(key signalsKey, a signalsAnswer) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.m == nil || len(m.m) >= signalsMemoMax {
+		m.m = map[signalsKey]signalsAnswer{}
+	}
+	m.m[key] = a
+}
+
+// nextStale is the least last use or update, in unix ms, of the live memories of projects
+// that are not stale at now: when staleBefore reaches it, that memory is stale.
+// math.MaxInt64 when every live memory is stale already, or there is none.
+func (s *Store) nextStale(ctx context.Context, q queryer, projects []string, now time.Time) (int64, error) {
+	cond, args := inProjects("project", projects)
+	var next sql.NullInt64
+	err := q.QueryRowContext(ctx, `SELECT min(max(used_at, updated_at)) FROM memories WHERE forgotten_at = 0 AND max(used_at, updated_at) > ?`+cond,
+		append([]any{s.staleBefore(now)}, args...)...).Scan(&next)
+	if err != nil || !next.Valid {
+		return math.MaxInt64, err
+	}
+	return next.Int64, nil
 }
 
 // memoriesByID reads the memories ids (forgotten ones too) by id.

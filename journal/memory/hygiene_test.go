@@ -671,3 +671,59 @@ func TestDuplicatePassDue(t *testing.T) {
 		t.Fatal("due after the pass that followed the import")
 	}
 }
+
+// A project's signals are kept between calls, and what is kept is what the store says at
+// every step: after a write, when a memory becomes stale with no write, and when the clock
+// goes back.
+func TestSignalsMemoFollowsTheStore(t *testing.T) {
+	ctx := context.Background()
+	s := setup(t, Options{StaleAfter: 30 * 24 * time.Hour})
+	write := func(content string, at time.Time) Memory {
+		r, err := s.Remember(ctx, alice, RememberArgs{Content: content}, at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Memory
+	}
+	render := func(sigs []Signal) string {
+		var b strings.Builder
+		for _, sig := range sigs {
+			b.WriteString(sig.Kind)
+			for _, m := range sig.Memories {
+				b.WriteString(" " + m.ID + "=" + m.Content)
+			}
+			b.WriteString("\n")
+		}
+		return b.String()
+	}
+	check := func(step string, now time.Time, want int) {
+		t.Helper()
+		for range 2 { // the second is the memo's
+			got, err := s.Signals(ctx, one(alice.Project), 0, now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			read, _, err := s.readSignals(ctx, one(alice.Project), 10, now, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if render(got) != render(read) || len(got) != want {
+				t.Fatalf("%s: signals\n%s\nthe store says (%d wanted)\n%s", step, render(got), want, render(read))
+			}
+		}
+	}
+	a := write("the nightly backup runs at three", t0.Add(time.Second))
+	write("the weekly report goes out on mondays", t0.Add(2*time.Second))
+	stale := t0.Add(30 * 24 * time.Hour)
+	check("nothing to say", t0.Add(24*time.Hour), 0)
+	check("the first memory stale, no write", stale.Add(1500*time.Millisecond), 1)
+	check("both stale", stale.Add(3*time.Second), 2)
+	check("the clock back", t0.Add(24*time.Hour), 0)
+	write(ten, t0.Add(3*time.Second))
+	write(oneOff, t0.Add(4*time.Second)) // a duplicate pair, by a write
+	check("a duplicate written", t0.Add(24*time.Hour), 1)
+	if _, err := s.Forget(ctx, alice, a.ID, "obsolete", stale.Add(4*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	check("one forgotten", stale.Add(5*time.Second), 4) // the pair, the report, ten and oneOff stale
+}

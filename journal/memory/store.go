@@ -188,6 +188,7 @@ type Store struct {
 	staleAfter time.Duration
 
 	writes    atomic.Int64  // committed write transactions
+	signals   signalsMemo   // the last Signals answer of each project (hygiene.go)
 	queue     chan *write   // to the group writer (group.go)
 	stop      chan struct{} // closed by Close: the group writer ends
 	written   sync.WaitGroup

@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	goruntime "runtime"
+	"runtime/debug"
 	"runtime/pprof"
 	"slices"
 	"strings"
@@ -256,8 +257,15 @@ func (b *benchRun) run(ctx context.Context) error {
 // settle writes the dirty pages of the page cache back before a part's figures are taken:
 // the bench's own set-up writes hundreds of megabytes (up to 500 MB were dirty at once
 // while the 1,000,000-entry journal was built), and a part's figures should not carry the
-// writeback of another's. (The memory figures did not change measurably with it.)
-func settle() { syscall.Sync() }
+// writeback of another's. (The memory figures did not change measurably with it.) It also
+// collects the garbage the parts before left, and gives its memory back: one process runs
+// the thatch of each part in turn, and the status part's, stopped, left the state of a
+// million entries to collect and some 100 MB to scavenge while the memory part measured; a
+// thatch process carries only its own.
+func settle() {
+	syscall.Sync()
+	debug.FreeOSMemory()
+}
 
 // workloadEvents builds the seeded workload of one host: per session a creation, two
 // turns of busy, dozens of tool calls with outputs of realistic sizes and both idle

@@ -66,6 +66,12 @@ type ToolExec struct {
 	Title    string          `json:"title"`
 	Output   string          `json:"output"`
 	Metadata json.RawMessage `json:"metadata"`
+
+	// The journal's body of it for an OutputMax of preparedMax, and its redactions, made
+	// beside the loop by its decoder (Rules.PrepareBody); nil when not made.
+	prepared    *Body
+	redactions  int
+	preparedMax int
 }
 
 // Hello is a host's announcement of itself.

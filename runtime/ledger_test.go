@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -241,6 +242,38 @@ func TestReminderHygieneCounts(t *testing.T) {
 		}
 		if s.Counters.StaleRequeued+s.Counters.Healed+s.Counters.Swept != 0 || !tt.fx.Counters {
 			t.Errorf("counters %d, %d, %d: not reset once reported: %+v", c.stale, c.healed, c.swept, s.Counters)
+		}
+	}
+}
+
+// The body the loop's decoder prepares is the body Step would make, redactions counted
+// alike; Step takes it only for the OutputMax it was made for.
+func TestPreparedBodyIsEntryBody(t *testing.T) {
+	long := strings.Repeat("build output line\n", 300)
+	execs := []ToolExec{
+		{CallID: "c1", Tool: "bash", Args: json.RawMessage(`{"command":"export GITHUB_TOKEN=ghp_R8x2Kq9LmZ4vT7wN1pB6yC3dF5gH0jS2aE4u"}`),
+			Title: "deploy", Output: "DB_PASSWORD=hunter2\n" + long, Metadata: json.RawMessage(`{"exit":0,"out":"` + strings.Repeat("m", 5000) + `"}`)},
+		{CallID: "c2", Tool: "read", Args: json.RawMessage(`{"filePath":"/w/.env"}`), Title: ".env", Output: "STRIPE=plainvalue123"},
+		{CallID: "c3", Tool: "edit", Args: json.RawMessage(`{"filePath":"/w/a.go","oldString":"` + strings.Repeat("é", 3000) + `"}`), Output: "ok"},
+		{CallID: "c4", Tool: "todowrite", Args: json.RawMessage(`null`)},
+	}
+	for _, max := range []int{DefaultRules.OutputMax, 100} {
+		r := DefaultRules
+		r.OutputMax = max
+		for _, x := range execs {
+			plain, prepared := x, x
+			want, wn := (&step{Rules: r}).entryBody(&plain)
+			DefaultRules.PrepareBody(&prepared) // made for the default OutputMax
+			if prepared.prepared == nil {
+				t.Fatal("PrepareBody made nothing")
+			}
+			got, gn := (&step{Rules: r}).entryBody(&prepared)
+			if !reflect.DeepEqual(got, want) || gn != wn {
+				t.Errorf("OutputMax %d, %s: prepared body %+v (%d redactions), Step's %+v (%d)", max, x.CallID, got, gn, want, wn)
+			}
+			if (got == prepared.prepared) != (max == DefaultRules.OutputMax) {
+				t.Errorf("OutputMax %d, %s: the prepared body was taken: %v", max, x.CallID, got == prepared.prepared)
+			}
 		}
 	}
 }

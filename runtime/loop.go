@@ -638,6 +638,9 @@ func (l *Loop) startDecoding() func() {
 			}
 			d.ev, d.evErr = DecodeEvent(l.Prefix, d.Subject, d.Data)
 			d.decoded = true
+			if d.evErr == nil && d.ev.Tool != nil && !ownTool(d.ev.Tool.Tool) {
+				l.Rules.PrepareBody(d.ev.Tool) // Rules do not change while the loop runs
+			}
 			select {
 			case l.decoded <- d:
 			case <-stop:

@@ -378,12 +378,13 @@ func loadEntriesPlain(db *sql.DB, st *runtime.State) error {
 // early (after the counting pass), then reads rows whose strings are garbage at once. At
 // Go's default GOGC the heap grew to twice what it keeps before a collection; at 10 % (what
 // Load did until this round) it collected every time the state grew by a tenth: 39 cycles
-// at 100,000 sessions and a million entries, a fifth of the CPU, and a peak RSS of 142-147 MiB against the 150 MB (143 MiB) of the target, as the heap's freed spans, which
-// the collector's pacing keeps, add to the state. So Load bounds the heap instead
-// (boundHeap): the collector is off (GOGC) and a soft memory limit (GOMEMLIMIT) of what the
-// process held when Load began plus a tenth more than the state is expected to take makes it
-// collect only as the heap nears that, and give freed pages back. At 100k/1M: 16 cycles,
-// the same time or less, and a peak of 137-139 MiB (README, Performance).
+// at 100,000 sessions and a million entries, a fifth of the CPU, and a peak RSS of 142-147
+// MiB against the 150 MB (143 MiB) of the target, as the heap's freed spans, which the
+// collector's pacing keeps, add to the state. So Load bounds the heap instead (boundHeap):
+// the collector is off (GOGC) and a soft memory limit (GOMEMLIMIT) of what the process held
+// when Load began plus a tenth more than the state is expected to take makes it collect
+// only as the heap nears that, and give freed pages back. At 100k/1M: 16 cycles, the same
+// time or less, and a peak of 137-139 MiB (README, Performance).
 
 // sessionBytes and entryBytes are what Load expects a session and an entry to take: a
 // Session (320 bytes) with its strings, its place in the state's map and the index; an

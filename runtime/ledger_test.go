@@ -257,9 +257,9 @@ func TestPreparedBodyIsEntryBody(t *testing.T) {
 		{CallID: "c3", Tool: "edit", Args: json.RawMessage(`{"filePath":"/w/a.go","oldString":"` + strings.Repeat("é", 3000) + `"}`), Output: "ok"},
 		{CallID: "c4", Tool: "todowrite", Args: json.RawMessage(`null`)},
 	}
-	for _, max := range []int{DefaultRules.OutputMax, 100} {
+	for _, limit := range []int{DefaultRules.OutputMax, 100} {
 		r := DefaultRules
-		r.OutputMax = max
+		r.OutputMax = limit
 		for _, x := range execs {
 			plain, prepared := x, x
 			want, wn := (&step{Rules: r}).entryBody(&plain)
@@ -269,10 +269,10 @@ func TestPreparedBodyIsEntryBody(t *testing.T) {
 			}
 			got, gn := (&step{Rules: r}).entryBody(&prepared)
 			if !reflect.DeepEqual(got, want) || gn != wn {
-				t.Errorf("OutputMax %d, %s: prepared body %+v (%d redactions), Step's %+v (%d)", max, x.CallID, got, gn, want, wn)
+				t.Errorf("OutputMax %d, %s: prepared body %+v (%d redactions), Step's %+v (%d)", limit, x.CallID, got, gn, want, wn)
 			}
-			if (got == prepared.prepared) != (max == DefaultRules.OutputMax) {
-				t.Errorf("OutputMax %d, %s: the prepared body was taken: %v", max, x.CallID, got == prepared.prepared)
+			if (got == prepared.prepared) != (limit == DefaultRules.OutputMax) {
+				t.Errorf("OutputMax %d, %s: the prepared body was taken: %v", limit, x.CallID, got == prepared.prepared)
 			}
 		}
 	}

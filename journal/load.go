@@ -114,7 +114,7 @@ func (s *Store) Load() (*runtime.State, []runtime.Call, uint64, error) {
 			sessErr = fmt.Errorf("load sessions: %w", err)
 		}
 	})
-	roots, entErr := loadEntries(ld, n)
+	roots, entErr := loadEntries(ld, n, lo, hi)
 	wg.Wait()
 	if sessErr != nil {
 		return nil, nil, 0, sessErr
@@ -203,11 +203,8 @@ type rootLoad struct {
 // counts them and their ids' bytes for each part, then entryParts goroutines read the rows.
 // The roots are a slice sorted by id, sized by sessions (the number of sessions), not a
 // map of pointers: at 100,000 roots, a map and its rootLoads were 20 MiB more of the peak.
-func loadEntries(db *sql.DB, sessions int) ([]rootLoad, error) {
-	lo, hi, err := entrySpan(db)
-	if err != nil {
-		return nil, err
-	}
+// lo and hi are the entries' rowid span (entrySpan), which Load reads first to bound its heap.
+func loadEntries(db *sql.DB, sessions int, lo, hi sql.NullInt64) ([]rootLoad, error) {
 	if !lo.Valid {
 		return nil, nil
 	}
@@ -221,7 +218,7 @@ func loadEntries(db *sql.DB, sessions int) ([]rootLoad, error) {
 
 	roots := make([]rootLoad, 0, sessions)
 	// The count of the first part and of all, and the same of the ids' bytes (entryParts is 2).
-	err = readRows(db, `SELECT root_id, count(*), sum(id <= ?1), sum(octet_length(entry_id)),
+	err := readRows(db, `SELECT root_id, count(*), sum(id <= ?1), sum(octet_length(entry_id)),
 		sum(CASE WHEN id <= ?1 THEN octet_length(entry_id) ELSE 0 END) FROM entries GROUP BY root_id`,
 		[]driver.NamedValue{{Ordinal: 1, Value: bounds[1]}}, func(row []driver.Value) error {
 			root, _ := row[0].(string)

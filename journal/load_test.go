@@ -99,7 +99,11 @@ func TestLoadEntriesAsPlain(t *testing.T) {
 			if len(st.Sessions) != 34 || n == 0 {
 				t.Fatalf("%d sessions, %d entries", len(st.Sessions), n)
 			}
-			if roots, err := loadEntries(s.r, 0); name == "odd ids" && !errors.Is(err, errReload) {
+			lo, hi, err := entrySpan(s.r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if roots, err := loadEntries(s.r, 0, lo, hi); name == "odd ids" && !errors.Is(err, errReload) {
 				t.Fatalf("an id with a NUL: %v, want errReload", err)
 			} else if name != "odd ids" && (err != nil || len(roots) != 40) {
 				t.Fatalf("%d roots, %v", len(roots), err)

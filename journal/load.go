@@ -381,7 +381,7 @@ func loadEntriesPlain(db *sql.DB, st *runtime.State) error {
 // the collector is off (GOGC) and a soft memory limit (GOMEMLIMIT) of what the process held
 // when Load began plus a tenth more than the state is expected to take makes it collect
 // only as the heap nears that, and give freed pages back. At 100k/1M: 16 cycles, the same
-// time or less, and a peak of 137-139 MiB (README, Performance).
+// time or less, and a peak of 137-139 MiB (docs/performance.md).
 
 // sessionBytes and entryBytes are what Load expects a session and an entry to take: a
 // Session (320 bytes) with its strings, its place in the state's map and the index; an

@@ -174,7 +174,7 @@ func (s *Store) readSignals(ctx context.Context, projects []string, limit int, n
 
 // signalsMemo keeps the last Signals answer of each project. An extraction payload carries
 // its project's signals, and 1,000 payloads a second read them 1,000 times (a tenth of a
-// payload call's CPU, README: Performance); they change only with a write to the store or
+// payload call's CPU, docs/performance.md); they change only with a write to the store or
 // when a memory becomes stale.
 type signalsMemo struct {
 	mu sync.Mutex

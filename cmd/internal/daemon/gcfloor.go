@@ -16,7 +16,7 @@ import (
 // broker's record of the last two minutes' event ids after a burst: answering 1,000 tool
 // calls a second it was collected 7 to 50 times a second. A cycle stops the world for up
 // to 3 ms and takes half of one of two cores for 2-20 ms, and two thirds of the tool calls
-// over 3 ms overlapped one (README, Performance). The floor costs at most its size in
+// over 3 ms overlapped one (docs/performance.md). The floor costs at most its size in
 // memory; once the live heap is half of it, collection is Go's default.
 const HeapFloor = 64 << 20
 

@@ -18,6 +18,8 @@ require (
 	pgregory.net/rapid v1.3.0
 )
 
+require golang.org/x/net v0.61.0
+
 require (
 	github.com/antithesishq/antithesis-sdk-go v0.8.0-default-no-op // indirect
 	github.com/beorn7/perks v1.0.1 // indirect

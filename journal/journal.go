@@ -36,6 +36,11 @@ const maxDeadBody = 4096
 // go through a pool of read-only connections, so they never wait for the writer's
 // connection nor hold it while the owner commits.
 type Store struct {
+	// BeforeLoad, when set, is told what Load is about to read before it allocates the
+	// state, and returns what Load calls once done: the daemon bounds the process's heap
+	// there. The journal sets no policy of its own for the garbage collector.
+	BeforeLoad func(LoadSize) (after func())
+
 	db       *sql.DB // the one connection that writes, and the owner's reads
 	r        *sql.DB // read-only connections for every other goroutine
 	path     string

@@ -1058,6 +1058,7 @@ func benchRehydrate(path, profile string, out io.Writer) error {
 		return err
 	}
 	defer store.Close()
+	store.BeforeLoad = daemon.BoundLoadHeap // as thatch serve loads
 	t0 := time.Now()
 	st, _, _, err := store.Load()
 	if err != nil {

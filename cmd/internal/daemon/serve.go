@@ -78,6 +78,7 @@ func ServeWith(ctx context.Context, c Config, log *slog.Logger, tune func(*runti
 		return err
 	}
 	defer store.Close()
+	store.BeforeLoad = BoundLoadHeap
 	memories := &natsbus.Memories{InjectChars: c.MemoryInjectChars}
 	memStore, err := memory.Open(filepath.Join(c.DataDir, "memories.db"), memory.Options{Redact: memories.Redact,
 		StaleAfter: time.Duration(c.MemoryStaleDays) * 24 * time.Hour})

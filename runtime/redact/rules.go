@@ -105,8 +105,8 @@ var prefixRules = []prefixRule{
 	{rule: ruleGitHub, prefixes: []string{"github_pat_"}, body: isWord, min: 22, anywhere: true},
 	{rule: ruleGitLab, prefixes: []string{"glpat-", "glptt-", "gldt-", "glrt-", "glcbt-", "gloas-"}, body: isB64URL, min: 20, dots: true, anywhere: true},
 	{rule: ruleAnthropic, prefixes: []string{"sk-ant-"}, body: isB64URL, min: 20, anywhere: true, inWord: mixedCase},
-	{rule: ruleOpenAI, prefixes: []string{"sk-proj-"}, body: isB64URL, min: 12, valid: notKebab, anywhere: true, inWord: mixedCase},
-	{rule: ruleOpenAI, prefixes: []string{"sk-"}, body: isB64URL, min: 17, valid: notKebab},
+	// sk- starts a word; sk-proj- (a project key) may stand anywhere.
+	{rule: ruleOpenAI, prefixes: []string{"sk-"}, body: isB64URL, min: 17, valid: notKebab, anywhere: true, inWord: projectKey},
 	{rule: ruleSlack, prefixes: []string{"xoxa-", "xoxb-", "xoxe-", "xoxp-", "xoxr-", "xoxs-", "xapp-"}, body: isSlackChar, min: 10, anywhere: true},
 	{rule: ruleGoogle, prefixes: []string{"AIza"}, body: isB64URL, min: 35},
 	{rule: ruleStripe, prefixes: []string{"sk_live_", "sk_test_", "rk_live_", "rk_test_"}, body: isAlnum, min: 16, anywhere: true, inWord: hasDigit},
@@ -158,6 +158,13 @@ func mixedCase(body string) bool {
 		l = l || isLower(body[i])
 	}
 	return u && l
+}
+
+// projectKey reports whether an sk- body is an OpenAI project key's, "proj-" and a
+// random body: the one sk- key distinctive enough to be found inside a word.
+func projectKey(body string) bool {
+	rest, ok := strings.CutPrefix(body, "proj-")
+	return ok && mixedCase(rest)
 }
 
 func hasDigit(body string) bool {

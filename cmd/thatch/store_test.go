@@ -31,18 +31,18 @@ const storeSecret = "ghp_Zq8Wm2Lx7Ks4Jd9Hf3Ga6Pb1Vc5Nr0Ty2Ue8"
 
 // publishRawSecrets publishes, as a raw host does, events that carry storeMarker and
 // storeSecret where thatch keeps neither, and returns how many of them thatch applies.
-func publishRawSecrets(ctx context.Context, t *testing.T, js jetstream.JetStream, n int) int64 {
+func publishRawSecrets(ctx context.Context, t *testing.T, js jetstream.JetStream, run string, n int) int64 {
 	t.Helper()
 	pub := func(id, typ, body string) {
 		if _, err := natsbus.PublishEvent(ctx, js, "opencode.h1.event."+typ, []byte(body), id, ""); err != nil {
 			t.Fatal(err)
 		}
 	}
-	pub("evt_sc", "session.created", `{"id":"evt_sc","type":"session.created","properties":{"sessionID":"ses_a","info":{"id":"ses_a","title":"t","directory":"/w"},"extra":"`+storeMarker+`"}}`)
+	pub("evt_sc"+run, "session.created", `{"id":"evt_sc`+run+`","type":"session.created","properties":{"sessionID":"ses_a","info":{"id":"ses_a","title":"t","directory":"/w"},"extra":"`+storeMarker+`"}}`)
 	for i := range n {
-		id := fmt.Sprintf("evt_%03d", i)
+		id := fmt.Sprintf("evt%s_%03d", run, i)
 		// A read of .env: thatch never keeps its output, not even redacted.
-		pub(id, "tool.execute.after", `{"id":"`+id+`","type":"tool.execute.after","properties":{"sessionID":"ses_a","callID":"c`+fmt.Sprint(i)+`","tool":"read","args":{"filePath":"/w/.env"},"title":".env","output":"GITHUB_TOKEN=`+storeSecret+`\n# `+storeMarker+`","metadata":{}}}`)
+		pub(id, "tool.execute.after", `{"id":"`+id+`","type":"tool.execute.after","properties":{"sessionID":"ses_a","callID":"`+id+`","tool":"read","args":{"filePath":"/w/.env"},"title":".env","output":"GITHUB_TOKEN=`+storeSecret+`\n# `+storeMarker+`","metadata":{}}}`)
 		// A type thatch does not know: acknowledged and ignored, whatever it holds.
 		pub(id+"_fe", "file.edited", `{"id":"`+id+`_fe","type":"file.edited","properties":{"file":"/w/.env","note":"`+storeMarker+` `+storeSecret+`"}}`)
 	}
@@ -102,7 +102,7 @@ func TestEmbeddedStoreKeepsNoEventReadable(t *testing.T) {
 	must(t, err)
 	ctx := r.ctx()
 	must(t, r.host.Hello(ctx, "b1"))
-	n := publishRawSecrets(ctx, t, js, 20)
+	n := publishRawSecrets(ctx, t, js, "a", 20)
 	r.waitApplied(1 + n) // the hello too
 	waitFor(t, "the applied events to be purged from the stream", func() bool {
 		msgs, _ := streamMsgs(t, js)
@@ -122,6 +122,24 @@ func TestEmbeddedStoreKeepsNoEventReadable(t *testing.T) {
 	fi, err := os.Stat(filepath.Join(r.dataDir, natsbus.StoreKeyFile))
 	if err != nil || fi.Mode().Perm() != 0o600 {
 		t.Errorf("the store key: %v, %v", fi, err)
+	}
+
+	// Events the stream still holds (purge off: as between two purges, or unapplied)
+	// are not readable either: the store is encrypted.
+	r.cfg.StreamPurgeMS = 0
+	r.start()
+	if _, err := r.host.Publish(ctx, "session.status", map[string]any{"sessionID": "ses_a", "status": map[string]any{"type": "busy"}}); err != nil {
+		t.Fatal(err)
+	}
+	n2 := publishRawSecrets(ctx, t, js, "b", 5)
+	waitFor(t, "the second run's events to be applied", func() bool { return r.status().Applied >= 1+n+1+n2 })
+	if msgs, _ := streamMsgs(t, js); msgs == 0 {
+		t.Fatal("the stream holds nothing: the encryption is not tested")
+	}
+	r.stop()
+	found, _ = filesHolding(t, r.dataDir, storeMarker, storeSecret)
+	for _, f := range found {
+		t.Error("purge off: " + f)
 	}
 }
 
@@ -144,7 +162,7 @@ func TestEmbeddedPlainStoreIsEncrypted(t *testing.T) {
 	ctx := r.ctx()
 	_, err = natsbus.EnsureStream(ctx, js, natsbus.StreamConfig{Stream: r.cfg.Stream, Prefix: r.cfg.SubjectPrefix})
 	must(t, err)
-	n := publishRawSecrets(ctx, t, js, 10)
+	n := publishRawSecrets(ctx, t, js, "a", 10)
 	_, created := streamMsgs(t, js)
 	nc.Close()
 	ns.Shutdown()

@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"pgregory.net/rapid"
@@ -63,6 +64,9 @@ func DrawSecret(t *rapid.T) Secret {
 	kind := rapid.SampledFrom(Kinds).Draw(t, "kind")
 	return secretOf(t, kind)
 }
+
+// SecretOf draws a secret of kind, one of Kinds.
+func SecretOf(t *rapid.T, kind string) Secret { return secretOf(t, kind) }
 
 func secretOf(t *rapid.T, kind string) Secret {
 	pick := func(xs ...string) string { return rapid.SampledFrom(xs).Draw(t, kind+"-prefix") }
@@ -158,6 +162,9 @@ var befores = func() []Before {
 	}
 	return bs
 }()
+
+// Befores returns every character DrawBefore draws from.
+func Befores() []Before { return slices.Clone(befores) }
 
 // DrawBefore draws what stands before a secret.
 func DrawBefore(t *rapid.T) Before {

@@ -92,10 +92,23 @@ func ServeWith(ctx context.Context, c Config, log *slog.Logger, tune func(*runti
 	var watch *natsbus.JetStreamWatch // the embedded broker's JetStream health
 	// The token thatch presents: an external broker's, else the embedded broker's (§7).
 	token := c.NATSToken
+	var purgeApplied time.Duration
 	if c.NATSURL == "" {
 		token = cmp.Or(c.NATSToken, fileToken)
-		ns, err = natsbus.StartBroker(natsbus.BrokerConfig{Listen: c.NATSListen, Dir: filepath.Join(c.DataDir, "nats"),
-			Token: token, TLS: c.tlsFiles()})
+		// The store is encrypted at rest with a key of the data folder: nothing a host
+		// published is readable in its files (an earlier, plain store is encrypted as the
+		// broker recovers it), and events thatch applied are purged from the stream.
+		storeDir := filepath.Join(c.DataDir, "nats")
+		storeKey, fixed, err := natsbus.EnsureStoreKey(filepath.Join(c.DataDir, natsbus.StoreKeyFile), storeDir)
+		if err != nil {
+			return err
+		}
+		if fixed != "" {
+			log.Warn(fixed)
+		}
+		purgeApplied = time.Duration(c.StreamPurgeMS) * time.Millisecond
+		ns, err = natsbus.StartBroker(natsbus.BrokerConfig{Listen: c.NATSListen, Dir: storeDir,
+			Token: token, TLS: c.tlsFiles(), StoreKey: storeKey})
 		if err != nil {
 			return err
 		}
@@ -141,6 +154,7 @@ func ServeWith(ctx context.Context, c Config, log *slog.Logger, tune func(*runti
 	}
 	consumer := natsbus.NewConsumer(js, natsbus.StreamConfig{Stream: c.Stream, Consumer: c.Consumer, Prefix: c.SubjectPrefix,
 		MaxBytes: c.StreamMaxBytes, MaxMsgBytes: int32(c.StreamMaxMsgBytes), Log: log.With("component", "consumer"),
+		PurgeApplied: purgeApplied,
 		Committed: func(ctx context.Context) (string, uint64, bool) {
 			select { // the journal is loaded: its position is known
 			case <-loop.Ready():

@@ -501,18 +501,7 @@ func signalsSummary(sp memory.SignalPage) string {
 	if sp.Total == 0 {
 		return ""
 	}
-	var parts []string
-	for _, k := range []struct{ kind, one, many string }{
-		{memory.SignalDuplicate, "duplicate pair", "duplicate pairs"},
-		{memory.SignalOrphaned, "memory of a deleted branch", "memories of deleted branches"},
-		{memory.SignalMerged, "memory of a merged branch", "memories of merged branches"},
-		{memory.SignalStale, "stale memory", "stale memories"},
-	} {
-		if n := sp.Counts[k.kind]; n > 0 {
-			parts = append(parts, counted(n, k.one, k.many))
-		}
-	}
-	out := counted(sp.Total, "finding", "findings") + ": " + strings.Join(parts, ", ")
+	out := counted(sp.Total, "finding", "findings") + ": " + sp.Kinds()
 	if len(sp.Signals) < sp.Total {
 		out += fmt.Sprintf("; this page shows %d to %d", sp.Offset+1, sp.Offset+len(sp.Signals))
 	}

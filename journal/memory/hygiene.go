@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -114,6 +115,27 @@ type SignalPage struct {
 	Counts  map[string]int `json:"counts"` // by kind; a kind without signals is left out
 	Offset  int            `json:"offset"`
 	Signals []Signal       `json:"signals"` // never nil
+}
+
+// Kinds says how many signals there are of each kind, in Signals' order, for people:
+// "1 duplicate pair, 60 stale memories"; "" when there are none.
+func (p SignalPage) Kinds() string {
+	var parts []string
+	for _, k := range []struct{ kind, one, many string }{
+		{SignalDuplicate, "duplicate pair", "duplicate pairs"},
+		{SignalOrphaned, "memory of a deleted branch", "memories of deleted branches"},
+		{SignalMerged, "memory of a merged branch", "memories of merged branches"},
+		{SignalStale, "stale memory", "stale memories"},
+	} {
+		switch n := p.Counts[k.kind]; n {
+		case 0:
+		case 1:
+			parts = append(parts, "1 "+k.one)
+		default:
+			parts = append(parts, fmt.Sprintf("%d %s", n, k.many))
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 // SignalsPage is the open signals of projects (none = every project) at now from the

@@ -215,12 +215,17 @@ func TestBrowserUI(t *testing.T) {
 	t.Setenv("THATCH_SHIM_LISTEN", freeAddr(t))
 	r.process(bin)
 	waitFor(t, "thatch to answer", func() bool { return r.tryAPI("status", nil, new(map[string]any)) == nil })
-	ctx := r.ctx()
+	// The host's context lasts the whole test (r.ctx's 30 s do not: Chromium alone may take
+	// longer to start on a busy machine).
+	ctx, cancelHost := context.WithTimeout(context.Background(), 9*time.Minute)
+	t.Cleanup(cancelHost)
 	must(t, h.Hello(ctx, "b1"))
 
 	// The link, as thatch ui prints it: a one-time link that carries no token.
 	ui := exec.Command(bin, "ui", "--no-open")
-	ui.Env = append(os.Environ(), "THATCH_DATA_DIR="+r.dataDir)
+	// thatch ui asks the daemon, on the broker address it serves on (its status file
+	// would say so too, once it wrote it).
+	ui.Env = append(os.Environ(), "THATCH_DATA_DIR="+r.dataDir, "THATCH_NATS_LISTEN="+r.cfg.NATSListen)
 	out, err := ui.CombinedOutput()
 	if err != nil {
 		t.Fatalf("thatch ui --no-open: %v\n%s", err, out)

@@ -296,7 +296,7 @@ func TestLogout(t *testing.T) {
 	csrf := r.csrf(c, "/")
 	req, _ := http.NewRequest("GET", r.ts.URL+"/live", nil)
 	req.AddCookie(c)
-	stream, err := http.DefaultClient.Do(req)
+	stream, err := r.client.Do(req) // its timeout bounds the read below
 	if err != nil || stream.StatusCode != 200 {
 		t.Fatalf("GET /live: %v", err)
 	}
@@ -325,7 +325,8 @@ func TestLogout(t *testing.T) {
 	if res := r.do("GET", "/", nil, cookie(other)); res.code != 200 {
 		t.Errorf("the other session after the logout: %d", res.code)
 	}
-	// The open stream ends by itself: reading it to its end returns.
+	// The open stream ends by itself: reading it to its end returns (within the client's
+	// timeout, else it fails).
 	if _, err := io.Copy(io.Discard, stream.Body); err != nil {
 		t.Errorf("the live stream of the ended session: %v", err)
 	}

@@ -412,6 +412,7 @@ func (s *Server) memoryAPI(ctx context.Context, method string, data []byte) (any
 		Query    string          `json:"query"`
 		Kind     string          `json:"kind"`
 		Limit    int             `json:"limit"`
+		Offset   *int            `json:"offset"` // memory.signals: a SignalPage is asked for
 		After    string          `json:"after"`
 		Cursor   *string         `json:"cursor"` // memories, memory.export: a Page is asked for
 		ID       string          `json:"id"`
@@ -521,6 +522,13 @@ func (s *Server) memoryAPI(ctx context.Context, method string, data []byte) (any
 		}
 		return h, nil
 	case protocol.APIMemorySignals: // the hygiene signals with their memories' texts, for a person
+		if p.Offset != nil { // a page, with the total and the counts by kind
+			page, err := st.SignalsPage(ctx, keys, *p.Offset, p.Limit, now)
+			if err != nil {
+				return nil, storeError(err)
+			}
+			return page, nil
+		}
 		sigs, err := st.Signals(ctx, keys, max(p.Limit, 1), now)
 		if err != nil {
 			return nil, storeError(err)

@@ -356,6 +356,7 @@ func (*memoriesImportCommand) Run(ctx context.Context, c daemon.Config, out io.W
 type memoriesHygieneCommand struct {
 	json    bool
 	limit   int
+	offset  int
 	project string
 }
 
@@ -365,7 +366,8 @@ func (*memoriesHygieneCommand) Usage() usage {
 
 func (h *memoriesHygieneCommand) Flags(fs *flag.FlagSet) {
 	jsonFlag(fs, &h.json)
-	fs.IntVar(&h.limit, "limit", 100, "at most `N` findings")
+	fs.IntVar(&h.limit, "limit", 100, "at most `N` findings: 1 to 100")
+	fs.IntVar(&h.offset, "offset", 0, "skip the first `N` findings (the next page: the offset plus the limit)")
 	projectFlag(fs, &h.project)
 }
 
@@ -375,26 +377,58 @@ func (h *memoriesHygieneCommand) Run(ctx context.Context, c daemon.Config, out i
 		return err
 	}
 	defer nc.Close()
-	raw, err := call(ctx, nc, c, protocol.APIMemorySignals, map[string]any{"project": h.project, "limit": h.limit})
+	if h.limit < 1 || h.limit > 100 {
+		return fmt.Errorf("--limit must be 1 to 100, got %d (--offset pages through more)", h.limit)
+	}
+	if h.offset < 0 {
+		return fmt.Errorf("--offset must be 0 or more, got %d", h.offset)
+	}
+	raw, err := call(ctx, nc, c, protocol.APIMemorySignals, map[string]any{"project": h.project, "limit": h.limit, "offset": h.offset})
 	if err != nil {
 		return err
 	}
-	if h.json {
-		return printJSON(out, raw)
+	var page memory.SignalPage
+	if t := strings.TrimSpace(string(raw)); strings.HasPrefix(t, "[") {
+		// A daemon from before pages answers the first signals, without a total.
+		if h.json {
+			return printJSON(out, raw)
+		}
+		if err := json.Unmarshal(raw, &page.Signals); err != nil {
+			return err
+		}
+		page.Total = len(page.Signals)
+	} else {
+		if h.json {
+			return printJSON(out, raw)
+		}
+		if err := json.Unmarshal(raw, &page); err != nil {
+			return err
+		}
 	}
-	var sigs []memory.Signal
-	if err := json.Unmarshal(raw, &sigs); err != nil {
-		return err
-	}
-	if len(sigs) == 0 {
+	if page.Total == 0 {
 		fmt.Fprintln(out, "nothing to tidy: no duplicate pairs, stale memories or memories of deleted branches")
 		return nil
 	}
-	for _, s := range sigs {
+	head := fmt.Sprintf("%d %s", page.Total, runtime.Plural(page.Total, "finding", "findings"))
+	if kinds := page.Kinds(); kinds != "" {
+		head += ": " + kinds
+	}
+	fmt.Fprintln(out, head)
+	for _, s := range page.Signals {
 		fmt.Fprintln(out, s.Kind+":")
 		for _, m := range s.Memories {
 			fmt.Fprintf(out, "  %s (%s) %s\n", m.ID, m.Kind, oneLine(m.Content, 100))
 		}
+	}
+	switch shown := len(page.Signals); {
+	case shown == 0:
+		fmt.Fprintf(out, "no findings from %d on: --offset 0 shows the first\n", page.Offset+1)
+	case shown < page.Total:
+		fmt.Fprintf(out, "shown: %d to %d of %d", page.Offset+1, page.Offset+shown, page.Total)
+		if next := page.Offset + shown; next < page.Total {
+			fmt.Fprintf(out, "; the next: thatch memories hygiene --offset %d", next)
+		}
+		fmt.Fprintln(out)
 	}
 	fmt.Fprintln(out, "\nthe next extraction of each project is asked to resolve them; by hand: thatch memories forget ID, thatch memories dismiss ID OTHER, thatch memories restore ID")
 	return nil

@@ -59,8 +59,8 @@ func ServeWith(ctx context.Context, c Config, log *slog.Logger, tune func(*runti
 			log.Info("stopped", "took", time.Since(stopBegan).Round(time.Millisecond).String())
 		}
 	}()
-	// The broker token exists from the first start, embedded broker or not: the operator's
-	// web page (§8) takes it too.
+	// The broker token exists from the first start, embedded broker or not, as §7 asks
+	// (the web page no longer takes it: thatch ui gets a one-time link over the API).
 	fileToken, fixed, err := natsbus.EnsureToken(c.TokenPath())
 	if err != nil {
 		return err
@@ -204,9 +204,16 @@ func ServeWith(ctx context.Context, c Config, log *slog.Logger, tune func(*runti
 			return err
 		}
 		defer pageLn.Close()
-		page = &web.Server{Listen: c.HTTPListen, Token: fileToken, TLSCert: c.HTTPTLSCert, TLSKey: c.HTTPTLSKey,
+		page = &web.Server{Listen: pageLn.Addr().String(), TLSCert: c.HTTPTLSCert, TLSKey: c.HTTPTLSKey,
 			Loop: loop, Status: srv.Status, Journal: store, Memories: memStore, Sweep: sweeper.Sweep, Metrics: metrics,
 			Log: log.With("component", "web")}
+		// thatch ui asks for the page's one-time link over the API, which the broker's
+		// token guards: the token itself never goes into a link.
+		pageURL := PageURL(pageLn.Addr().String(), c.HTTPTLSCert != "")
+		srv.Login = func() (string, time.Time) {
+			code, expires := page.NewLogin()
+			return web.LoginURL(pageURL, code), expires
+		}
 		// The open pages render again when opencode comes or goes, or the broker's store
 		// fails or recovers: neither is in the loop's snapshot.
 		page.Watch = func() string {

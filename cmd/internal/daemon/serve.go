@@ -133,7 +133,7 @@ func ServeWith(ctx context.Context, c Config, log *slog.Logger, tune func(*runti
 	})
 	caller := metrics.Caller(&host.Client{NC: nc, Prefix: c.SubjectPrefix, Timeout: c.HostTimeout(), Log: log.With("component", "host")})
 	loop := runtime.NewLoop(store, natsbus.Injecting{Caller: caller, Memories: memories, Log: log.With("component", "memory")}, log.With("component", "runtime"))
-	loop.Rules, loop.Prefix, loop.MaxBatch, loop.WaitApplied = c.Rules(), c.SubjectPrefix, c.BatchMax, c.HostTimeout()
+	loop.Rules, loop.Prefix, loop.MaxBatch, loop.WaitApplied, loop.CommitWait = c.Rules(), c.SubjectPrefix, c.BatchMax, c.HostTimeout(), c.HostTimeout()
 	loop.CommitTook = metrics.CommitTook
 	if tune != nil {
 		tune(loop)

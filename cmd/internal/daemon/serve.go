@@ -159,6 +159,9 @@ func ServeWith(ctx context.Context, c Config, log *slog.Logger, tune func(*runti
 		log.Info("no opencode to bridge: set THATCH_OPENCODE_URL to a running opencode serve (e.g. http://127.0.0.1:4096), or connect a host to the broker (thatch env)")
 	} else {
 		ocBridge = newBridge(c, nc, js, log)
+		if watch != nil {
+			ocBridge.Broker = watch.Err
+		}
 		redactions = append(redactions, &ocBridge.Redacted)
 	}
 	srv = &natsbus.Server{ToolTook: metrics.ToolTook, Redactions: redactions, NC: nc, JS: js, Stream: c.Stream, Prefix: c.APIPrefix, Loop: loop, Consumer: consumer,

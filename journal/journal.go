@@ -127,6 +127,10 @@ func Open(path string) (*Store, error) {
 	return s, nil
 }
 
+// DiskFullIn is what a write that failed for a full disk says first: the disk is full,
+// and which folder needs the space.
+func DiskFullIn(dir string) string { return "disk full: free space in " + dir }
+
 // Instance names the journal for good (idempotency keys of host calls).
 func (s *Store) Instance() string { return s.instance }
 
@@ -407,6 +411,9 @@ func (s *Store) Commit(b *runtime.Batch) error {
 		return nil
 	})
 	if err != nil {
+		if migrate.DiskFull(err) {
+			return fmt.Errorf("%s: commit journal batch: %w", DiskFullIn(filepath.Dir(s.path)), err)
+		}
 		return fmt.Errorf("commit journal batch: %w", err)
 	}
 	if s.ck != nil {

@@ -137,6 +137,9 @@ type SessionView struct {
 	WrapUp     WrapUp `json:"wrapUp"`
 	Directory  string `json:"directory"`
 	Title      string `json:"title,omitempty"`
+	// Refused is the session's last wrap-up command that did not proceed, until another
+	// is armed or one is greenlit (an extension of the contract's row).
+	Refused *Refusal `json:"refused,omitempty"`
 }
 
 // LiveSessions lists the live directory: every tracked session that did not exit, of one
@@ -170,7 +173,7 @@ func SessionPage(s *State, hostID, after string, limit int) (rows []SessionView,
 		rows = append(rows, SessionView{SessionID: sess.ID, HostID: sess.HostID, ParentID: sess.ParentID,
 			Kind: sess.Kind, Status: sess.Status, Pending: c.Pending, Accepted: c.Accepted,
 			Extracting: sess.Extracting, Compacting: sess.Compacting, WrapUp: sess.WrapUp,
-			Directory: sess.Directory, Title: sess.Title})
+			Directory: sess.Directory, Title: sess.Title, Refused: sess.Refused})
 	}
 	return rows, more
 }

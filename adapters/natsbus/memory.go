@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/thatch-dev/thatch/journal/memory"
+	"github.com/thatch-dev/thatch/journal/migrate"
 	"github.com/thatch-dev/thatch/runtime"
 	"github.com/thatch-dev/thatch/runtime/protocol"
 	"github.com/thatch-dev/thatch/runtime/redact"
@@ -52,6 +53,9 @@ func storeError(err error) *runtime.HostError {
 		return &runtime.HostError{Name: protocol.NotFound, Message: err.Error()}
 	case errors.Is(err, memory.ErrBadRequest):
 		return &runtime.HostError{Name: protocol.BadRequest, Message: err.Error()}
+	}
+	if migrate.DiskFull(err) {
+		return &runtime.HostError{Name: protocol.Unavailable, Message: "disk full: free space in thatch's data folder (THATCH_DATA_DIR): the memory store cannot write, so nothing was written; call again once there is space: " + err.Error()}
 	}
 	return &runtime.HostError{Name: protocol.Unavailable, Message: "thatch's memory store failed; call again: " + err.Error()}
 }

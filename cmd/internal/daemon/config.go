@@ -37,7 +37,7 @@ type Config struct {
 	StreamMaxBytes       int64  `envconfig:"STREAM_MAX_BYTES" default:"1073741824" desc:"bytes the event stream keeps at most; past it the oldest events go"`
 	StreamMaxMsgBytes    int64  `envconfig:"STREAM_MAX_MSG_BYTES" default:"1114112" desc:"bytes of one message (headers included) the event stream stores at most; the broker refuses a larger publish"`
 	StreamPurgeMS        int    `envconfig:"STREAM_PURGE_MS" default:"5000" desc:"with the embedded broker, how often events thatch applied are purged from the stream (0 keeps them to the stream's limits)"`
-	HostTimeoutMS        int    `envconfig:"HOST_TIMEOUT_MS" default:"10000" desc:"host call timeout, and how long a tool call waits for the consumer"`
+	HostTimeoutMS        int    `envconfig:"HOST_TIMEOUT_MS" default:"10000" desc:"host call timeout, how long a tool call waits for the consumer, and as long again for its commit"`
 	StaleAcceptedMS      int    `envconfig:"STALE_ACCEPTED_MS" default:"900000" desc:"age after which an accepted entry goes back to pending"`
 	InteractionOutputMax int    `envconfig:"INTERACTION_OUTPUT_MAX" default:"2000" desc:"characters kept of a tool output and of each top-level string arg"`
 	BatchMax             int    `envconfig:"BATCH_MAX" default:"512" desc:"events applied per journal transaction at most"`

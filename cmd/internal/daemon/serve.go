@@ -147,7 +147,7 @@ func ServeWith(ctx context.Context, c Config, log *slog.Logger, tune func(*runti
 	})
 	caller := metrics.Caller(&host.Client{NC: nc, Prefix: c.SubjectPrefix, Timeout: c.HostTimeout(), Log: log.With("component", "host")})
 	loop := runtime.NewLoop(store, natsbus.Injecting{Caller: caller, Memories: memories, Log: log.With("component", "memory")}, log.With("component", "runtime"))
-	loop.Rules, loop.Prefix, loop.MaxBatch, loop.WaitApplied = c.Rules(), c.SubjectPrefix, c.BatchMax, c.HostTimeout()
+	loop.Rules, loop.Prefix, loop.MaxBatch, loop.WaitApplied, loop.CommitWait = c.Rules(), c.SubjectPrefix, c.BatchMax, c.HostTimeout(), c.HostTimeout()
 	loop.CommitTook = metrics.CommitTook
 	if tune != nil {
 		tune(loop)
@@ -174,6 +174,9 @@ func ServeWith(ctx context.Context, c Config, log *slog.Logger, tune func(*runti
 		log.Info("no opencode to bridge: set THATCH_OPENCODE_URL to a running opencode serve (e.g. http://127.0.0.1:4096), or connect a host to the broker (thatch env)")
 	} else {
 		ocBridge = newBridge(c, nc, js, log)
+		if watch != nil {
+			ocBridge.Broker = watch.Err
+		}
 		redactions = append(redactions, &ocBridge.Redacted)
 	}
 	srv = &natsbus.Server{ToolTook: metrics.ToolTook, Redactions: redactions, NC: nc, JS: js, Stream: c.Stream, Prefix: c.APIPrefix, Loop: loop, Consumer: consumer,

@@ -1,0 +1,55 @@
+package memory
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Written is one change a session made to a memory through the memory tools: op is create,
+// update or forget.
+type Written struct {
+	MemoryID string    `json:"id"`
+	Op       string    `json:"op"`
+	At       time.Time `json:"at"`
+}
+
+// WrittenMax bounds what WrittenBy reads of one session.
+const WrittenMax = 200
+
+// WrittenBy is what each of sessions (extraction children, in provenance) created, updated
+// and forgot, oldest first: at most WrittenMax changes a session. A session that changed
+// nothing has no key.
+func (s *Store) WrittenBy(ctx context.Context, sessions []string) (map[string][]Written, error) {
+	out := map[string][]Written{}
+	for _, id := range sessions {
+		if _, done := out[id]; done || id == "" {
+			continue
+		}
+		rows, err := s.r.QueryContext(ctx, `SELECT memory_id, op, at FROM memory_log
+			WHERE session_id = ? AND session_id != '' AND op IN ('create', 'update', 'forget') ORDER BY id LIMIT ?`, id, WrittenMax)
+		if err != nil {
+			return nil, fmt.Errorf("read what session %s wrote: %w", id, err)
+		}
+		var ws []Written
+		for rows.Next() {
+			var w Written
+			var at int64
+			if err := rows.Scan(&w.MemoryID, &w.Op, &at); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("read what session %s wrote: %w", id, err)
+			}
+			w.At = toTime(at)
+			ws = append(ws, w)
+		}
+		if err := rows.Err(); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("read what session %s wrote: %w", id, err)
+		}
+		rows.Close()
+		if len(ws) > 0 {
+			out[id] = ws
+		}
+	}
+	return out, nil
+}

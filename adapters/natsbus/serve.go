@@ -58,6 +58,9 @@ type Server struct {
 	// ExtractedFrom, when set, names the top-level session an extraction child extracted
 	// (the ledger's): memory.get adds it for a memory that child wrote.
 	ExtractedFrom func(child string) (string, error)
+	// Provenance, when set, reads what extractions completed (the journal's): memory.get
+	// adds it for the extractions that created, updated or forgot the memory.
+	Provenance func(extractions []string) ([]runtime.Provenance, error)
 	// ToolTook, when set, sees each tool call's name, how long its answer took and the
 	// error's name ("" for a result): the operator's metrics.
 	ToolTook func(tool string, took time.Duration, errName string)

@@ -53,3 +53,19 @@ func (s *Store) WrittenBy(ctx context.Context, sessions []string) (map[string][]
 	}
 	return out, nil
 }
+
+// Writers are the sessions that wrote m through the memory tools, oldest first: its creator
+// and the sessions of its history's creates, updates and forgets (a person's have none).
+// Those that were extractions have a provenance in the journal.
+func Writers(m Memory, audit []Audit) []string {
+	ids := []string{m.Source.SessionID}
+	for _, a := range audit {
+		switch a.Op {
+		case "create", "update", "forget":
+			if a.SessionID != "" {
+				ids = append(ids, a.SessionID)
+			}
+		}
+	}
+	return ids
+}

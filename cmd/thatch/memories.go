@@ -234,19 +234,12 @@ func (s *memoriesShowCommand) Run(ctx context.Context, c daemon.Config, out io.W
 // calls it completed, "<tool> <title> (<callID>)" a line.
 func writeProvenance(out io.Writer, ps []runtime.Provenance, audit []memory.Audit) {
 	for i, p := range ps {
-		did := map[string]bool{}
-		for _, a := range audit {
-			if a.SessionID == p.Extraction {
-				did[a.Op] = true
-			}
-		}
 		verb := "extracted from session " + p.Session + " by extraction " + p.Extraction
-		switch {
-		case did["create"]:
-		case did["update"]:
-			verb = "updated by extraction " + p.Extraction + " of session " + p.Session
-		case did["forget"]:
-			verb = "forgotten by extraction " + p.Extraction + " of session " + p.Session
+		switch memory.WroteAs(audit, p.Extraction) {
+		case "update":
+			verb = "updated" + strings.TrimPrefix(verb, "extracted")
+		case "forget":
+			verb = "forgotten" + strings.TrimPrefix(verb, "extracted")
 		}
 		if i == 0 {
 			fmt.Fprintln(out)

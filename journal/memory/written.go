@@ -69,3 +69,20 @@ func Writers(m Memory, audit []Audit) []string {
 	}
 	return ids
 }
+
+// WroteAs is what session did to a memory whose history is audit: create, update or forget
+// (the first of these it did, in that order), "" when it did none.
+func WroteAs(audit []Audit, session string) string {
+	did := map[string]bool{}
+	for _, a := range audit {
+		if a.SessionID == session && session != "" {
+			did[a.Op] = true
+		}
+	}
+	for _, op := range []string{"create", "update", "forget"} {
+		if did[op] {
+			return op
+		}
+	}
+	return ""
+}

@@ -309,3 +309,26 @@ type DeadLetterView struct {
 
 // CutText cuts s to at most n characters (runes), marking the cut.
 func CutText(s string, n int) string { return cut(s, n) }
+
+// Provenance is what one extraction completed (issue 29): the tool calls of session
+// Session whose entries Extraction, the claimant, completed, as the journal kept them when
+// it dropped the entries. Extraction is an extraction child, or a top-level session that
+// extracted its own calls; the memory store's history names it as the writer of each memory
+// it created, updated or forgot.
+type Provenance struct {
+	Extraction string          `json:"extraction"`
+	Session    string          `json:"session"`
+	At         time.Time       `json:"at"` // the last completion
+	Calls      []CompletedCall `json:"calls"`
+	// More counts the completed calls left out of Calls: a reader gets a bounded list.
+	More int `json:"more,omitempty"`
+}
+
+// CompletedCall is one tool call an extraction completed: its entry id (the host's callID,
+// qualified by the session that made it when a descendant did), its tool, and its title cut
+// to the journal's bound.
+type CompletedCall struct {
+	ID    string `json:"id"`
+	Tool  string `json:"tool"`
+	Title string `json:"title,omitempty"`
+}

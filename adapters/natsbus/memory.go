@@ -483,6 +483,15 @@ func (s *Server) memoryAPI(ctx context.Context, method string, data []byte) (any
 				res["extractedFrom"] = root
 			}
 		}
+		// Which tool calls fed the memory (issue 29): what each extraction that wrote it
+		// completed, oldest first (an extension of memory.get).
+		if s.Provenance != nil {
+			if ps, err := s.Provenance(memory.Writers(m, audit)); err == nil {
+				res["provenance"] = ps
+			} else {
+				s.Log.Warn("could not read a memory's provenance; memory.get answers without it", "memory", m.ID, "err", err)
+			}
+		}
 		return res, nil
 	case protocol.APIMemoryForget:
 		r, err := st.Forget(ctx, memory.Caller{}, p.ID, p.Reason, now)

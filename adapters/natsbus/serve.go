@@ -61,6 +61,9 @@ type Server struct {
 	// Login, when set, mints a one-time link to the web page and says until when it opens
 	// it (ui.link); nil (the page is off) answers NotImplementedError.
 	Login func() (link string, expires time.Time)
+	// Provenance, when set, reads what extractions completed (the journal's): memory.get
+	// adds it for the extractions that created, updated or forgot the memory.
+	Provenance func(extractions []string) ([]runtime.Provenance, error)
 	// ToolTook, when set, sees each tool call's name, how long its answer took and the
 	// error's name ("" for a result): the operator's metrics.
 	ToolTook func(tool string, took time.Duration, errName string)

@@ -276,8 +276,20 @@ func (s *Server) session(w http.ResponseWriter, r *http.Request) error {
 		live := slices.ContainsFunc(kids, func(k runtime.SessionRow) bool { return k.SessionID == e.ClaimedBy })
 		claims = append(claims, claim{Child: e.ClaimedBy, Entries: 1, At: e.ClaimedAt, Running: d.Session.Child == e.ClaimedBy, Live: live})
 	}
+	// Provenance (issue 29): the memories each extraction wrote, from the memory store's
+	// history, beside the calls it completed, from the journal.
+	written := map[string][]memory.Written{}
+	if s.Memories != nil && len(d.Provenance) > 0 {
+		xs := make([]string, len(d.Provenance))
+		for i, p := range d.Provenance {
+			xs[i] = p.Extraction
+		}
+		if written, err = s.Memories.WrittenBy(r.Context(), xs); err != nil {
+			return err
+		}
+	}
 	return s.render(w, r, "session", map[string]any{"Title": "Session " + short(id), "ID": id, "Live": live, "Detail": d,
-		"Children": kids, "Claims": claims, "Pending": pending, "At": t.At})
+		"Children": kids, "Claims": claims, "Pending": pending, "At": t.At, "Written": written})
 }
 
 // memories lists or searches the memories.
@@ -356,12 +368,29 @@ func (s *Server) memory(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	// Which tool calls fed it (issue 29): what each extraction that wrote it completed.
+	ps, err := s.Journal.Provenance(memory.Writers(m, audit))
+	if err != nil {
+		return err
+	}
+	for _, p := range ps {
+		ids = append(ids, p.Session)
+	}
 	known, err := s.Journal.HasSessions(append(ids, origin))
 	if err != nil {
 		return err
 	}
+	type provenance struct {
+		runtime.Provenance
+		Op     string // what the extraction did to the memory: create, update or forget
+		Linked bool   // thatch still tracks the session: it has a page
+	}
+	prov := make([]provenance, len(ps))
+	for i, p := range ps {
+		prov[i] = provenance{p, memory.WroteAs(audit, p.Extraction), known[p.Session]}
+	}
 	return s.render(w, r, "memory", map[string]any{"Title": "Memory " + m.ID, "M": m, "Audit": audit, "Known": known, "Origin": origin,
-		"Tags": strings.Join(m.Tags, ", "), "Saved": r.URL.Query().Get("saved") != ""})
+		"Provenance": prov, "Tags": strings.Join(m.Tags, ", "), "Saved": r.URL.Query().Get("saved") != ""})
 }
 
 // back is where a form returns: its "back" field when it is a path of this endpoint.

@@ -166,6 +166,31 @@ func TestOpencodeEndToEnd(t *testing.T) {
 		t.Fatalf("thatch memories lists %+v, want the extraction's one memory of project %s", mems, x.proj)
 	}
 	t.Logf("step 1b: thatch memories lists %s (%s) %q in project %s", mems[0].ID, mems[0].Kind, mems[0].Content, mems[0].Project)
+	// Provenance (issue 29): the memory names the session it was extracted from, the
+	// extraction child, and the call the child completed, with its tool and title.
+	out, err = x.cli("memories", "show", "--json", mems[0].ID)
+	if err != nil {
+		t.Fatalf("thatch memories show --json: %v\n%s", err, out)
+	}
+	var shown struct{ Provenance []runtime.Provenance }
+	must(t, json.Unmarshal(out, &shown))
+	if len(shown.Provenance) != 1 || shown.Provenance[0].Extraction != c1 || shown.Provenance[0].Session != s1 ||
+		len(shown.Provenance[0].Calls) != 1 || shown.Provenance[0].Calls[0].ID != call1 || shown.Provenance[0].Calls[0].Tool != "bash" {
+		t.Fatalf("thatch memories show --json gives the provenance %+v, want extraction %s of %s from bash call %s", shown.Provenance, c1, s1, call1)
+	}
+	out, err = x.cli("memories", "show", mems[0].ID)
+	if err != nil {
+		t.Fatalf("thatch memories show: %v\n%s", err, out)
+	}
+	call := shown.Provenance[0].Calls[0]
+	line := "bash"
+	if title := oneLine(call.Title, 120); title != "" {
+		line += " " + title
+	}
+	if want := "extracted from session " + s1 + " by extraction " + c1 + ", from calls:\n  " + line + " (" + call1 + ")\n"; !strings.Contains(string(out), want) {
+		t.Fatalf("thatch memories show:\n%s\nwant it to contain:\n%s", out, want)
+	}
+	t.Logf("step 1b: thatch memories show says %s was extracted from %s by %s, from %s %q (%s)", mems[0].ID, s1, c1, call.Tool, call.Title, call.ID)
 	var untitled ocInfo // no title: opencode asks the model for one, a request without memories
 	x.post("/session?directory="+url.QueryEscape(x.proj), map[string]string{}, &untitled)
 	s2 := untitled.ID

@@ -188,6 +188,8 @@ func (s *memoriesShowCommand) Run(ctx context.Context, c daemon.Config, out io.W
 		Memory        memory.Memory  `json:"memory"`
 		Audit         []memory.Audit `json:"audit"`
 		ExtractedFrom string         `json:"extractedFrom"`
+		// Provenance: the calls each extraction that wrote it completed (issue 29).
+		Provenance []runtime.Provenance `json:"provenance"`
 	}
 	if err := json.Unmarshal(raw, &r); err != nil {
 		return err
@@ -207,6 +209,7 @@ func (s *memoriesShowCommand) Run(ctx context.Context, c daemon.Config, out io.W
 	}
 	tw.Flush()
 	fmt.Fprintf(out, "\n%s\n", m.Content)
+	writeProvenance(out, r.Provenance, r.Audit)
 	if len(r.Audit) > 0 {
 		fmt.Fprintln(out, "\nhistory:")
 		for _, a := range r.Audit {
@@ -224,6 +227,39 @@ func (s *memoriesShowCommand) Run(ctx context.Context, c daemon.Config, out io.W
 		}
 	}
 	return nil
+}
+
+// writeProvenance writes which tool calls fed a memory: for each extraction that wrote it
+// (ps, the journal's), what it did to the memory (audit), the session it extracted and the
+// calls it completed, "<tool> <title> (<callID>)" a line.
+func writeProvenance(out io.Writer, ps []runtime.Provenance, audit []memory.Audit) {
+	for i, p := range ps {
+		verb := "extracted from session " + p.Session + " by extraction " + p.Extraction
+		switch memory.WroteAs(audit, p.Extraction) {
+		case "update":
+			verb = "updated" + strings.TrimPrefix(verb, "extracted")
+		case "forget":
+			verb = "forgotten" + strings.TrimPrefix(verb, "extracted")
+		}
+		if i == 0 {
+			fmt.Fprintln(out)
+		}
+		if len(p.Calls) == 0 {
+			fmt.Fprintf(out, "%s, from no call thatch kept\n", verb)
+			continue
+		}
+		fmt.Fprintf(out, "%s, from calls:\n", verb)
+		for _, c := range p.Calls {
+			line := "  " + c.Tool
+			if t := oneLine(c.Title, 120); t != "" {
+				line += " " + t
+			}
+			fmt.Fprintf(out, "%s (%s)\n", line, c.ID)
+		}
+		if p.More > 0 {
+			fmt.Fprintf(out, "  … and %d more\n", p.More)
+		}
+	}
 }
 
 // memoriesForgetCommand is thatch memories forget.

@@ -375,6 +375,16 @@ func TestBrowserUI(t *testing.T) {
 	if n := len(r.entries(sid)); n != 0 {
 		t.Errorf("%d entries left in the journal after the extraction", n)
 	}
+	// Provenance (issue 29): the calls the extraction completed and the memories it wrote.
+	prov := b.text("#provenance tbody")
+	for _, call := range []string{"call_0", "call_1", "call_2", task + "/call_task"} {
+		if !strings.Contains(prov, call) {
+			t.Errorf("the session page's provenance lacks the call %s:\n%s", call, prov)
+		}
+	}
+	if n := b.count(`#provenance tbody a[href^="/memories/mem_"]`); n != len(uiMemories) {
+		t.Errorf("the session page's provenance links %d memories, want the %d the extraction wrote:\n%s", n, len(uiMemories), prov)
+	}
 
 	// The memories the extraction wrote: search, open, edit.
 	b.load("click Memories", http.StatusOK, "/memories", chromedp.Click(chromedp.CSS(`nav a[href="/memories"]`)))
@@ -392,6 +402,11 @@ func TestBrowserUI(t *testing.T) {
 	}
 	id := eval[string](b, "read the memory's id", `document.querySelector("#memories li").dataset.memory`)
 	b.load("click Edit", http.StatusOK, "/memories/"+id, chromedp.Click(chromedp.CSS(`#memories li a.button`)))
+	// The memory's page says which calls fed it (issue 29).
+	if got := b.text("#provenance"); !strings.Contains(got, "Extracted from session "+sid+" by extraction ") ||
+		!strings.Contains(got, "bash bash call_0") || !strings.Contains(got, "grep grep "+task+"/call_task") {
+		t.Errorf("the memory page's provenance:\n%s", got)
+	}
 	old := uiMemories[1]["content"].(string)
 	if got := eval[string](b, "read the text", `document.querySelector("#edit textarea[name=content]").value`); got != old {
 		t.Errorf("the edit form holds %q, want %q", got, old)

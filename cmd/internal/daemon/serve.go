@@ -181,7 +181,7 @@ func ServeWith(ctx context.Context, c Config, log *slog.Logger, tune func(*runti
 	}
 	srv = &natsbus.Server{ToolTook: metrics.ToolTook, Redactions: redactions, NC: nc, JS: js, Stream: c.Stream, Prefix: c.APIPrefix, Loop: loop, Consumer: consumer,
 		Log: log.With("component", "api"), Sweep: sweepAPI(sweeper), Memories: memories, Costs: store.Costs, Extract: c.Rules(),
-		DeadLetters: store.DeadLetterPage, ExtractedFrom: store.ExtractedFrom}
+		DeadLetters: store.DeadLetterPage, ExtractedFrom: store.ExtractedFrom, Provenance: store.Provenance}
 	if watch != nil {
 		srv.Broker = watch
 	}

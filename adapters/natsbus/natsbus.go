@@ -582,8 +582,13 @@ func PublishEvent(ctx context.Context, js jetstream.JetStream, subject string, b
 		ack, err := js.PublishMsg(pctx, msg)
 		cancel()
 		if err == nil {
-			// After a failed attempt, a duplicate may be that attempt's own message.
-			return ack.Duplicate && attempt == 0, nil
+			if !ack.Duplicate || attempt == 0 {
+				return ack.Duplicate, nil
+			}
+			// After a failed attempt, a duplicate may be that attempt's own message (stored,
+			// its ack lost) or one published before with the same id: the stored message's
+			// Host-Seq tells.
+			return !storedAs(ctx, js, ack, hostSeq), nil
 		}
 		if errors.Is(err, jetstream.ErrStreamMessageExceedsMaximum) || errors.Is(err, nats.ErrMaxPayload) {
 			// Too big for the stream or the broker: trying again changes nothing.
@@ -595,4 +600,23 @@ func PublishEvent(ctx context.Context, js jetstream.JetStream, subject string, b
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// storedAs reports whether the message ack names carries hostSeq, or cannot be read (purged
+// meanwhile): then it is taken as the caller's own, as before Host-Seq was checked.
+func storedAs(ctx context.Context, js jetstream.JetStream, ack *jetstream.PubAck, hostSeq string) bool {
+	if hostSeq == "" {
+		return true
+	}
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	st, err := js.Stream(rctx, ack.Stream)
+	if err != nil {
+		return true
+	}
+	m, err := st.GetMsg(rctx, ack.Sequence)
+	if err != nil {
+		return true
+	}
+	return m.Header.Get("Host-Seq") == hostSeq
 }

@@ -481,7 +481,7 @@ func TestAccessExternalPermissions(t *testing.T) {
 	must(t, err)
 	defer logf.Close()
 	// The operator's CLI runs as thatch's user, with thatch's own configuration.
-	admin, err := dial(cfg)
+	admin, err := dialBroker(cfg)
 	must(t, err)
 	t.Cleanup(admin.Close)
 	r := &rig{t: t, url: thatchURL, dataDir: cfg.DataDir, nc: admin, host: hostA, cfg: cfg, log: daemon.NewLogger(logf, "debug", "json")}

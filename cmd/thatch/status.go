@@ -32,7 +32,7 @@ wrote to $THATCH_DATA_DIR/status.json, with its age, and exits 1.`}
 func (s *statusCommand) Flags(fs *flag.FlagSet) { jsonFlag(fs, &s.json) }
 
 func (s *statusCommand) Run(ctx context.Context, c daemon.Config, out io.Writer, _ []string) error {
-	raw, err := request(ctx, c, protocol.APIStatus, map[string]any{})
+	raw, err := brokerRequest(ctx, c, protocol.APIStatus, map[string]any{})
 	var stale error // set when status falls back to the status file
 	if err != nil {
 		// The broker (or thatch) is unreachable: report what thatch last wrote.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/thatch-dev/thatch/adapters/natsbus"
 	"github.com/thatch-dev/thatch/cmd/internal/daemon"
+	"github.com/thatch-dev/thatch/runtime/protocol"
 )
 
 // How the commands reach thatch: a conn, that is one connection to the running daemon's
@@ -145,11 +146,36 @@ func pages(ctx context.Context, nc *conn, c daemon.Config, method string, params
 }
 
 // dial connects the CLI to the running daemon, for a command that may change what it
-// keeps. A data folder that no thatch serve holds (daemon.Running) fails at once, naming
-// the folder and what to do, instead of after a broker's or a request's timeout: with the
-// embedded broker, which is the daemon's own, always; with an external one
-// (THATCH_NATS_URL), when a thatch served this folder before (daemon.Served).
+// keeps (dialDaemon), and makes sure the daemon answers: a status request answered within
+// answerWithin. So the command fails within seconds, naming the cause, rather than after
+// its own request's timeout (a minute for an import's batch).
 func dial(c daemon.Config) (*conn, error) {
+	k, err := dialDaemon(c)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), answerWithin)
+	defer cancel()
+	if _, err := callWithin(ctx, k, c, protocol.APIStatus, map[string]any{}, answerWithin); err != nil {
+		k.Close()
+		if errors.Is(err, context.DeadlineExceeded) {
+			return nil, fmt.Errorf("thatch does not answer at %s within %s (data folder %s): it may be starting, stopping or stuck; its log says which",
+				shownURL(k.nc.ConnectedUrlRedacted()), answerWithin, c.DataDir)
+		}
+		return nil, err
+	}
+	return k, nil
+}
+
+// answerWithin is how long dial waits for the daemon's first answer.
+const answerWithin = 3 * time.Second
+
+// dialDaemon connects the CLI to the running daemon. A data folder that no thatch serve
+// holds (daemon.Running) fails at once, naming the folder and what to do, instead of after
+// a broker's or a request's timeout: with the embedded broker, which is the daemon's own,
+// always; with an external one (THATCH_NATS_URL), when a thatch served this folder before
+// (daemon.Served).
+func dialDaemon(c daemon.Config) (*conn, error) {
 	if running, err := daemon.Running(c.DataDir); err == nil && !running && (c.NATSURL == "" || daemon.Served(c.DataDir)) {
 		return nil, daemon.NotRunning(c)
 	}
@@ -165,7 +191,7 @@ func dial(c daemon.Config) (*conn, error) {
 // read-only, and one line on standard error says so.
 func dialRead(c daemon.Config) (*conn, error) {
 	if running, err := daemon.Running(c.DataDir); err != nil || running || !daemon.Served(c.DataDir) {
-		return dial(c)
+		return dialDaemon(c)
 	}
 	files := daemon.NewFiles(c)
 	files.Read = func(path string) { fmt.Fprintf(os.Stderr, "thatch is not running: read from %s\n", path) }

@@ -174,3 +174,29 @@ func TestExportWritesNothingOnFailure(t *testing.T) {
 		t.Fatalf("an export failing at its second page: %v, printed %q; want the error and nothing printed", err, out)
 	}
 }
+
+// TestChangeFailsWhenThatchDoesNotAnswer: a command that changes something, with a thatch
+// that takes requests and never answers (stuck), fails naming the cause, not after its
+// request's own timeout (a minute for an import's batch).
+func TestChangeFailsWhenThatchDoesNotAnswer(t *testing.T) {
+	ns, err := natsbus.StartEmbedded("127.0.0.1:-1", filepath.Join(t.TempDir(), "broker"))
+	must(t, err)
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	nc, err := nats.Connect(ns.ClientURL())
+	must(t, err)
+	t.Cleanup(nc.Close)
+	sub, err := nc.Subscribe("thatch.api.>", func(*nats.Msg) {}) // takes every request, answers none
+	must(t, err)
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	must(t, nc.Flush())
+	c := cliConfig(t)
+	c.NATSURL = ns.ClientURL()
+	file := filepath.Join(t.TempDir(), "in.jsonl")
+	must(t, os.WriteFile(file, []byte(`{"id":"mem_0123456789abcdef0123","project":"/tmp/p1","kind":"fact","content":"x"}`+"\n"), 0o600))
+	for _, line := range [][]string{{"memories", "import", file}, {"sweep"}} {
+		_, err := runLine(c, line)
+		if err == nil || !strings.Contains(err.Error(), "thatch does not answer at ") || !strings.Contains(err.Error(), "within 3s") {
+			t.Errorf("thatch %s with a thatch that does not answer: %v, want it said", strings.Join(line, " "), err)
+		}
+	}
+}

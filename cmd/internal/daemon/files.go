@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"path/filepath"
 	"time"
 
@@ -37,7 +38,9 @@ type Files struct {
 
 // NewFiles is a Files on the data folder of c; it opens each file when a method first
 // needs it.
-func NewFiles(c Config) *Files { return &Files{c: c} }
+func NewFiles(c Config) *Files {
+	return &Files{c: c, srv: natsbus.Server{Prefix: c.APIPrefix, Log: slog.New(slog.DiscardHandler)}}
+}
 
 // ReadMethods are the methods Files answers: those that change nothing.
 var ReadMethods = map[string]bool{
@@ -56,7 +59,7 @@ func NotRunning(c Config) error {
 // refusal is a *protocol.Error.
 func (f *Files) Raw(ctx context.Context, method string, params any) (json.RawMessage, error) {
 	if !ReadMethods[method] {
-		return nil, fmt.Errorf("%s changes what thatch keeps: %w", method, NotRunning(f.c))
+		return nil, fmt.Errorf("%s needs a running thatch: %w", method, NotRunning(f.c))
 	}
 	var err error
 	switch method {

@@ -222,7 +222,7 @@ func dialBroker(c daemon.Config) (*nats.Conn, error) {
 		}
 	}
 	if errors.Is(err, nats.ErrAuthorization) && c.NATSURL == "" {
-		return nil, fmt.Errorf("the broker at %s refused thatch's token (%v): the CLI presents THATCH_NATS_TOKEN, else the token in %s; "+
+		return nil, fmt.Errorf("the broker at %s refused thatch's token (%w): the CLI presents THATCH_NATS_TOKEN, else the token in %s; "+
 			"run it with the THATCH_DATA_DIR (and THATCH_NATS_TOKEN) of thatch serve", shownURL(c.BrokerURL()), err, c.TokenPath())
 	}
 	if err != nil {

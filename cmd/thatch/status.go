@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -11,6 +12,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/thatch-dev/thatch/cmd/internal/daemon"
 	"github.com/thatch-dev/thatch/runtime"
@@ -82,11 +85,17 @@ func (s *statusCommand) Run(ctx context.Context, c daemon.Config, out io.Writer,
 			}{f.Status, true, !notRunning && f.Stopped == nil, f.At, time.Since(f.At).Seconds(), err.Error(), f.Stopped}
 			data, _ := json.Marshal(doc)
 			fmt.Fprintln(out, string(data))
+			if errors.Is(err, nats.ErrAuthorization) {
+				return err
+			}
 			return stale
 		}
 		fmt.Fprintf(out, "%s\n(%s)\n", header, filepath.Join(c.DataDir, daemon.StatusFile))
 		raw, _ = json.Marshal(f.Status)
 		asOf = &f.At
+		if errors.Is(err, nats.ErrAuthorization) {
+			stale = err // not unreachable: refused, and the error says which token to present
+		}
 	}
 	if s.json {
 		return printJSON(out, raw)

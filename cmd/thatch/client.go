@@ -20,9 +20,9 @@ import (
 )
 
 // How the commands reach thatch: a conn, that is one connection to the running daemon's
-// broker (dial) and its API's methods called over it (daemon.API), one result or a list
-// page by page; or, for the commands that only read, the data folder's files while no
-// thatch serve runs there (dialRead, daemon.Files), answered by the same code.
+// broker (dial, dialDaemon) and its API's methods called over it (daemon.API), one result
+// or a list page by page; or, for the commands that only read, the data folder's files
+// while no thatch serve runs there (dialRead, daemon.Files), answered by the same code.
 
 // conn is where a command's API calls go: the running daemon (nc), or the files of a data
 // folder whose thatch is not running (files).
@@ -41,7 +41,8 @@ func (k *conn) Close() {
 	}
 }
 
-// request calls one thatch API method of the running daemon and returns its result.
+// request calls one thatch API method that may change something, of the running daemon
+// (dial), and returns its result.
 func request(ctx context.Context, c daemon.Config, method string, params any) (json.RawMessage, error) {
 	nc, err := dial(c)
 	if err != nil {
@@ -51,8 +52,9 @@ func request(ctx context.Context, c daemon.Config, method string, params any) (j
 	return call(ctx, nc, c, method, params)
 }
 
-// brokerRequest is request without dial's look at the data folder's lock: thatch status
-// asks whatever answers at the broker, and reads the status file when nothing does.
+// brokerRequest is request without dial's look at the data folder's lock and its first
+// status request: thatch status asks whatever answers at the broker, and reads the status
+// file when nothing does.
 func brokerRequest(ctx context.Context, c daemon.Config, method string, params any) (json.RawMessage, error) {
 	nc, err := dialBroker(c)
 	if err != nil {

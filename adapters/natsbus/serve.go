@@ -28,11 +28,14 @@ import (
 // its own consumer, both act on every event); one data folder serves one thatch serve
 // (rule 12). Run one thatch per stream.
 type Server struct {
-	NC       *nats.Conn
-	JS       jetstream.JetStream
-	Stream   string
-	Prefix   string // thatch's own subject prefix, "thatch" by default
-	Loop     *runtime.Loop
+	NC     *nats.Conn
+	JS     jetstream.JetStream
+	Stream string
+	Prefix string // thatch's own subject prefix, "thatch" by default
+	Loop   *runtime.Loop
+	// State, when Loop is nil, is the runtime state the list methods (sessions, entries)
+	// answer from: a stopped thatch's journal, loaded by the CLI.
+	State    *runtime.State
 	Consumer *Consumer
 	Log      *slog.Logger
 	// Sweep answers the sweep method; nil answers NotImplementedError.
@@ -59,9 +62,6 @@ type Server struct {
 	// ExtractedFrom, when set, names the top-level session an extraction child extracted
 	// (the ledger's): memory.get adds it for a memory that child wrote.
 	ExtractedFrom func(child string) (string, error)
-	// State, when Loop is nil, is the runtime state the list methods (sessions, entries)
-	// answer from: a stopped thatch's journal, loaded by the CLI.
-	State *runtime.State
 	// ToolTook, when set, sees each tool call's name, how long its answer took and the
 	// error's name ("" for a result): the operator's metrics.
 	ToolTook func(tool string, took time.Duration, errName string)

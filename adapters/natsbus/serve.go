@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"math"
 	goruntime "runtime"
 	"strconv"
 	"strings"
@@ -27,11 +28,14 @@ import (
 // its own consumer, both act on every event); one data folder serves one thatch serve
 // (rule 12). Run one thatch per stream.
 type Server struct {
-	NC       *nats.Conn
-	JS       jetstream.JetStream
-	Stream   string
-	Prefix   string // thatch's own subject prefix, "thatch" by default
-	Loop     *runtime.Loop
+	NC     *nats.Conn
+	JS     jetstream.JetStream
+	Stream string
+	Prefix string // thatch's own subject prefix, "thatch" by default
+	Loop   *runtime.Loop
+	// State, when Loop is nil, is the runtime state the list methods (sessions, entries)
+	// answer from: a stopped thatch's journal, loaded by the CLI.
+	State    *runtime.State
 	Consumer *Consumer
 	Log      *slog.Logger
 	// Sweep answers the sweep method; nil answers NotImplementedError.
@@ -237,7 +241,9 @@ func pageLimit(method string, limit *int, cursor *string, def, max int) (int, *r
 // out or more may follow.
 func page[T any](s *Server, method string, items []T, more bool, next func(i int, item T) string) (any, *runtime.HostError) {
 	budget := int64(1 << 20) // nats' default, when the connection does not say
-	if limit := s.NC.MaxPayload(); limit > 0 {
+	if s.NC == nil {         // answered in process (Answer): no broker to fit
+		budget = math.MaxInt64
+	} else if limit := s.NC.MaxPayload(); limit > 0 {
 		budget = limit
 	}
 	budget -= pageMargin
@@ -502,15 +508,22 @@ type apiParams struct {
 }
 
 func (s *Server) api(ctx context.Context, m *nats.Msg) (any, *runtime.HostError) {
-	method := strings.TrimPrefix(m.Subject, s.Prefix+".api.")
+	return s.Answer(ctx, strings.TrimPrefix(m.Subject, s.Prefix+".api."), m.Data)
+}
+
+// Answer answers one API method with its JSON params, as the method's responder does.
+// A Server without NC, Loop or Consumer (the CLI reading a stopped thatch's files) answers
+// the list methods of the runtime's state from State, and the methods that read a store
+// from its stores; its caller keeps to those methods.
+func (s *Server) Answer(ctx context.Context, method string, data []byte) (any, *runtime.HostError) {
 	switch method {
 	case protocol.APIMemories, protocol.APIMemoryGet, protocol.APIMemoryForget, protocol.APIMemoryExport, protocol.APIMemoryImport,
 		protocol.APIMemoryHygiene, protocol.APIMemorySignals, protocol.APIMemoryDismiss, protocol.APIMemoryRestore, protocol.APIMemoryProjects:
-		return s.memoryAPI(ctx, method, m.Data)
+		return s.memoryAPI(ctx, method, data)
 	}
 	var p apiParams
-	if len(m.Data) > 0 {
-		if err := json.Unmarshal(m.Data, &p); err != nil {
+	if len(data) > 0 {
+		if err := json.Unmarshal(data, &p); err != nil {
 			return nil, badRequest("request is not a JSON object: " + err.Error())
 		}
 	}
@@ -573,6 +586,9 @@ func (s *Server) list(ctx context.Context, method string, p apiParams) (any, *ru
 		after = *p.Cursor
 	}
 	query := func(fn func(runtime.View) any) (any, *runtime.HostError) {
+		if s.Loop == nil && s.State != nil { // a stopped thatch's journal, loaded
+			return fn(runtime.View{State: s.State}), nil
+		}
 		res, err := s.Loop.Query(ctx, fn)
 		if err != nil {
 			return nil, &runtime.HostError{Name: protocol.Unavailable, Message: err.Error()}

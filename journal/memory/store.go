@@ -194,6 +194,7 @@ type Store struct {
 	written   sync.WaitGroup
 	closeOnce sync.Once
 	closeErr  error
+	readOnly  bool // a store of OpenReadOnly: no writer, no checkpointer
 }
 
 // Open opens (creating when absent) the memory store at path.
@@ -265,6 +266,10 @@ func (s *Store) Close() error {
 		s.written.Wait()
 		s.r.stmts.close()
 		s.w.stmts.close()
+		if s.readOnly { // w is r, and there is no checkpointer
+			s.closeErr = s.r.Close()
+			return
+		}
 		s.closeErr = errors.Join(s.r.Close(), s.cp.Close(), s.w.Close())
 	})
 	return s.closeErr

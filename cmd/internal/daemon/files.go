@@ -119,7 +119,7 @@ func (f *Files) openJournal() error {
 		return err
 	}
 	f.journal = s
-	f.srv.Costs, f.srv.DeadLetters, f.srv.ExtractedFrom = s.Costs, s.DeadLetterPage, s.ExtractedFrom
+	f.srv.Costs, f.srv.DeadLetters, f.srv.ExtractedFrom, f.srv.Provenance = s.Costs, s.DeadLetterPage, s.ExtractedFrom, s.Provenance
 	if f.memories == nil {
 		f.read(path)
 	}

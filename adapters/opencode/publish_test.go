@@ -4,11 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/thatch-dev/thatch/internal/testkit"
 )
 
 // A publish the broker cannot store says why when the embedded broker knows (issue 29,
@@ -18,7 +19,7 @@ import (
 func TestBridgePublishNamesTheBrokersProblem(t *testing.T) {
 	b, addr, _ := startShim(t, ShimLimits{Call: 1500 * time.Millisecond})
 	nc, js := brokerWithoutStream(t)
-	b.NC, b.JS, b.Log = nc, js, slog.New(slog.NewTextHandler(io.Discard, nil))
+	b.NC, b.JS, b.Log = nc, js, testkit.Logger(t)
 	const problem = "disk full: free space in /data/nats/jetstream: the embedded broker cannot store events"
 	b.Broker = func() string { return problem }
 

@@ -14,7 +14,7 @@ type Condition interface {
 // maxPoll bounds the interval between two polls of a condition.
 const maxPoll = 20 * time.Millisecond
 
-// WaitFor polls cond, at first at once and then at growing intervals of at most 20 ms,
+// WaitFor polls cond, at first at once and then at intervals growing from 0.1 to 20 ms,
 // until it holds, and fails the test (t.Fatalf, so from the test's goroutine) when it
 // still does not after timeout, naming what it waited for and, for a func() error, the
 // last reason. Give a generous timeout: the machines that run the tests are often loaded,
@@ -34,7 +34,7 @@ func WaitFor[C Condition](t testing.TB, timeout time.Duration, what string, cond
 		panic("unreachable")
 	}
 	deadline := time.Now().Add(timeout)
-	interval := time.Millisecond
+	interval := 100 * time.Microsecond
 	for {
 		err := check()
 		if err == nil {

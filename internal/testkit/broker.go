@@ -31,6 +31,10 @@ type BrokerOptions struct {
 	MaxPayload int32
 	// MaxStore bounds JetStream's storage; zero leaves it to nats-server.
 	MaxStore int64
+	// ConfigFile, when set, is a nats-server configuration file (its accounts, users and
+	// permissions) the broker starts from; the fields above apply over it, the store stays
+	// in the test's folders, and a max_payload it sets is kept when MaxPayload is zero.
+	ConfigFile string
 }
 
 // Broker starts a broker with JetStream and a fresh token, its store in t.TempDir(), on a
@@ -48,6 +52,14 @@ func Broker(t testing.TB) (ns *server.Server, url, token string) {
 func StartBroker(t testing.TB, o BrokerOptions) *server.Server {
 	t.Helper()
 	opts := natstest.DefaultTestOptions
+	if o.ConfigFile != "" {
+		loaded, err := server.ProcessConfigFile(o.ConfigFile)
+		if err != nil {
+			t.Fatalf("broker configuration %s: %v", o.ConfigFile, err)
+		}
+		opts = *loaded
+		opts.Host, opts.NoSigs = natstest.DefaultTestOptions.Host, true
+	}
 	opts.Port = server.RANDOM_PORT
 	if o.Listen != "" {
 		host, port, err := net.SplitHostPort(o.Listen)
@@ -72,8 +84,12 @@ func StartBroker(t testing.TB, o BrokerOptions) *server.Server {
 		}
 		opts.JetStreamMaxStore = o.MaxStore
 	}
-	opts.Authorization = o.Token
-	opts.MaxPayload = o.MaxPayload
+	if o.Token != "" {
+		opts.Authorization = o.Token
+	}
+	if o.MaxPayload != 0 {
+		opts.MaxPayload = o.MaxPayload
+	}
 	if opts.MaxPayload == 0 {
 		opts.MaxPayload = 8 << 20
 	}

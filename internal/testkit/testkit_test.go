@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -78,6 +80,27 @@ func TestBroker(t *testing.T) {
 	_, js := Connect(t, ns.ClientURL(), "")
 	if _, err := js.AccountInfo(t.Context()); err == nil {
 		t.Fatal("JetStream answers on a broker started without it")
+	}
+}
+
+// A broker started from a configuration file has its users; the kit's options apply
+// over it.
+func TestBrokerFromConfigFile(t *testing.T) {
+	conf := filepath.Join(t.TempDir(), "broker.conf")
+	if err := os.WriteFile(conf, []byte("max_payload: 1024\nauthorization { users: [ {user: a, password: pw} ] }\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ns := StartBroker(t, BrokerOptions{ConfigFile: conf})
+	if nc, err := nats.Connect(ns.ClientURL()); err == nil {
+		nc.Close()
+		t.Fatal("connected without the configuration's user")
+	}
+	nc, js := Connect(t, ns.ClientURL(), "", nats.UserInfo("a", "pw"))
+	if _, err := js.AccountInfo(t.Context()); err != nil {
+		t.Fatalf("JetStream: %v", err)
+	}
+	if got := nc.MaxPayload(); got != 1024 {
+		t.Fatalf("max payload %d, want the configuration's 1024", got)
 	}
 }
 

@@ -4,13 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/thatch-dev/thatch/adapters/natsbus"
+	"github.com/thatch-dev/thatch/internal/testkit"
 )
 
 // A publish the broker cannot store says why when the embedded broker knows (issue 29,
@@ -20,7 +20,7 @@ import (
 func TestBridgePublishNamesTheBrokersProblem(t *testing.T) {
 	b, addr, _ := startShim(t, ShimLimits{Call: 1500 * time.Millisecond})
 	nc, js := brokerWithoutStream(t)
-	b.NC, b.JS, b.Log = nc, js, slog.New(slog.NewTextHandler(io.Discard, nil))
+	b.NC, b.JS, b.Log = nc, js, testkit.Logger(t)
 	const problem = "disk full: free space in /data/nats/jetstream: the embedded broker cannot store events"
 	b.Broker = func() string { return problem }
 
@@ -48,7 +48,7 @@ func TestBridgePublishNamesTheBrokersProblem(t *testing.T) {
 // no Host-Seq number: the next event takes it, so thatch sees no gap where nothing was lost.
 func TestFailedPublishSpendsNoHostSeq(t *testing.T) {
 	nc, js := brokerWithoutStream(t)
-	b := &Bridge{NC: nc, JS: js, Prefix: "opencode", HostID: "oc-test", Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	b := &Bridge{NC: nc, JS: js, Prefix: "opencode", HostID: "oc-test", Log: testkit.Logger(t)}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	failing, stop := context.WithTimeout(ctx, 300*time.Millisecond)

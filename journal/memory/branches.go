@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 )
@@ -52,6 +53,46 @@ func GitBranch(dir string) (branch, tip string, err error) {
 		branch = "" // HEAD names something else than a branch: as good as detached
 	}
 	return branch, tip, nil
+}
+
+// ProjectID is the project id opencode gives dir (protocol §10: one repository has one set
+// of memories under every host): in a git repository, the id opencode cached in the
+// repository's folder (the file "opencode" beside HEAD), else the first, in sorted order, of
+// its root commits (git rev-list --max-parents=0 --all); "" outside git or in a repository
+// without commits, where opencode's id is "global" and a session's project key is its
+// directory (runtime.ProjectKey). ctx bounds the git it runs.
+func ProjectID(ctx context.Context, dir string) (string, error) {
+	repo, err := findRepo(dir)
+	if errors.Is(err, ErrNotRepository) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	for _, d := range []string{repo.commonDir, repo.gitDir} {
+		if data, err := os.ReadFile(filepath.Join(d, "opencode")); err == nil {
+			if id := strings.TrimSpace(string(data)); tipPattern.MatchString(id) {
+				return id, nil
+			}
+		}
+	}
+	cmd := exec.CommandContext(ctx, "git", "rev-list", "--max-parents=0", "--all")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_DIR="+repo.gitDir) // the repository found, whatever GIT_DIR the caller has
+	out, err := cmd.Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) && len(ee.Stderr) > 0 {
+			err = fmt.Errorf("%w: %s", err, bytes.TrimSpace(ee.Stderr))
+		}
+		return "", fmt.Errorf("read the root commits of the git repository of %s (git rev-list): %w", dir, err)
+	}
+	roots := strings.Fields(string(out))
+	slices.Sort(roots)
+	if len(roots) == 0 {
+		return "", nil
+	}
+	return roots[0], nil
 }
 
 // gitRepo is where git keeps a worktree's state: gitDir holds its HEAD, commonDir (the same

@@ -115,7 +115,7 @@ func (b *busThatch) request(ctx context.Context, subject string, body any) (json
 		return nil, fmt.Errorf("thatch is not running: nothing answers on %s at %s. Start it with `thatch serve` "+
 			"(if it runs with another THATCH_API_PREFIX, give thatch mcp the same)", subject, nc.ConnectedUrlRedacted())
 	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
-		return nil, fmt.Errorf("thatch did not answer %s within %s: `thatch status` says whether it is up and ready", subject, timeout)
+		return nil, fmt.Errorf("thatch did not answer %s within %s: is `thatch serve` running and ready? `thatch status` says", subject, timeout)
 	case err != nil && !nc.IsConnected():
 		return nil, fmt.Errorf("thatch went away during the call (%v): start it again with `thatch serve`, then call again", err)
 	case err != nil:

@@ -179,7 +179,7 @@ func TestMCPServer(t *testing.T) {
 	ocID := a.Metadata.(map[string]any)["id"].(string)
 
 	cs := mcpSession(t, r.mcpEnv(), filepath.Join(repo, "src", "pkg"), nil)
-	lctx, cancel := context.WithTimeout(ctx, time.Minute)
+	lctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	tools, err := cs.ListTools(lctx, nil)
 	must(t, err)
@@ -231,11 +231,12 @@ func TestMCPServer(t *testing.T) {
 			written = m
 		}
 	}
-	if len(ms) != 2 || written.Project != root || written.Source != (memory.Source{Host: "mcp", Client: mcpClientName}) || written.Kind != "decision" {
-		t.Errorf("the project %s holds %+v; want the opencode memory and %s with source {mcp %s}", root, ms, id, mcpClientName)
+	if len(ms) != 2 || written.Project != root || written.Source != (memory.Source{Host: "mcp", Client: mcpClientName}) || written.Kind != "decision" ||
+		written.Directory != repo || written.Folder != repo {
+		t.Errorf("the project %s holds %+v; want the opencode memory and %s with source {mcp %s}, written from the checkout's top %s", root, ms, id, mcpClientName, repo)
 	}
 	// The opencode session finds what thatch mcp wrote: one set of memories.
-	a, herr, err = r.host.Tool(ctx, "thatch", runtime.ToolSearch, "ses_oc", map[string]any{"query": "release notes"})
+	a, herr, err = r.host.Tool(lctx, "thatch", runtime.ToolSearch, "ses_oc", map[string]any{"query": "release notes"})
 	if err != nil || herr != nil || !strings.Contains(a.Output, id) {
 		t.Errorf("the opencode session's search found %q (%v %v), want %s", a.Output, err, herr, id)
 	}
@@ -282,4 +283,120 @@ func toStrings(v any) []string {
 		out = append(out, x.(string))
 	}
 	return out
+}
+
+// memoryIn is the live memory of project whose content holds s, and whether there is one.
+func (r *rig) memoryIn(project, s string) (memory.Memory, bool) {
+	for _, m := range r.memories(project) {
+		if strings.Contains(m.Content, s) {
+			return m, true
+		}
+	}
+	return memory.Memory{}, false
+}
+
+// TestMCPProject: thatch mcp keys its project from the client's first root (a git
+// repository: its root commit) before its working directory; --project names a folder
+// (keyed the same way) or a key; a folder outside git is its own key.
+func TestMCPProject(t *testing.T) {
+	repo, root := gitRepo(t)
+	plain := t.TempDir() // outside git
+	r := newEmbeddedRig(t, "v1")
+	r.start()
+	env := r.mcpEnv()
+
+	byRoot := mcpSession(t, env, plain, []string{"file://" + filepath.ToSlash(repo)})
+	toolOK(t, byRoot, runtime.ToolRemember, map[string]any{"content": "Written through the client's root."})
+	if m, ok := r.memoryIn(root, "client's root"); !ok || m.Source.Host != "mcp" || m.Source.Client != mcpClientName {
+		t.Errorf("the memory written with the root %s is not in its project %s: %+v", repo, root, r.memories(root))
+	}
+	byFolder := mcpSession(t, env, plain, nil, "--project", filepath.Join(repo, "src"))
+	if got := text(toolOK(t, byFolder, runtime.ToolSearch, map[string]any{"query": "client's root"})); !strings.Contains(got, "Written through the client's root.") {
+		t.Errorf("thatch mcp --project %s/src found %q", repo, got)
+	}
+	byKey := mcpSession(t, env, repo, nil, "--project", "team-key")
+	toolOK(t, byKey, runtime.ToolRemember, map[string]any{"content": "Written under a key."})
+	if _, ok := r.memoryIn("team-key", "under a key"); !ok {
+		t.Errorf("thatch mcp --project team-key wrote elsewhere: %+v", r.memories(""))
+	}
+	byDir := mcpSession(t, env, plain, nil)
+	toolOK(t, byDir, runtime.ToolRemember, map[string]any{"content": "Written in a folder outside git."})
+	if _, ok := r.memoryIn(plain, "outside git"); !ok {
+		t.Errorf("thatch mcp in %s (outside git) wrote elsewhere: %+v", plain, r.memories(""))
+	}
+	if _, ok := r.memoryIn(root, "outside git"); ok {
+		t.Errorf("a folder outside git wrote into the repository's project")
+	}
+}
+
+// TestMCPThatchAway: a thatch that is not running, or stops, is a tool error that says to
+// start thatch serve, and the server goes on: once thatch is back the same client's next
+// call works; the resource read fails with the same words. A data folder without the
+// broker's token is a tool error that names it.
+func TestMCPThatchAway(t *testing.T) {
+	r := newEmbeddedRig(t, "v1")
+	dir := t.TempDir()
+	cs := mcpSession(t, r.mcpEnv(), dir, nil) // before thatch runs
+	toolError(t, cs, runtime.ToolSearch, map[string]any{"query": "anything"}, "thatch is not running", "thatch serve")
+
+	r.start()
+	toolOK(t, cs, runtime.ToolRemember, map[string]any{"content": "Written while thatch runs."})
+
+	r.stop()
+	toolError(t, cs, runtime.ToolSearch, map[string]any{"query": "written"}, "thatch serve")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := cs.ReadResource(ctx, &sdk.ReadResourceParams{URI: mcp.URI}); err == nil || !strings.Contains(err.Error(), "thatch serve") {
+		t.Errorf("reading %s with thatch stopped: %v; want an error that says to start thatch serve", mcp.URI, err)
+	}
+
+	r.start()
+	if got := text(toolOK(t, cs, runtime.ToolSearch, map[string]any{"query": "written"})); !strings.Contains(got, "Written while thatch runs.") {
+		t.Errorf("after thatch came back the search found %q", got)
+	}
+
+	noToken := mcpSession(t, envOf{"THATCH_DATA_DIR=" + t.TempDir(), "THATCH_NATS_LISTEN=" + r.cfg.NATSListen}, dir, nil)
+	toolError(t, noToken, runtime.ToolSearch, map[string]any{"query": "written"}, "token", "THATCH_DATA_DIR")
+}
+
+// TestMCPInstallSnippet: thatch install --host mcp prints an mcpServers entry whose command
+// is an absolute path, whose args are [mcp] and whose env reaches this thatch: the thatch
+// binary started with exactly that env (and no other THATCH_ variable) serves the tools.
+func TestMCPInstallSnippet(t *testing.T) {
+	r := newEmbeddedRig(t, "v1")
+	r.start()
+	var out strings.Builder
+	must(t, client(context.Background(), r.cfg, "install", []string{"--host", "mcp"}, &out))
+	var snippet struct {
+		MCPServers map[string]struct {
+			Command string            `json:"command"`
+			Args    []string          `json:"args"`
+			Env     map[string]string `json:"env"`
+		} `json:"mcpServers"`
+	}
+	if err := json.Unmarshal([]byte(out.String()), &snippet); err != nil {
+		t.Fatalf("thatch install --host mcp printed no JSON (%v):\n%s", err, out.String())
+	}
+	s, ok := snippet.MCPServers["thatch"]
+	if !ok || !filepath.IsAbs(s.Command) || !slices.Equal(s.Args, []string{"mcp"}) || s.Env["THATCH_DATA_DIR"] != r.dataDir ||
+		s.Env["THATCH_NATS_LISTEN"] != r.cfg.NATSListen || s.Env["THATCH_API_PREFIX"] != "" {
+		t.Fatalf("thatch install --host mcp printed\n%s", out.String())
+	}
+	var env envOf
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "THATCH_") {
+			env = append(env, kv)
+		}
+	}
+	for k, v := range s.Env {
+		env = append(env, k+"="+v)
+	}
+	cmd := exec.Command(binary(t), s.Args...) // the test's own binary is the snippet's command
+	cmd.Dir, cmd.Env = t.TempDir(), env
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: mcpClientName, Version: "1.0"}, nil).Connect(ctx, &sdk.CommandTransport{Command: cmd}, nil)
+	must(t, err)
+	defer cs.Close()
+	toolOK(t, cs, runtime.ToolSearch, map[string]any{"query": "anything"})
 }

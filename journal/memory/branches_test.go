@@ -281,9 +281,9 @@ func TestProjectID(t *testing.T) {
 	}
 	wt := filepath.Join(t.TempDir(), "wt")
 	gitRun(t, dir, "worktree", "add", "-q", "-b", "feature", wt)
-	for _, d := range []string{dir, sub, wt} {
-		if id, err := ProjectID(ctx, d); err != nil || id != root {
-			t.Errorf("ProjectID(%s) = %q, %v; want the root commit %s", d, id, err, root)
+	for d, want := range map[string]string{dir: dir, sub: dir, wt: wt} {
+		if id, top, err := ProjectID(ctx, d); err != nil || id != root || top != want {
+			t.Errorf("ProjectID(%s) = %q, %q, %v; want the root commit %s, top %s", d, id, top, err, root, want)
 		}
 	}
 
@@ -291,7 +291,7 @@ func TestProjectID(t *testing.T) {
 	gitRun(t, dir, "checkout", "-q", "--orphan", "other")
 	other := commit(t, dir, "orphan", "x")
 	want := min(root, other)
-	if id, err := ProjectID(ctx, dir); err != nil || id != want {
+	if id, _, err := ProjectID(ctx, dir); err != nil || id != want {
 		t.Errorf("with roots %s and %s ProjectID = %q, %v; want %s", root, other, id, err, want)
 	}
 
@@ -301,7 +301,7 @@ func TestProjectID(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, d := range []string{sub, wt} {
-		if id, err := ProjectID(ctx, d); err != nil || id != cached {
+		if id, _, err := ProjectID(ctx, d); err != nil || id != cached {
 			t.Errorf("ProjectID(%s) = %q, %v; want the cached %s", d, id, err, cached)
 		}
 	}
@@ -311,9 +311,9 @@ func TestProjectID(t *testing.T) {
 		t.Fatal(err)
 	}
 	gitRun(t, empty, "init", "-q")
-	for _, d := range []string{t.TempDir(), empty} {
-		if id, err := ProjectID(ctx, d); err != nil || id != "" {
-			t.Errorf("ProjectID(%s) = %q, %v; want none", d, id, err)
+	for d, want := range map[string]string{t.TempDir(): "", empty: empty} {
+		if id, top, err := ProjectID(ctx, d); err != nil || id != "" || top != want {
+			t.Errorf("ProjectID(%s) = %q, %q, %v; want no id, top %q", d, id, top, err, want)
 		}
 	}
 }

@@ -71,9 +71,10 @@ var protocolVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024-
 
 // server is the state behind the handlers: the project, keyed once per list of roots.
 type server struct {
-	o  Options
-	mu sync.Mutex
-	at *place // the project, once keyed; nil again when the client's roots change
+	o     Options
+	mu    sync.Mutex
+	at    *place // the project, once keyed; nil again when the client's roots change
+	roots int    // how many times the client said its roots changed
 }
 
 // place is a project: its key, and the folder it was keyed from ("" for a key given).
@@ -92,7 +93,7 @@ func New(o Options) *sdk.Server {
 		SupportedProtocolVersions: protocolVersions,
 		RootsListChangedHandler: func(context.Context, *sdk.RootsListChangedRequest) {
 			s.mu.Lock()
-			s.at = nil
+			s.at, s.roots = nil, s.roots+1
 			s.mu.Unlock()
 		},
 	})
@@ -193,11 +194,14 @@ func (s *server) place(ctx context.Context, ss *sdk.ServerSession) place {
 		defer s.mu.Unlock()
 		return *s.at
 	}
+	roots := s.roots
 	s.mu.Unlock()
 	p := s.resolve(ctx, ss)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.at = &p
+	if s.roots == roots { // else the roots changed meanwhile: key again next time
+		s.at = &p
+	}
 	return p
 }
 

@@ -460,3 +460,16 @@ func TestMemoryToolsWithoutSession(t *testing.T) {
 		t.Errorf("memory.context {} answered %v, want a BadRequestError naming project", err)
 	}
 }
+
+// TestMCPNoResponder: on an external broker that runs while thatch does not, a call is a
+// tool error that says nothing answers and to start thatch serve; once thatch runs, the
+// same client's next call works.
+func TestMCPNoResponder(t *testing.T) {
+	r := newRig(t, "v1") // the broker runs; thatch not yet
+	cs := mcpSession(t, envOf{"THATCH_NATS_URL=" + r.url, "THATCH_DATA_DIR=" + r.dataDir}, t.TempDir(), nil)
+	toolError(t, cs, runtime.ToolSearch, map[string]any{"query": "x"}, "thatch is not running: nothing answers on thatch.tool.memory_search", "thatch serve")
+	r.start()
+	if got := text(toolOK(t, cs, runtime.ToolSearch, map[string]any{"query": "x"})); got != "No memory of this project matches." {
+		t.Errorf("once thatch runs the search answers %q", got)
+	}
+}

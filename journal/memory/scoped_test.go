@@ -159,7 +159,7 @@ func TestMergeIndex(t *testing.T) {
 }
 
 // insertAt5 is insert as a store of version 5 did it: without the source's host and client
-// (version 7).
+// (version 8).
 func insertAt5(ctx context.Context, tx cachedTx, m Memory) error {
 	tags, _ := json.Marshal(m.Tags)
 	_, err := tx.ExecContext(ctx, `

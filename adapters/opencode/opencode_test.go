@@ -612,15 +612,13 @@ func brokerWithoutStream(t *testing.T) (*nats.Conn, jetstream.JetStream) {
 // next connection: a boot always starts with its hello.
 func TestBridgeHelloAfterFailedPublish(t *testing.T) {
 	nc, js := brokerWithoutStream(t)
-	old := StreamIdle
-	StreamIdle = 300 * time.Millisecond // the fake sends no heartbeat: each stream ends soon
-	defer func() { StreamIdle = old }()
 
 	fake := &fakeOpencode{events: make(chan string)}
 	srv := httptest.NewServer(fake)
 	defer srv.Close()
 	b := &Bridge{Client: &Client{BaseURL: srv.URL}, NC: nc, JS: js, Prefix: "opencode", HostID: HostIDFor(srv.URL),
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+		Log:        slog.New(slog.NewTextHandler(io.Discard, nil)),
+		StreamIdle: 300 * time.Millisecond} // the fake sends no heartbeat: each stream ends soon
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	done := make(chan error, 1)
@@ -1014,10 +1012,9 @@ func TestMissingTools(t *testing.T) {
 	fake := &fakeOpencode{events: make(chan string), tools: []string{"bash", "read", "thatch_get_extraction_payload", "memory_search"}}
 	srv := httptest.NewServer(fake)
 	defer srv.Close()
-	oldTTL := ToolsTTL
-	defer func() { ToolsTTL = oldTTL }()
+	// Every create looks at the tools again (a look holds a nanosecond).
 	b := &Bridge{Client: &Client{BaseURL: srv.URL}, NC: nc, JS: js, Prefix: "opencode", HostID: "oc-test",
-		PluginPath: "/cfg/opencode/plugin/thatch.js", Log: quiet()}
+		PluginPath: "/cfg/opencode/plugin/thatch.js", Log: quiet(), ToolsTTL: time.Nanosecond}
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- b.Run(runCtx) }()
@@ -1055,7 +1052,6 @@ func TestMissingTools(t *testing.T) {
 	}
 	// opencode restarted with the plugin: the repeat (same key) looks again and creates.
 	fake.setTools(append([]string{"bash"}, thatchTools...))
-	ToolsTTL = 0
 	if got := create("thatch-extraction"); !strings.Contains(got, `"result"`) || posts() != 2 {
 		t.Fatalf("with the tools loaded: %s, %d created", got, posts())
 	}
@@ -1150,13 +1146,11 @@ func TestToolsLoadedWithoutRestart(t *testing.T) {
 	nc, js, stream := broker(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	oldTTL, oldRecheck := ToolsTTL, ToolsRecheck
-	defer func() { ToolsTTL, ToolsRecheck = oldTTL, oldRecheck }()
-	ToolsTTL, ToolsRecheck = 0, 50*time.Millisecond
 	fake := &fakeOpencode{events: make(chan string), tools: []string{"bash", "read"}}
 	srv := httptest.NewServer(fake)
 	defer srv.Close()
-	b := &Bridge{Client: &Client{BaseURL: srv.URL}, NC: nc, JS: js, Prefix: "opencode", HostID: "oc-test", Log: quiet()}
+	b := &Bridge{Client: &Client{BaseURL: srv.URL}, NC: nc, JS: js, Prefix: "opencode", HostID: "oc-test", Log: quiet(),
+		ToolsTTL: time.Nanosecond, ToolsRecheck: 50 * time.Millisecond}
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- b.Run(runCtx) }()
@@ -1192,7 +1186,7 @@ func TestToolsLoadedWithoutRestart(t *testing.T) {
 		return n
 	}
 	n := looks()
-	time.Sleep(10 * ToolsRecheck) // the absence of a look cannot be waited for
+	time.Sleep(10 * b.ToolsRecheck) // the absence of a look cannot be waited for
 	if looks() != n {
 		t.Fatalf("%d looks at the tools while none is missing", looks()-n)
 	}
@@ -1218,13 +1212,11 @@ func TestToolsLoadedBeforeAnIdle(t *testing.T) {
 	nc, js, stream := broker(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	oldTTL, oldRecheck := ToolsTTL, ToolsRecheck
-	defer func() { ToolsTTL, ToolsRecheck = oldTTL, oldRecheck }()
-	ToolsTTL, ToolsRecheck = 0, time.Hour // only the idle looks
 	fake := &fakeOpencode{events: make(chan string, 4), tools: []string{"bash"}}
 	srv := httptest.NewServer(fake)
 	defer srv.Close()
-	b := &Bridge{Client: &Client{BaseURL: srv.URL}, NC: nc, JS: js, Prefix: "opencode", HostID: "oc-test", Log: quiet()}
+	b := &Bridge{Client: &Client{BaseURL: srv.URL}, NC: nc, JS: js, Prefix: "opencode", HostID: "oc-test", Log: quiet(),
+		ToolsTTL: time.Nanosecond, ToolsRecheck: time.Hour} // only the idle looks
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- b.Run(runCtx) }()

@@ -397,7 +397,7 @@ func TestAccessLogsHideURLCredentials(t *testing.T) {
 	}
 }
 
-// permissionsConf is the README's external-broker configuration.
+// permissionsConf is the external-broker configuration of docs/security.md.
 const permissionsConf = "../../testdata/nats/permissions.conf"
 
 // asyncErrors collects a connection's asynchronous errors (permission violations).
@@ -427,7 +427,7 @@ func (a *asyncErrors) refused(t *testing.T, what, subject string) {
 	})
 }
 
-// TestAccessExternalPermissions runs the README's nats-server configuration
+// TestAccessExternalPermissions runs docs/security.md's nats-server configuration
 // (testdata/nats/permissions.conf), thatch on it by THATCH_NATS_URL, and two hosts: host-a
 // goes through a whole extraction (thatch calls its API, it calls thatch's tools and
 // session.context), host-b's events are applied; host-a cannot publish host-b's events,

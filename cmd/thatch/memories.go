@@ -199,7 +199,7 @@ func (s *memoriesShowCommand) Run(ctx context.Context, c daemon.Config, out io.W
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	rows := [][2]string{{"id", m.ID}, {"project", m.Project}, {"folder", m.Folder}, {"kind", m.Kind}, {"tags", strings.Join(m.Tags, ", ")},
 		{"branch", m.Branch}, {"created", stamp(&m.CreatedAt)}, {"updated", stamp(&m.UpdatedAt)}, {"used", stamp(m.UsedAt)},
-		{"source", strings.TrimSuffix(m.Source.SessionID+" "+m.Source.CallID, " ")}, {"extracted from", r.ExtractedFrom}, {"forgotten", stamp(m.ForgottenAt)}}
+		{"source", source(m.Source)}, {"extracted from", r.ExtractedFrom}, {"forgotten", stamp(m.ForgottenAt)}}
 	for _, row := range rows {
 		if row[1] != "" {
 			fmt.Fprintf(tw, "%s\t%s\n", row[0], row[1])
@@ -637,4 +637,16 @@ func stamp(t *time.Time) string {
 		return ""
 	}
 	return t.Local().Format("2006-01-02 15:04:05")
+}
+
+// source says where a memory came from: the session and call that wrote it, or the host
+// and client of a write from outside a session (thatch mcp: "mcp, client claude-code").
+func source(s memory.Source) string {
+	if s.Host != "" && s.SessionID == "" {
+		if s.Client != "" {
+			return s.Host + ", client " + s.Client
+		}
+		return s.Host
+	}
+	return strings.TrimSuffix(s.SessionID+" "+s.CallID, " ")
 }

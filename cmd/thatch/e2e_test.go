@@ -113,6 +113,7 @@ func TestOpencodeEndToEnd(t *testing.T) {
 	x.env = append(os.Environ(), "HOME="+home, "XDG_CONFIG_HOME="+filepath.Join(home, ".config"),
 		"THATCH_DATA_DIR="+filepath.Join(x.root, "thatch"), "THATCH_NATS_LISTEN="+fmt.Sprintf("127.0.0.1:%d", freePort(t)),
 		"THATCH_SHIM_LISTEN="+fmt.Sprintf("127.0.0.1:%d", freePort(t)), "THATCH_OPENCODE_URL="+x.ocURL,
+		"THATCH_HTTP_LISTEN="+fmt.Sprintf("127.0.0.1:%d", freePort(t)), // the page (the suite turns it off)
 		"OPENCODE_SERVER_PASSWORD="+ocPassword, "THATCH_LOG_FORMAT=json", "THATCH_LOG_LEVEL=debug")
 
 	// As the README says: thatch install, then opencode, then thatch serve.

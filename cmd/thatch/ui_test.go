@@ -18,7 +18,7 @@ import (
 // page off, or none at all, is an error in words.
 func TestUILink(t *testing.T) {
 	ctx := context.Background()
-	if err := ui(ctx, cliConfig(t), []string{"--no-open"}, io.Discard); err == nil || !strings.Contains(err.Error(), "is thatch serve running") {
+	if err := ui(ctx, cliConfig(t), []string{"--no-open"}, io.Discard); err == nil || !strings.Contains(err.Error(), "thatch is not running") {
 		t.Fatalf("without a daemon: %v", err)
 	}
 

@@ -101,7 +101,7 @@ type Loop struct {
 	decoded    chan Delivery // deliveries decoded beside the loop, in arrival order (decode)
 	results    chan Result
 	inputs     chan inputReq
-	hellos     chan string
+	newBoots   chan string
 	tools      chan *toolReq
 	queries    chan *query
 	ready      chan struct{}
@@ -203,7 +203,7 @@ func NewLoop(j Journal, c Caller, log *slog.Logger) *Loop {
 		Rules: DefaultRules, Prefix: "opencode", Journal: j, Caller: c, Log: log, Now: time.Now,
 		MaxBatch: 512, WaitApplied: 10 * time.Second, CommitWait: 10 * time.Second, StopGrace: time.Second, WorkerIdle: DefaultWorkerIdle, RenderMax: DefaultRenderMax,
 		deliveries: make(chan Delivery, 1024), decoded: make(chan Delivery, 512), results: make(chan Result, 64),
-		inputs: make(chan inputReq), hellos: make(chan string, 64),
+		inputs: make(chan inputReq), newBoots: make(chan string, 64),
 		tools: make(chan *toolReq), queries: make(chan *query),
 		ready: make(chan struct{}), stopped: make(chan struct{}), draining: make(chan struct{}),
 		workers: map[string]*worker{}, waiting: map[string][]waitingCall{}, nudged: map[int64]bool{},
@@ -431,7 +431,7 @@ func (l *Loop) park(wctx context.Context, results []Result) []Result {
 		at, nudged := l.sent[c.ID], l.nudged[c.ID]
 		delete(l.sent, c.ID)
 		delete(l.nudged, c.ID)
-		if r.Err == nil || !r.Err.NoResponder || !Parkable(c) {
+		if r.Err == nil || !r.Err.NoResponder || !CanWait(c) {
 			out = append(out, r)
 			continue
 		}
@@ -458,10 +458,10 @@ func (l *Loop) park(wctx context.Context, results []Result) []Result {
 
 // wake sends a host's waiting calls again once it said hello; after a new boot, the moot
 // ones are answered with HostRestartedError in the next round instead.
-func (l *Loop) wake(wctx context.Context, a Awake) {
+func (l *Loop) wake(wctx context.Context, a SaidHello) {
 	h := l.heard[a.Host]
 	h.hellos++
-	if a.Restarted {
+	if a.NewBoot {
 		h.boots++
 	}
 	l.heard[a.Host] = h
@@ -473,7 +473,7 @@ func (l *Loop) wake(wctx context.Context, a Awake) {
 	l.nWaiting -= len(calls)
 	moot := 0
 	for _, w := range calls {
-		if a.Restarted && Moot(w.Call) {
+		if a.NewBoot && Moot(w.Call) {
 			l.moot = append(l.moot, Result{Call: w.Call, Err: HostRestarted(w.Call)})
 			moot++
 			continue
@@ -774,15 +774,18 @@ func (l *Loop) commit(ctx, wctx context.Context, build func(time.Time) (*Batch, 
 			l.unwait(b.Done)
 			// Hellos first: the waiting calls are older than this batch's, and a call this
 			// batch implies is sent after its hellos, under their count.
-			for _, a := range b.Effects.Awake {
-				l.wake(wctx, a)
+			for _, h := range b.Effects.Hellos {
+				l.wake(wctx, h)
 			}
 			for _, c := range b.Effects.Calls {
 				l.dispatch(wctx, c)
 			}
 			for _, h := range b.Effects.Hellos {
+				if !h.NewBoot {
+					continue
+				}
 				select {
-				case l.hellos <- h:
+				case l.newBoots <- h.Host:
 				default: // the periodic sweep visits it anyway
 				}
 			}
@@ -907,8 +910,8 @@ func (l *Loop) Submit(ctx context.Context, in Input) error {
 	}
 }
 
-// Hellos reports hosts that (re)started, for the strand sweep.
-func (l *Loop) Hellos() <-chan string { return l.hellos }
+// NewBoots reports the hosts whose hello began a new boot, for the strand sweep.
+func (l *Loop) NewBoots() <-chan string { return l.newBoots }
 
 // Query runs fn on the owner goroutine. fn must not keep or change what it is given.
 func (l *Loop) Query(ctx context.Context, fn func(View) any) (any, error) {

@@ -13,7 +13,7 @@ import (
 // is switched off.
 var ErrSweepDisabled = errors.New("the strand sweep is off (THATCH_STRAND_SWEEP=off): only a dry run is allowed")
 
-// Sweeper runs the periodic sweeps (rules 8 and 9): at start, after a host's hello, and
+// Sweeper runs the periodic sweeps (rules 8 and 9): at start, after a host's new boot, and
 // every Every. It does the I/O — host listings and directory checks — and hands the
 // results to the loop, which alone changes the state.
 type Sweeper struct {
@@ -57,7 +57,7 @@ func (w *Sweeper) Run(ctx context.Context) error {
 			return nil
 		case <-ticker.C:
 			w.runOnce(ctx)
-		case host := <-w.Loop.Hellos():
+		case host := <-w.Loop.NewBoots():
 			if w.Strand {
 				if _, err := w.Sweep(ctx, host, false); err != nil && ctx.Err() == nil {
 					w.Log.Warn("strand sweep failed", "host", host, "err", err)

@@ -97,16 +97,14 @@ type Loop struct {
 	// be megabytes, and a thousand at once would hold a thousand of them in memory.
 	RenderMax int
 
-	deliveries chan Delivery
-	decoded    chan Delivery // deliveries decoded beside the loop, in arrival order (decode)
-	results    chan Result
-	inputs     chan inputReq
-	newBoots   chan string
-	tools      chan *toolReq
-	queries    chan *query
-	ready      chan struct{}
-	stopped    chan struct{}
-	draining   chan struct{} // closed at stop: workers finish their call in progress and take no other
+	results  chan Result
+	inputs   chan inputReq
+	newBoots chan string
+	tools    chan *toolReq
+	queries  chan *query
+	ready    chan struct{}
+	stopped  chan struct{}
+	draining chan struct{} // closed at stop: workers finish their call in progress and take no other
 
 	state       *State
 	pos         uint64
@@ -144,6 +142,8 @@ type Loop struct {
 	// kept up to date by every commit once a reader turned it on (dirOn).
 	dir   directory
 	dirOn atomic.Bool
+
+	decoder decoder
 }
 
 // waitingCall is a call in the waiting room: since when, and whether a nudge already
@@ -202,7 +202,7 @@ func NewLoop(j Journal, c Caller, log *slog.Logger) *Loop {
 	return &Loop{
 		Rules: DefaultRules, Prefix: "opencode", Journal: j, Caller: c, Log: log, Now: time.Now,
 		MaxBatch: 512, WaitApplied: 10 * time.Second, CommitWait: 10 * time.Second, StopGrace: time.Second, WorkerIdle: DefaultWorkerIdle, RenderMax: DefaultRenderMax,
-		deliveries: make(chan Delivery, 1024), decoded: make(chan Delivery, 512), results: make(chan Result, 64),
+		decoder: newDecoder(), results: make(chan Result, 64),
 		inputs: make(chan inputReq), newBoots: make(chan string, 64),
 		tools: make(chan *toolReq), queries: make(chan *query),
 		ready: make(chan struct{}), stopped: make(chan struct{}), draining: make(chan struct{}),
@@ -213,7 +213,7 @@ func NewLoop(j Journal, c Caller, log *slog.Logger) *Loop {
 
 // Deliveries is where the consumer hands messages over. A message is acknowledged only
 // after the transaction that applied it committed.
-func (l *Loop) Deliveries() chan<- Delivery { return l.deliveries }
+func (l *Loop) Deliveries() chan<- Delivery { return l.decoder.in }
 
 // Ready is closed once the state is loaded and the loop runs.
 func (l *Loop) Ready() <-chan struct{} { return l.ready }
@@ -240,7 +240,7 @@ func (l *Loop) Run(ctx context.Context) error {
 		l.Log.Info("resuming host calls left by the previous run", "calls", len(calls))
 	}
 	l.publish()
-	stopDecoding := l.startDecoding()
+	stopDecoding := l.decoder.start(l.Prefix, &l.Rules)
 	defer stopDecoding()
 	close(l.ready)
 
@@ -257,10 +257,10 @@ func (l *Loop) Run(ctx context.Context) error {
 					q.reply <- &Reply{Err: &HostError{Name: protocol.Unavailable, Message: ErrStopped.Error()}}
 				}
 				stopDecoding()
-				l.handBack()
+				l.decoder.handBack()
 				l.finishCalls(stopWorkers, wctx)
 				return nil
-			case d := <-l.decoded:
+			case d := <-l.decoder.out:
 				r.deliveries = append(r.deliveries, d)
 			case res := <-l.results:
 				r.results = append(r.results, res)
@@ -320,7 +320,7 @@ type round struct {
 func (l *Loop) gather(r *round) {
 	for len(r.deliveries) < l.MaxBatch {
 		select {
-		case d := <-l.decoded:
+		case d := <-l.decoder.out:
 			r.deliveries = append(r.deliveries, d)
 		case res := <-l.results:
 			r.results = append(r.results, res)
@@ -618,60 +618,6 @@ func (l *Loop) finishCalls(stopWorkers context.CancelFunc, wctx context.Context)
 			}
 		}
 	}
-}
-
-// handBack returns the deliveries not applied yet, so the next run gets them at once. The
-// decoder is stopped (startDecoding).
-func (l *Loop) handBack() {
-	for {
-		var d Delivery
-		select {
-		case d = <-l.decoded:
-		case d = <-l.deliveries:
-		default:
-			return
-		}
-		if d.Nak != nil {
-			_ = d.Nak()
-		}
-	}
-}
-
-// startDecoding starts the decoder: a goroutine that decodes the consumer's deliveries in
-// arrival order and hands them to the loop (decoded), so that decoding, a quarter of the
-// loop's work per event, overlaps the loop's commits instead of preceding them. The
-// function it returns stops it and waits for it (once; later calls return at once); the
-// delivery it held is handed back.
-func (l *Loop) startDecoding() func() {
-	stop, done := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			var d Delivery
-			select {
-			case <-stop:
-				return
-			case d = <-l.deliveries:
-			}
-			d.ev, d.evErr = DecodeEvent(l.Prefix, d.Subject, d.Data)
-			d.decoded = true
-			if d.evErr == nil && d.ev.Tool != nil && !ownTool(d.ev.Tool.Tool) {
-				l.Rules.PrepareBody(d.ev.Tool) // Rules do not change while the loop runs
-			}
-			select {
-			case l.decoded <- d:
-			case <-stop:
-				if d.Nak != nil {
-					_ = d.Nak()
-				}
-				return
-			}
-		}
-	}()
-	return sync.OnceFunc(func() {
-		close(stop)
-		<-done
-	})
 }
 
 // stepRound applies a round's deliveries (each event id at most once) and host-call

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -97,20 +96,17 @@ type Loop struct {
 	// be megabytes, and a thousand at once would hold a thousand of them in memory.
 	RenderMax int
 
-	results  chan Result
 	inputs   chan inputReq
 	newBoots chan string
 	tools    chan *toolReq
 	queries  chan *query
 	ready    chan struct{}
 	stopped  chan struct{}
-	draining chan struct{} // closed at stop: workers finish their call in progress and take no other
 
-	state       *State
-	pos         uint64
-	parked      []*toolReq // tool calls waiting for the events they must see (isReady)
-	outstanding int        // host calls dispatched whose results are not committed
-	journalErr  string     // the last commit error, while commits fail
+	state      *State
+	pos        uint64
+	parked     []*toolReq // tool calls waiting for the events they must see (isReady)
+	journalErr string     // the last commit error, while commits fail
 	// down is journalErr for the callers' goroutines: a tool call whose commit does not
 	// come in time says why.
 	down atomic.Pointer[string]
@@ -128,9 +124,6 @@ type Loop struct {
 	// the next hello, which may never come.
 	heard   map[string]helloCount
 	sent    map[int64]helloCount
-	workers map[string]*worker
-	pruneAt int // prune exited workers from workers once it holds this many
-	wg      sync.WaitGroup
 	renders chan struct{} // a slot per payload being rendered (RenderMax)
 
 	// snap is the status as of the last published round (snapshot.go); snapDirty says
@@ -144,6 +137,7 @@ type Loop struct {
 	dirOn atomic.Bool
 
 	decoder decoder
+	workers workers
 }
 
 // waitingCall is a call in the waiting room: since when, and whether a nudge already
@@ -186,7 +180,7 @@ type View struct {
 }
 
 func (l *Loop) view() View {
-	return View{State: l.state, Pos: l.pos, Outstanding: l.outstanding, Waiting: l.nWaiting, JournalError: l.journalErr}
+	return View{State: l.state, Pos: l.pos, Outstanding: l.workers.outstanding, Waiting: l.nWaiting, JournalError: l.journalErr}
 }
 
 // DefaultWorkerIdle is how long a host's call worker waits for work before it exits.
@@ -202,11 +196,11 @@ func NewLoop(j Journal, c Caller, log *slog.Logger) *Loop {
 	return &Loop{
 		Rules: DefaultRules, Prefix: "opencode", Journal: j, Caller: c, Log: log, Now: time.Now,
 		MaxBatch: 512, WaitApplied: 10 * time.Second, CommitWait: 10 * time.Second, StopGrace: time.Second, WorkerIdle: DefaultWorkerIdle, RenderMax: DefaultRenderMax,
-		decoder: newDecoder(), results: make(chan Result, 64),
+		decoder: newDecoder(), workers: newWorkers(),
 		inputs: make(chan inputReq), newBoots: make(chan string, 64),
 		tools: make(chan *toolReq), queries: make(chan *query),
-		ready: make(chan struct{}), stopped: make(chan struct{}), draining: make(chan struct{}),
-		workers: map[string]*worker{}, waiting: map[string][]waitingCall{}, nudged: map[int64]bool{},
+		ready: make(chan struct{}), stopped: make(chan struct{}),
+		waiting: map[string][]waitingCall{}, nudged: map[int64]bool{},
 		heard: map[string]helloCount{}, sent: map[int64]helloCount{},
 	}
 }
@@ -229,9 +223,10 @@ func (l *Loop) Run(ctx context.Context) error {
 	l.state, l.pos = st, pos
 	l.renders = make(chan struct{}, max(l.RenderMax, 1))
 	wctx, stopWorkers := context.WithCancel(context.Background())
+	l.workers.caller, l.workers.idle = l.Caller, l.WorkerIdle
 	defer func() {
 		stopWorkers()
-		l.wg.Wait()
+		l.workers.wg.Wait()
 	}()
 	for _, c := range calls {
 		l.dispatch(wctx, c)
@@ -262,7 +257,7 @@ func (l *Loop) Run(ctx context.Context) error {
 				return nil
 			case d := <-l.decoder.out:
 				r.deliveries = append(r.deliveries, d)
-			case res := <-l.results:
+			case res := <-l.workers.results:
 				r.results = append(r.results, res)
 			case q := <-l.tools:
 				l.parked = append(l.parked, q)
@@ -322,7 +317,7 @@ func (l *Loop) gather(r *round) {
 		select {
 		case d := <-l.decoder.out:
 			r.deliveries = append(r.deliveries, d)
-		case res := <-l.results:
+		case res := <-l.workers.results:
 			r.results = append(r.results, res)
 		case q := <-l.tools:
 			l.parked = append(l.parked, q)
@@ -363,7 +358,7 @@ func (l *Loop) play(ctx, wctx context.Context, r *round) bool {
 	if !ok {
 		return false
 	}
-	l.outstanding -= answered
+	l.workers.outstanding -= answered
 	l.nudge(wctx, r.deliveries)
 	// The snapshot before the acknowledgements and replies: whoever saw this round's
 	// effects gets a status at least as new.
@@ -442,7 +437,7 @@ func (l *Loop) park(wctx context.Context, results []Result) []Result {
 			out = append(out, r)
 			continue
 		case now.hellos != at.hellos:
-			l.outstanding-- // dispatch counts it again
+			l.workers.outstanding-- // dispatch counts it again
 			l.dispatch(wctx, c)
 			continue
 		}
@@ -451,7 +446,7 @@ func (l *Loop) park(wctx context.Context, results []Result) []Result {
 		}
 		l.waiting[c.Host] = append(l.waiting[c.Host], waitingCall{Call: c, since: l.Now(), nudged: nudged})
 		l.nWaiting++
-		l.outstanding--
+		l.workers.outstanding--
 	}
 	return out
 }
@@ -579,10 +574,10 @@ func hostOf(prefix, subject string) string {
 // results, so a clean stop repeats no host call; then it abandons the rest: calls not
 // answered stay in the outbox, performed again at the next start with the same key.
 func (l *Loop) finishCalls(stopWorkers context.CancelFunc, wctx context.Context) {
-	close(l.draining)
+	close(l.workers.draining)
 	done := make(chan struct{})
 	go func() {
-		l.wg.Wait()
+		l.workers.wg.Wait()
 		close(done)
 	}()
 	grace := time.NewTimer(l.StopGrace)
@@ -600,17 +595,17 @@ func (l *Loop) finishCalls(stopWorkers context.CancelFunc, wctx context.Context)
 	}
 	for {
 		select {
-		case r := <-l.results:
+		case r := <-l.workers.results:
 			apply(r)
 		case <-grace.C:
-			if l.outstanding > 0 {
-				l.Log.Info("stopping: host calls still in flight are left in the outbox for the next start", "calls", l.outstanding)
+			if l.workers.outstanding > 0 {
+				l.Log.Info("stopping: host calls still in flight are left in the outbox for the next start", "calls", l.workers.outstanding)
 			}
 			stopWorkers()
 		case <-done:
 			for { // the workers are gone; what they sent is still buffered
 				select {
-				case r := <-l.results:
+				case r := <-l.workers.results:
 					apply(r)
 				default:
 					return
@@ -870,130 +865,4 @@ func (l *Loop) Query(ctx context.Context, fn func(View) any) (any, error) {
 		return nil, ctx.Err()
 	}
 	return <-q.reply, nil
-}
-
-// worker performs one host's calls in order, so a slow host delays only itself. A worker
-// without a call for idle exits (gone), and the host's next call starts a new one: a
-// worker exits only once it has sent the result of its last call, so calls stay in order.
-type worker struct {
-	mu    sync.Mutex
-	queue []queued
-	gone  bool
-	wake  chan struct{}
-	idle  time.Duration
-}
-
-// push queues q, unless the worker exited.
-func (w *worker) push(q queued) bool {
-	w.mu.Lock()
-	if w.gone {
-		w.mu.Unlock()
-		return false
-	}
-	w.queue = append(w.queue, q)
-	w.mu.Unlock()
-	select {
-	case w.wake <- struct{}{}:
-	default:
-	}
-	return true
-}
-
-func (w *worker) exited() bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.gone
-}
-
-type queued struct {
-	api  string
-	call Call
-}
-
-// dispatch hands c to its host's worker, starting one when the host has none (or its
-// worker exited for idleness).
-func (l *Loop) dispatch(wctx context.Context, c Call) {
-	c.Key = fmt.Sprintf("%s-%d", l.Journal.Instance(), c.ID)
-	api := "v1"
-	if h := l.state.Hosts[c.Host]; h != nil && h.API != "" {
-		api = h.API
-	}
-	q := queued{api: api, call: c}
-	if w := l.workers[c.Host]; w == nil || !w.push(q) {
-		select {
-		case <-l.draining:
-			return // stopping: the call stays in the outbox for the next run
-		default:
-		}
-		l.pruneWorkers()
-		w = &worker{wake: make(chan struct{}, 1), queue: []queued{q}, idle: l.WorkerIdle}
-		l.workers[c.Host] = w
-		l.wg.Add(1)
-		go l.work(wctx, w)
-	}
-	l.sent[c.ID] = l.heard[c.Host]
-	l.outstanding++
-	l.changed()
-}
-
-// pruneWorkers forgets the workers that exited, once there are twice as many as after
-// the last pruning: the map stays within twice the hosts with a worker, at a cost
-// spread over the workers started.
-func (l *Loop) pruneWorkers() {
-	if len(l.workers) < l.pruneAt {
-		return
-	}
-	for host, w := range l.workers {
-		if w.exited() {
-			delete(l.workers, host)
-		}
-	}
-	l.pruneAt = max(64, 2*len(l.workers))
-}
-
-func (l *Loop) work(ctx context.Context, w *worker) {
-	defer l.wg.Done()
-	idle := time.NewTimer(w.idle)
-	defer idle.Stop()
-	for {
-		select {
-		case <-l.draining:
-			return
-		default:
-		}
-		w.mu.Lock()
-		if len(w.queue) == 0 {
-			w.mu.Unlock()
-			idle.Reset(w.idle)
-			select {
-			case <-ctx.Done():
-				return
-			case <-l.draining:
-				return
-			case <-w.wake:
-				continue
-			case <-idle.C:
-				w.mu.Lock()
-				if w.gone = len(w.queue) == 0; w.gone {
-					w.mu.Unlock()
-					return
-				}
-				w.mu.Unlock()
-				continue
-			}
-		}
-		q := w.queue[0]
-		w.queue = w.queue[1:]
-		w.mu.Unlock()
-		res := l.Caller.Do(ctx, q.api, q.call)
-		if ctx.Err() != nil {
-			return // the call stays in the outbox and is performed again at the next start
-		}
-		res.Call = q.call
-		select {
-		case l.results <- res:
-		case <-ctx.Done():
-			return
-		}
-	}
 }

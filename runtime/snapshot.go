@@ -51,7 +51,7 @@ func (l *Loop) changed() { l.snapDirty = true }
 // publish takes a snapshot now.
 func (l *Loop) publish() {
 	st := Summary(l.state, l.pos)
-	st.OutstandingCalls, st.WaitingCalls, st.JournalError = l.outstanding, l.nWaiting, l.journalErr
+	st.OutstandingCalls, st.WaitingCalls, st.JournalError = l.workers.outstanding, l.nWaiting, l.journalErr
 	l.round++
 	snap := &Snapshot{Status: st, At: l.Now(), counters: l.state.Counters, round: l.round}
 	if l.nWaiting > 0 { // a map per publish only while calls wait

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -24,7 +23,7 @@ type Delivery struct {
 	// deleted and created again counts from 1 again.
 	Stream string
 	// Published is when the stream stored it (zero when unknown): a host that published
-	// is connected, which can wake its waiting calls.
+	// is connected, which can send its waiting calls again (nudge).
 	Published time.Time
 	Ack       func() error
 	Nak       func() error // hands the message back for immediate redelivery
@@ -109,21 +108,7 @@ type Loop struct {
 	journalErr string     // the last commit error, while commits fail
 	// down is journalErr for the callers' goroutines: a tool call whose commit does not
 	// come in time says why.
-	down atomic.Pointer[string]
-	// waiting holds, per host, the calls that found no responder: they stay in the outbox
-	// and go out again at the host's next hello (rule 12), and once at the host's first
-	// event after they began to wait (nudge). moot holds the answers of those a new boot
-	// made pointless, to be stepped in the next round.
-	waiting  map[string][]waitingCall
-	nWaiting int
-	nudged   map[int64]bool // calls a nudge sent: if they find no responder again, only a hello sends them
-	moot     []Result
-	// heard counts each host's hellos (and new boots) applied by this run, and sent the
-	// count each call in flight was sent under: a call that finds no responder after a
-	// hello it could not see goes out again at once (or is moot) instead of waiting for
-	// the next hello, which may never come.
-	heard   map[string]helloCount
-	sent    map[int64]helloCount
+	down    atomic.Pointer[string]
 	renders chan struct{} // a slot per payload being rendered (RenderMax)
 
 	// snap is the status as of the last published round (snapshot.go); snapDirty says
@@ -138,18 +123,8 @@ type Loop struct {
 
 	decoder decoder
 	workers workers
+	room    waitingRoom
 }
-
-// waitingCall is a call in the waiting room: since when, and whether a nudge already
-// sent it once since the last hello.
-type waitingCall struct {
-	Call
-	since  time.Time
-	nudged bool
-}
-
-// helloCount is how many hellos, and how many of them new boots, a host said.
-type helloCount struct{ hellos, boots int }
 
 type toolReq struct {
 	call     ToolCall
@@ -180,7 +155,7 @@ type View struct {
 }
 
 func (l *Loop) view() View {
-	return View{State: l.state, Pos: l.pos, Outstanding: l.workers.outstanding, Waiting: l.nWaiting, JournalError: l.journalErr}
+	return View{State: l.state, Pos: l.pos, Outstanding: l.workers.outstanding, Waiting: l.room.n, JournalError: l.journalErr}
 }
 
 // DefaultWorkerIdle is how long a host's call worker waits for work before it exits.
@@ -196,12 +171,10 @@ func NewLoop(j Journal, c Caller, log *slog.Logger) *Loop {
 	return &Loop{
 		Rules: DefaultRules, Prefix: "opencode", Journal: j, Caller: c, Log: log, Now: time.Now,
 		MaxBatch: 512, WaitApplied: 10 * time.Second, CommitWait: 10 * time.Second, StopGrace: time.Second, WorkerIdle: DefaultWorkerIdle, RenderMax: DefaultRenderMax,
-		decoder: newDecoder(), workers: newWorkers(),
+		decoder: newDecoder(), workers: newWorkers(), room: newWaitingRoom(),
 		inputs: make(chan inputReq), newBoots: make(chan string, 64),
 		tools: make(chan *toolReq), queries: make(chan *query),
 		ready: make(chan struct{}), stopped: make(chan struct{}),
-		waiting: map[string][]waitingCall{}, nudged: map[int64]bool{},
-		heard: map[string]helloCount{}, sent: map[int64]helloCount{},
 	}
 }
 
@@ -224,13 +197,12 @@ func (l *Loop) Run(ctx context.Context) error {
 	l.renders = make(chan struct{}, max(l.RenderMax, 1))
 	wctx, stopWorkers := context.WithCancel(context.Background())
 	l.workers.caller, l.workers.idle = l.Caller, l.WorkerIdle
+	l.room.log = l.Log
 	defer func() {
 		stopWorkers()
 		l.workers.wg.Wait()
 	}()
-	for _, c := range calls {
-		l.dispatch(wctx, c)
-	}
+	l.send(wctx, calls)
 	if len(calls) > 0 {
 		l.Log.Info("resuming host calls left by the previous run", "calls", len(calls))
 	}
@@ -243,8 +215,7 @@ func (l *Loop) Run(ctx context.Context) error {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
-		r := round{moot: l.moot}
-		l.moot = nil
+		r := round{moot: l.room.takeMoot()}
 		if len(r.moot) == 0 { // else the round has work already: no waiting
 			select {
 			case <-ctx.Done():
@@ -306,7 +277,7 @@ func (l *Loop) Run(ctx context.Context) error {
 type round struct {
 	deliveries []Delivery
 	results    []Result // host-call results the workers sent
-	moot       []Result // waiting calls a new boot made pointless, answered by the loop (wake)
+	moot       []Result // waiting calls a new boot made pointless, answered by the loop (takeMoot)
 	expired    bool     // the parked tool calls' timer fired: a call past its deadline is answered as is
 }
 
@@ -332,7 +303,7 @@ func (l *Loop) gather(r *round) {
 // calls; commit performs the host calls. It returns false when ctx ended before the
 // commit succeeded.
 func (l *Loop) play(ctx, wctx context.Context, r *round) bool {
-	results := l.park(wctx, r.results)
+	results := l.waitCalls(wctx, r.results)
 	answered := len(results)
 	results = append(results, r.moot...)
 	if len(r.deliveries)+len(results) == 0 && !l.anyReady(l.parked, l.pos, r.expired) {
@@ -359,7 +330,7 @@ func (l *Loop) play(ctx, wctx context.Context, r *round) bool {
 		return false
 	}
 	l.workers.outstanding -= answered
-	l.nudge(wctx, r.deliveries)
+	l.send(wctx, l.room.nudge(l.Prefix, r.deliveries))
 	// The snapshot before the acknowledgements and replies: whoever saw this round's
 	// effects gets a status at least as new.
 	l.maybePublish()
@@ -412,164 +383,6 @@ func (l *Loop) render(ctx context.Context, reply *Reply) Answer {
 	return a
 }
 
-// park takes out of results the calls that found no responder and may wait for their
-// host (rule 12): their outbox rows stay, and they go out again at the host's next hello.
-// A call that was on its way while its host said hello cannot wait for that hello: it
-// goes out again at once, or, after a new boot, is answered as moot in this round.
-func (l *Loop) park(wctx context.Context, results []Result) []Result {
-	if len(results) > 0 {
-		l.changed()
-	}
-	out := results[:0]
-	for _, r := range results {
-		c := r.Call
-		at, nudged := l.sent[c.ID], l.nudged[c.ID]
-		delete(l.sent, c.ID)
-		delete(l.nudged, c.ID)
-		if r.Err == nil || !r.Err.NoResponder || !CanWait(c) {
-			out = append(out, r)
-			continue
-		}
-		now := l.heard[c.Host]
-		switch {
-		case now.boots != at.boots && Moot(c):
-			r.Err = HostRestarted(c)
-			out = append(out, r)
-			continue
-		case now.hellos != at.hellos:
-			l.workers.outstanding-- // dispatch counts it again
-			l.dispatch(wctx, c)
-			continue
-		}
-		if len(l.waiting[c.Host]) == 0 {
-			l.Log.Warn("host is not answering: its calls wait in the outbox for its next hello", "host", c.Host, "method", string(c.Op))
-		}
-		l.waiting[c.Host] = append(l.waiting[c.Host], waitingCall{Call: c, since: l.Now(), nudged: nudged})
-		l.nWaiting++
-		l.workers.outstanding--
-	}
-	return out
-}
-
-// wake sends a host's waiting calls again once it said hello; after a new boot, the moot
-// ones are answered with HostRestartedError in the next round instead.
-func (l *Loop) wake(wctx context.Context, a SaidHello) {
-	h := l.heard[a.Host]
-	h.hellos++
-	if a.NewBoot {
-		h.boots++
-	}
-	l.heard[a.Host] = h
-	calls := l.waiting[a.Host]
-	if len(calls) == 0 {
-		return
-	}
-	delete(l.waiting, a.Host)
-	l.nWaiting -= len(calls)
-	moot := 0
-	for _, w := range calls {
-		if a.NewBoot && Moot(w.Call) {
-			l.moot = append(l.moot, Result{Call: w.Call, Err: HostRestarted(w.Call)})
-			moot++
-			continue
-		}
-		l.dispatch(wctx, w.Call)
-	}
-	l.Log.Info("host is back: sending the calls that waited for it", "host", a.Host, "calls", len(calls)-moot, "moot_after_restart", moot)
-}
-
-// goneWaiting answers, as the host would (NotFoundError), the waiting calls whose session
-// one of events deletes: a call waits for its host's next hello or until its session is
-// gone (rule 12). The calls leave the waiting room once the answers are committed (unwait).
-func (l *Loop) goneWaiting(events []Event) []Result {
-	var out []Result
-	answered := map[int64]bool{}
-	for _, ev := range events {
-		if ev.Type != protocol.EventSessionDeleted || ev.SessionID == "" {
-			continue
-		}
-		for _, w := range l.waiting[ev.HostID] {
-			if w.SessionID == ev.SessionID && !answered[w.ID] {
-				answered[w.ID] = true
-				out = append(out, Result{Call: w.Call, Err: &HostError{Name: protocol.NotFound, Message: "session " + w.SessionID + " was deleted while the call waited for its host"}})
-			}
-		}
-	}
-	return out
-}
-
-// unwait removes the calls a committed batch answered (done: outbox ids) from the waiting
-// room, before the batch's hellos wake what waits: an answered call is never sent again.
-func (l *Loop) unwait(done []int64) {
-	if l.nWaiting == 0 || len(done) == 0 {
-		return
-	}
-	removed := 0
-	for host, ws := range l.waiting {
-		n := len(ws)
-		ws = slices.DeleteFunc(ws, func(w waitingCall) bool { return slices.Contains(done, w.ID) })
-		removed += n - len(ws)
-		if len(ws) == 0 {
-			delete(l.waiting, host)
-		} else {
-			l.waiting[host] = ws
-		}
-	}
-	l.nWaiting -= removed
-	if removed > 0 {
-		l.Log.Info("calls that waited for their host are done: their session was deleted", "calls", removed)
-	}
-}
-
-// nudge sends once more the waiting calls of a host that published an event after they
-// began to wait: the host is connected, though it may say no hello (it reconnected to a
-// broker that restarted with thatch, after the calls thatch resumed at start found no
-// responder). A call a nudge sent that finds no responder again waits for a hello only,
-// so a host that lacks a method is not asked again at each of its events.
-func (l *Loop) nudge(wctx context.Context, ds []Delivery) {
-	if l.nWaiting == 0 {
-		return
-	}
-	latest := map[string]time.Time{}
-	for _, d := range ds {
-		if host := hostOf(l.Prefix, d.Subject); host != "" && d.Published.After(latest[host]) {
-			latest[host] = d.Published
-		}
-	}
-	for host, at := range latest {
-		sent := 0
-		l.waiting[host] = slices.DeleteFunc(l.waiting[host], func(w waitingCall) bool {
-			if w.nudged || !at.After(w.since) {
-				return false
-			}
-			l.nudged[w.ID] = true
-			l.dispatch(wctx, w.Call)
-			sent++
-			return true
-		})
-		if len(l.waiting[host]) == 0 {
-			delete(l.waiting, host)
-		}
-		if sent > 0 {
-			l.nWaiting -= sent
-			l.Log.Info("host published an event: sending once more the calls that waited for it", "host", host, "calls", sent)
-		}
-	}
-}
-
-// hostOf reads the host id of an event subject, prefix.<host>.event.<type>.
-func hostOf(prefix, subject string) string {
-	rest, ok := strings.CutPrefix(subject, prefix+".")
-	if !ok {
-		return ""
-	}
-	host, _, ok := strings.Cut(rest, ".event.")
-	if !ok {
-		return ""
-	}
-	return host
-}
-
 // finishCalls lets the calls in progress end for at most StopGrace and commits their
 // results, so a clean stop repeats no host call; then it abandons the rest: calls not
 // answered stay in the outbox, performed again at the next start with the same key.
@@ -585,7 +398,7 @@ func (l *Loop) finishCalls(stopWorkers context.CancelFunc, wctx context.Context)
 	cctx, cancel := context.WithTimeout(context.Background(), l.StopGrace+500*time.Millisecond)
 	defer cancel()
 	apply := func(r Result) {
-		rs := l.park(wctx, []Result{r})
+		rs := l.waitCalls(wctx, []Result{r})
 		if len(rs) == 0 {
 			return
 		}
@@ -618,7 +431,7 @@ func (l *Loop) finishCalls(stopWorkers context.CancelFunc, wctx context.Context)
 // stepRound applies a round's deliveries (each event id at most once) and host-call
 // results as one batch: a delivery of another stream, and one that does not decode, are
 // inputs of Step like the events. It also answers the waiting calls whose session the
-// events delete: they stop waiting once the batch is committed (unwait).
+// events delete: they leave the waiting room once the batch is committed.
 func (l *Loop) stepRound(batch []Delivery, results []Result, now time.Time) (*Batch, error) {
 	b := &Batch{Now: now, State: l.state, Effects: NewEffects()}
 	events := make([]Event, 0, len(batch))
@@ -662,7 +475,7 @@ func (l *Loop) stepRound(batch []Delivery, results []Result, now time.Time) (*Ba
 	if b.StreamSeq <= l.pos {
 		b.StreamSeq = 0 // redeliveries only: the position stays
 	}
-	gone := l.goneWaiting(events)
+	gone := l.room.deleted(events)
 	for _, r := range slices.Concat(results, gone) {
 		b.Effects.Merge(l.Rules.Step(l.state, r, now))
 		b.Done = append(b.Done, r.Call.ID)
@@ -712,15 +525,13 @@ func (l *Loop) commit(ctx, wctx context.Context, build func(time.Time) (*Batch, 
 				l.pos = b.StreamSeq
 			}
 			l.logNotes(b.Effects.Notes)
-			l.unwait(b.Done)
+			l.room.leave(b.Done)
 			// Hellos first: the waiting calls are older than this batch's, and a call this
 			// batch implies is sent after its hellos, under their count.
 			for _, h := range b.Effects.Hellos {
-				l.wake(wctx, h)
+				l.send(wctx, l.room.hello(h))
 			}
-			for _, c := range b.Effects.Calls {
-				l.dispatch(wctx, c)
-			}
+			l.send(wctx, b.Effects.Calls)
 			for _, h := range b.Effects.Hellos {
 				if !h.NewBoot {
 					continue

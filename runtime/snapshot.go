@@ -51,12 +51,12 @@ func (l *Loop) changed() { l.snapDirty = true }
 // publish takes a snapshot now.
 func (l *Loop) publish() {
 	st := Summary(l.state, l.pos)
-	st.OutstandingCalls, st.WaitingCalls, st.JournalError = l.workers.outstanding, l.nWaiting, l.journalErr
+	st.OutstandingCalls, st.WaitingCalls, st.JournalError = l.workers.outstanding, l.room.n, l.journalErr
 	l.round++
 	snap := &Snapshot{Status: st, At: l.Now(), counters: l.state.Counters, round: l.round}
-	if l.nWaiting > 0 { // a map per publish only while calls wait
-		snap.waiting = make(map[string]int, len(l.waiting))
-		for h, calls := range l.waiting {
+	if l.room.n > 0 { // a map per publish only while calls wait
+		snap.waiting = make(map[string]int, len(l.room.byHost))
+		for h, calls := range l.room.byHost {
 			if len(calls) > 0 {
 				snap.waiting[h] = len(calls)
 			}

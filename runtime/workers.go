@@ -77,7 +77,7 @@ func (l *Loop) dispatch(wctx context.Context, c Call) {
 	if !l.workers.send(wctx, c.Host, queued{api: api, call: c}) {
 		return // stopping: the call stays in the outbox for the next run
 	}
-	l.sent[c.ID] = l.heard[c.Host]
+	l.room.sent(c)
 	l.workers.outstanding++
 	l.changed()
 }

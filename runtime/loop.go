@@ -39,28 +39,6 @@ type Caller interface {
 	Do(ctx context.Context, api string, c Call) Result
 }
 
-// Answer is a tool call's reply as it goes back to the host.
-type Answer struct {
-	Output   string     `json:"output"`
-	Metadata any        `json:"metadata"`
-	Err      *HostError `json:"-"`
-	// Caller, for a memory tool or a context method: who called (the caller acts on the
-	// memory store). Payload, for thatch_get_extraction_payload: the claimed entries,
-	// which the caller renders with FormatPayload (Output holds them rendered without
-	// related memories).
-	Caller  *CallerRef `json:"-"`
-	Payload *Payload   `json:"-"`
-}
-
-// Payload is a claimed set read from the journal as a payload shows it
-// (Journal.PayloadEntries: no metadata, args cut).
-type Payload struct {
-	Root      string
-	Entries   []PayloadEntry
-	Remaining int  // entries of Root left pending
-	Again     bool // the caller is to call for them
-}
-
 // ErrStopped is returned to requests made after the loop stopped.
 var ErrStopped = errors.New("thatch is stopping")
 
@@ -95,21 +73,14 @@ type Loop struct {
 	// be megabytes, and a thousand at once would hold a thousand of them in memory.
 	RenderMax int
 
-	inputs   chan inputReq
 	newBoots chan string
-	tools    chan *toolReq
-	queries  chan *query
 	ready    chan struct{}
 	stopped  chan struct{}
 
 	state      *State
 	pos        uint64
-	parked     []*toolReq // tool calls waiting for the events they must see (isReady)
+	held       []*toolReq // tool calls waiting for the events they must see (isReady)
 	journalErr string     // the last commit error, while commits fail
-	// down is journalErr for the callers' goroutines: a tool call whose commit does not
-	// come in time says why.
-	down    atomic.Pointer[string]
-	renders chan struct{} // a slot per payload being rendered (RenderMax)
 
 	// snap is the status as of the last published round (snapshot.go); snapDirty says
 	// the state or the loop's counts changed since.
@@ -124,24 +95,7 @@ type Loop struct {
 	decoder decoder
 	workers workers
 	room    waitingRoom
-}
-
-type toolReq struct {
-	call     ToolCall
-	minSeq   uint64
-	deadline time.Time
-	reply    chan *Reply
-}
-
-// inputReq is an input handed to the loop by Submit; done says whether the loop took it.
-type inputReq struct {
-	in   Input
-	done chan error
-}
-
-type query struct {
-	fn    func(View) any
-	reply chan any
+	req     requests
 }
 
 // View is what a query sees: the state, the consumer position, the host calls committed
@@ -171,10 +125,9 @@ func NewLoop(j Journal, c Caller, log *slog.Logger) *Loop {
 	return &Loop{
 		Rules: DefaultRules, Prefix: "opencode", Journal: j, Caller: c, Log: log, Now: time.Now,
 		MaxBatch: 512, WaitApplied: 10 * time.Second, CommitWait: 10 * time.Second, StopGrace: time.Second, WorkerIdle: DefaultWorkerIdle, RenderMax: DefaultRenderMax,
-		decoder: newDecoder(), workers: newWorkers(), room: newWaitingRoom(),
-		inputs: make(chan inputReq), newBoots: make(chan string, 64),
-		tools: make(chan *toolReq), queries: make(chan *query),
-		ready: make(chan struct{}), stopped: make(chan struct{}),
+		decoder: newDecoder(), workers: newWorkers(), room: newWaitingRoom(), req: newRequests(),
+		newBoots: make(chan string, 64),
+		ready:    make(chan struct{}), stopped: make(chan struct{}),
 	}
 }
 
@@ -194,7 +147,7 @@ func (l *Loop) Run(ctx context.Context) error {
 		return fmt.Errorf("load journal: %w", err)
 	}
 	l.state, l.pos = st, pos
-	l.renders = make(chan struct{}, max(l.RenderMax, 1))
+	l.req.renders = make(chan struct{}, max(l.RenderMax, 1))
 	wctx, stopWorkers := context.WithCancel(context.Background())
 	l.workers.caller, l.workers.idle = l.Caller, l.WorkerIdle
 	l.room.log = l.Log
@@ -219,7 +172,7 @@ func (l *Loop) Run(ctx context.Context) error {
 		if len(r.moot) == 0 { // else the round has work already: no waiting
 			select {
 			case <-ctx.Done():
-				for _, q := range l.parked {
+				for _, q := range l.held {
 					q.reply <- &Reply{Err: &HostError{Name: protocol.Unavailable, Message: ErrStopped.Error()}}
 				}
 				stopDecoding()
@@ -230,9 +183,9 @@ func (l *Loop) Run(ctx context.Context) error {
 				r.deliveries = append(r.deliveries, d)
 			case res := <-l.workers.results:
 				r.results = append(r.results, res)
-			case q := <-l.tools:
-				l.parked = append(l.parked, q)
-			case req := <-l.inputs: // committed on its own, before the round
+			case q := <-l.req.tools:
+				l.held = append(l.held, q)
+			case req := <-l.req.inputs: // committed on its own, before the round
 				req.done <- nil
 				in := req.in
 				ok := l.commit(ctx, wctx, func(now time.Time) (*Batch, error) {
@@ -245,7 +198,7 @@ func (l *Loop) Run(ctx context.Context) error {
 				if !ok {
 					return nil
 				}
-			case q := <-l.queries:
+			case q := <-l.req.queries:
 				q.reply <- q.fn(l.view())
 			case <-timer.C:
 				r.expired = true
@@ -255,15 +208,15 @@ func (l *Loop) Run(ctx context.Context) error {
 		if !l.play(ctx, wctx, &r) {
 			return nil
 		}
-		if len(l.parked) > 0 {
-			timer.Reset(time.Until(l.parked[0].deadline))
+		if len(l.held) > 0 {
+			timer.Reset(time.Until(l.held[0].deadline))
 		}
 		l.maybePublish()
 	}
 }
 
 // round is one turn of Loop.Run: the deliveries and host-call results that are ready, and
-// the parked tool calls they make ready, stepped and committed in one transaction (a
+// the held tool calls they make ready, stepped and committed in one transaction (a
 // commit is the loop's main cost).
 //
 // Nothing of a round leaves the loop before its commit: its deliveries are acknowledged,
@@ -278,11 +231,11 @@ type round struct {
 	deliveries []Delivery
 	results    []Result // host-call results the workers sent
 	moot       []Result // waiting calls a new boot made pointless, answered by the loop (takeMoot)
-	expired    bool     // the parked tool calls' timer fired: a call past its deadline is answered as is
+	expired    bool     // the held tool calls' timer fired: a call past its deadline is answered as is
 }
 
 // gather adds to r what else is ready, without waiting, up to MaxBatch deliveries; the
-// tool calls are parked until the events they must see are applied.
+// tool calls are held until the events they must see are applied.
 func (l *Loop) gather(r *round) {
 	for len(r.deliveries) < l.MaxBatch {
 		select {
@@ -290,15 +243,15 @@ func (l *Loop) gather(r *round) {
 			r.deliveries = append(r.deliveries, d)
 		case res := <-l.workers.results:
 			r.results = append(r.results, res)
-		case q := <-l.tools:
-			l.parked = append(l.parked, q)
+		case q := <-l.req.tools:
+			l.held = append(l.held, q)
 		default:
 			return
 		}
 	}
 }
 
-// play steps and commits r — its events and results, then the parked tool calls they make
+// play steps and commits r — its events and results, then the held tool calls they make
 // ready — and then, and only then, acknowledges its deliveries and answers those tool
 // calls; commit performs the host calls. It returns false when ctx ended before the
 // commit succeeded.
@@ -306,7 +259,7 @@ func (l *Loop) play(ctx, wctx context.Context, r *round) bool {
 	results := l.waitCalls(wctx, r.results)
 	answered := len(results)
 	results = append(results, r.moot...)
-	if len(r.deliveries)+len(results) == 0 && !l.anyReady(l.parked, l.pos, r.expired) {
+	if len(r.deliveries)+len(results) == 0 && !l.anyReady(l.held, l.pos, r.expired) {
 		return true
 	}
 	var ready []*toolReq
@@ -317,7 +270,7 @@ func (l *Loop) play(ctx, wctx context.Context, r *round) bool {
 			return nil, err
 		}
 		ready, replies = nil, nil
-		for _, q := range l.parked {
+		for _, q := range l.held {
 			if l.isReady(q, max(l.pos, b.StreamSeq), now, r.expired) {
 				one := l.Rules.Step(l.state, q.call, now)
 				b.Effects.Merge(one)
@@ -339,48 +292,22 @@ func (l *Loop) play(ctx, wctx context.Context, r *round) bool {
 			l.Log.Warn("acknowledge failed; the event will be redelivered and skipped", "stream_seq", d.StreamSeq, "err", err)
 		}
 	}
-	l.parked = slices.DeleteFunc(l.parked, func(q *toolReq) bool { return slices.Contains(ready, q) })
+	l.held = slices.DeleteFunc(l.held, func(q *toolReq) bool { return slices.Contains(ready, q) })
 	for i, q := range ready {
 		q.reply <- replies[i] // rendered by the caller's goroutine, off the loop
 	}
 	return true
 }
 
-// isReady reports whether a parked tool call may be answered: every event the stream held
+// isReady reports whether a held tool call may be answered: every event the stream held
 // when it arrived is applied (pos), or its wait expired.
 func (l *Loop) isReady(q *toolReq, pos uint64, now time.Time, expired bool) bool {
 	return q.minSeq <= pos || (expired && !now.Before(q.deadline))
 }
 
-func (l *Loop) anyReady(parked []*toolReq, pos uint64, expired bool) bool {
+func (l *Loop) anyReady(held []*toolReq, pos uint64, expired bool) bool {
 	now := l.Now()
-	return slices.ContainsFunc(parked, func(q *toolReq) bool { return l.isReady(q, pos, now, expired) })
-}
-
-// render turns a committed tool call's reply into its answer, reading a payload's entries
-// from the journal. It runs on the caller's goroutine, so the loop goes on meanwhile, and
-// at most RenderMax payloads are read and rendered at once; the claim is committed
-// already, so a caller that gives up waiting gets the same entries when it calls again.
-func (l *Loop) render(ctx context.Context, reply *Reply) Answer {
-	if reply.Err != nil {
-		return Answer{Err: reply.Err}
-	}
-	a := Answer{Output: reply.Output, Metadata: reply.Metadata, Caller: reply.Caller}
-	if p := reply.Payload; p != nil {
-		select {
-		case l.renders <- struct{}{}:
-			defer func() { <-l.renders }()
-		case <-ctx.Done():
-			return Answer{Err: &HostError{Name: protocol.Unavailable, Message: "thatch claimed the entries but the call ended before they were read; call again for them: " + ctx.Err().Error()}}
-		}
-		entries, err := l.Journal.PayloadEntries(p.Root, p.Claimant)
-		if err != nil {
-			return Answer{Err: &HostError{Name: protocol.Unavailable, Message: "thatch could not read the claimed entries; call again: " + err.Error()}}
-		}
-		a.Payload = &Payload{Root: p.Root, Entries: entries, Remaining: p.Remaining, Again: p.Again}
-		a.Output = FormatPayload(*a.Payload, nil)
-	}
-	return a
+	return slices.ContainsFunc(held, func(q *toolReq) bool { return l.isReady(q, pos, now, expired) })
 }
 
 // finishCalls lets the calls in progress end for at most StopGrace and commits their
@@ -508,7 +435,7 @@ func (l *Loop) commit(ctx, wctx context.Context, build func(time.Time) (*Batch, 
 			err = l.Journal.Commit(b)
 			if err == nil {
 				l.journalErr = "" // a write succeeded: not said by a batch that wrote nothing
-				l.down.Store(nil)
+				l.req.down.Store(nil)
 				if l.CommitTook != nil {
 					l.CommitTook(time.Since(began))
 				}
@@ -546,19 +473,19 @@ func (l *Loop) commit(ctx, wctx context.Context, build func(time.Time) (*Batch, 
 		l.Log.Error("journal write failed: not acknowledging events until it succeeds; check the disk holding the journal", "err", err, "retry_in", backoff.String())
 		l.journalErr = err.Error()
 		down := l.journalErr // a copy: the loop changes journalErr
-		l.down.Store(&down)
+		l.req.down.Store(&down)
 		// The tool calls waiting for this commit, and those that come while the journal
 		// fails, are answered now: nothing of them is applied, and a caller waiting for a
 		// journal that may stay full for hours would get no answer at all. The round
 		// steps again without them.
 		refusal := JournalDown(err)
-		for _, q := range l.parked {
+		for _, q := range l.held {
 			q.reply <- &Reply{Err: refusal}
 		}
-		if len(l.parked) > 0 {
-			l.Log.Warn("tool calls answered with the journal's error", "calls", len(l.parked))
+		if len(l.held) > 0 {
+			l.Log.Warn("tool calls answered with the journal's error", "calls", len(l.held))
 		}
-		l.parked = nil
+		l.held = nil
 		if st, _, pos, lerr := l.Journal.Load(); lerr == nil {
 			l.state, l.pos = st, pos
 			if l.dirOn.Load() {
@@ -576,11 +503,11 @@ func (l *Loop) commit(ctx, wctx context.Context, build func(time.Time) (*Batch, 
 				return false
 			case <-wait:
 				break waiting
-			case q := <-l.queries:
+			case q := <-l.req.queries:
 				q.reply <- q.fn(l.view())
-			case q := <-l.tools:
+			case q := <-l.req.tools:
 				q.reply <- &Reply{Err: refusal}
-			case req := <-l.inputs:
+			case req := <-l.req.inputs:
 				req.done <- errors.New(refusal.Message)
 			}
 		}
@@ -594,86 +521,6 @@ func (l *Loop) logNotes(notes []Note) {
 	}
 }
 
-// Tool answers a tool call against a state that includes every event up to stream
-// sequence minSeq (the stream's last sequence when the call arrived), waiting at most
-// WaitApplied for the consumer to get there.
-func (l *Loop) Tool(ctx context.Context, c ToolCall, minSeq uint64) Answer {
-	q := &toolReq{call: c, minSeq: minSeq, deadline: l.Now().Add(l.WaitApplied), reply: make(chan *Reply, 1)}
-	// The answer's own bound: the loop may be inside a commit that does not return.
-	late := time.NewTimer(l.WaitApplied + l.CommitWait)
-	defer late.Stop()
-	select {
-	case l.tools <- q:
-	case <-late.C:
-		return Answer{Err: l.notCommitted()}
-	case <-l.stopped:
-		return Answer{Err: &HostError{Name: protocol.Unavailable, Message: ErrStopped.Error()}}
-	case <-ctx.Done():
-		return Answer{Err: &HostError{Name: protocol.Unavailable, Message: ctx.Err().Error()}}
-	}
-	select {
-	case r := <-q.reply:
-		return l.render(ctx, r)
-	case <-late.C:
-		// A commit that completes later applies the call all the same: a claim is then
-		// the caller's, and its next call gets the same entries.
-		return Answer{Err: l.notCommitted()}
-	case <-l.stopped:
-		return Answer{Err: &HostError{Name: protocol.Unavailable, Message: ErrStopped.Error()}}
-	case <-ctx.Done():
-		// The caller is gone (thatch stopping, its deadline): a claim the loop commits
-		// later is the caller's all the same, and its next call gets the same entries.
-		return Answer{Err: &HostError{Name: protocol.Unavailable, Message: ctx.Err().Error()}}
-	}
-}
-
-// JournalDown is the error a tool call gets while the journal cannot commit: the cause
-// first (a full disk says "disk full: free space in <folder>"), then what it means.
-func JournalDown(err error) *HostError {
-	return &HostError{Name: protocol.Unavailable, Message: err.Error() + "; thatch's journal cannot write, so nothing of this call was applied: call again once it can"}
-}
-
-// notCommitted is the error of a tool call that got no answer within WaitApplied +
-// CommitWait: the journal's failure when it fails, else a commit that did not complete.
-func (l *Loop) notCommitted() *HostError {
-	if p := l.down.Load(); p != nil {
-		return JournalDown(errors.New(*p))
-	}
-	return &HostError{Name: protocol.Unavailable, Message: fmt.Sprintf("thatch's journal did not commit within %s (a disk that is full, failing or very slow: see thatch's log); the call may still be applied: call again",
-		l.WaitApplied+l.CommitWait)}
-}
-
 // AppliedRetention is how long applied event ids are kept: longer than the stream keeps
 // an event, so no redelivery can outlive its id.
 const AppliedRetention = 8 * 24 * time.Hour
-
-// Submit hands an input (a Tick, a SweepApply) to the owner goroutine, which applies and
-// commits it.
-// While the journal cannot commit, it refuses the input with the journal's error.
-func (l *Loop) Submit(ctx context.Context, in Input) error {
-	req := inputReq{in: in, done: make(chan error, 1)}
-	select {
-	case l.inputs <- req:
-		return <-req.done // answered as the loop takes it
-	case <-l.stopped:
-		return ErrStopped
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// NewBoots reports the hosts whose hello began a new boot, for the strand sweep.
-func (l *Loop) NewBoots() <-chan string { return l.newBoots }
-
-// Query runs fn on the owner goroutine. fn must not keep or change what it is given.
-func (l *Loop) Query(ctx context.Context, fn func(View) any) (any, error) {
-	q := &query{fn: fn, reply: make(chan any, 1)}
-	select {
-	case l.queries <- q:
-	case <-l.stopped:
-		return nil, ErrStopped
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	return <-q.reply, nil
-}

@@ -1002,7 +1002,8 @@ func TestHygieneProjectWide(t *testing.T) {
 		}
 	}
 	m := r.remember(api, "the feature branch caches sessions in redis", memory.RememberArgs{Branch: "feat-gone", Directory: repo})
-	orphaned, _, err := r.mem.CheckBranches(context.Background(), runtime.DirExists, time.Now())
+	dirExists := func(dir string) bool { fi, err := os.Stat(dir); return err == nil && fi.IsDir() }
+	orphaned, _, err := r.mem.CheckBranches(context.Background(), dirExists, time.Now())
 	if err != nil || orphaned != 1 {
 		t.Fatalf("CheckBranches: %d orphaned, %v", orphaned, err)
 	}

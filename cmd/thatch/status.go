@@ -101,9 +101,9 @@ func (s *statusCommand) Run(ctx context.Context, c daemon.Config, out io.Writer,
 	}
 	if x := st.Extraction; x != nil {
 		spend := func(p runtime.Spend) string {
-			return fmt.Sprintf("%d %s, %s %s (%s in, %s out), %s", p.Extractions, runtime.Plural(p.Extractions, "extraction", "extractions"),
-				runtime.FormatTokens(p.Tokens), runtime.Plural(p.Tokens, "token", "tokens"),
-				runtime.FormatTokens(p.TokensIn), runtime.FormatTokens(p.TokensOut), runtime.FormatUSD(p.USD))
+			return fmt.Sprintf("%d %s, %s %s (%s in, %s out), %s", p.Extractions, plural(p.Extractions, "extraction", "extractions"),
+				runtime.FormatTokens(p.Tokens), plural(p.Tokens, "token", "tokens"),
+				runtime.FormatTokens(p.TokensIn), runtime.FormatTokens(p.TokensOut), formatUSD(p.USD))
 		}
 		if x.Error != "" {
 			fmt.Fprintf(tw, "LEDGER ERROR\t%s\n", x.Error)
@@ -113,7 +113,7 @@ func (s *statusCommand) Run(ctx context.Context, c daemon.Config, out io.Writer,
 		budget := "no limit (THATCH_EXTRACT_DAILY_TOKENS unset)"
 		if x.DailyTokens > 0 {
 			budget = fmt.Sprintf("%s %s a day, %s used today", runtime.FormatTokens(x.DailyTokens),
-				runtime.Plural(x.DailyTokens, "token", "tokens"), runtime.FormatTokens(x.Today.Tokens))
+				plural(x.DailyTokens, "token", "tokens"), runtime.FormatTokens(x.Today.Tokens))
 			if x.BudgetReached {
 				budget += ": REACHED, extraction waits for the next UTC day"
 			}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"strings"
@@ -22,19 +23,23 @@ func TestCLIStatusBridgeRow(t *testing.T) {
 	since := time.Now().Add(-90 * time.Second).Truncate(time.Second)
 	at := since.Local().Format(time.RFC3339)
 	for _, tc := range []struct {
-		bridge *runtime.BridgeStatus
+		bridge *opencode.BridgeStatus
 		want   string // the line after hosts online
 	}{
-		{&runtime.BridgeStatus{URL: "http://127.0.0.1:4096", HostID: "oc-1", Connected: true, Since: since},
+		{&opencode.BridgeStatus{URL: "http://127.0.0.1:4096", HostID: "oc-1", Connected: true, Since: since},
 			"opencode bridge http://127.0.0.1:4096 (host oc-1): connected since " + at + " (1m3"},
-		{&runtime.BridgeStatus{URL: "http://REDACTED@127.0.0.1:4096", HostID: "oc-1", Since: since,
+		{&opencode.BridgeStatus{URL: "http://REDACTED@127.0.0.1:4096", HostID: "oc-1", Since: since,
 			Error: `Get "http://127.0.0.1:4096/global/event": dial tcp 127.0.0.1:4096: connect: connection refused`},
 			"opencode bridge http://REDACTED@127.0.0.1:4096 (host oc-1): UNREACHABLE since " + at + " (1m3"},
-		{&runtime.BridgeStatus{URL: "http://127.0.0.1:4096", HostID: "oc-1", Since: since},
+		{&opencode.BridgeStatus{URL: "http://127.0.0.1:4096", HostID: "oc-1", Since: since},
 			"opencode bridge http://127.0.0.1:4096 (host oc-1): connecting since " + at},
 		{nil, "sessions 0"}, // no in-process bridge: no row
 	} {
-		writeStatus(t, c.DataDir, time.Now(), runtime.StatusView{Version: "v", Hosts: 1, Bridge: tc.bridge}, "")
+		st := runtime.StatusView{Version: "v", Hosts: 1}
+		if tc.bridge != nil {
+			st.Bridge, _ = json.Marshal(tc.bridge)
+		}
+		writeStatus(t, c.DataDir, time.Now(), st, "")
 		var out bytes.Buffer
 		if err := client(context.Background(), c, "status", nil, &out); err == nil || !strings.Contains(err.Error(), "unreachable") {
 			t.Errorf("status from the file: %v, want the stale error", err)
@@ -61,9 +66,9 @@ func TestServeStatusNamesBridge(t *testing.T) {
 	var st *runtime.StatusView
 	waitFor(t, "the bridge's failure in status", func() bool {
 		st = cliStatus(c)
-		return st != nil && st.Bridge != nil && st.Bridge.Error != ""
+		return st != nil && bridgeOf(*st) != nil && bridgeOf(*st).Error != ""
 	})
-	b := st.Bridge
+	b := bridgeOf(*st)
 	if b.URL != "http://REDACTED@127.0.0.1:1" || b.HostID != opencode.HostIDFor(c.OpencodeURL) || b.Connected || b.Since.IsZero() ||
 		strings.Contains(b.Error, "secret") || strings.Contains(b.Error, "opuser") {
 		t.Fatalf("status's bridge: %+v", b)

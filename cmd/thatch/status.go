@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/thatch-dev/thatch/adapters/opencode"
 	"github.com/thatch-dev/thatch/cmd/internal/daemon"
 	"github.com/thatch-dev/thatch/runtime"
 	"github.com/thatch-dev/thatch/runtime/protocol"
@@ -89,9 +90,9 @@ func (s *statusCommand) Run(ctx context.Context, c daemon.Config, out io.Writer,
 			fmt.Fprintf(tw, "TOOLS MISSING\t%s: opencode has not loaded thatch's plugin, so its sessions get no memories and no extraction runs (entries wait); run thatch install if needed, then restart opencode or POST /instance/dispose to it\n", strings.Join(st.HostsMissingTools, ", "))
 		}
 		fmt.Fprintf(tw, "%s\t%s\n", row[0], row[1])
-		if row[0] == "hosts online" && st.Bridge != nil {
+		if b := bridgeOf(st); row[0] == "hosts online" && b != nil {
 			// A host counts as online until its goodbye, and an opencode that went away sends none.
-			fmt.Fprintf(tw, "opencode bridge\t%s\n", bridgeRow(st.Bridge, time.Now()))
+			fmt.Fprintf(tw, "opencode bridge\t%s\n", bridgeRow(b, time.Now()))
 		}
 	}
 	if c.NATSURL == "" {
@@ -128,9 +129,21 @@ func (s *statusCommand) Run(ctx context.Context, c daemon.Config, out io.Writer,
 	return stale
 }
 
+// bridgeOf reads status's row of the in-process opencode bridge: nil without one.
+func bridgeOf(st runtime.StatusView) *opencode.BridgeStatus {
+	if len(st.Bridge) == 0 {
+		return nil
+	}
+	var b opencode.BridgeStatus
+	if json.Unmarshal(st.Bridge, &b) != nil {
+		return nil
+	}
+	return &b
+}
+
 // bridgeRow is status's line for the in-process opencode bridge: the server, as which
 // host, and whether its event stream is open, since when (as of now).
-func bridgeRow(b *runtime.BridgeStatus, now time.Time) string {
+func bridgeRow(b *opencode.BridgeStatus, now time.Time) string {
 	at := func() string {
 		if b.Since.IsZero() {
 			return ""

@@ -185,8 +185,8 @@ func ServeWith(ctx context.Context, c Config, log *slog.Logger, tune func(*runti
 	if watch != nil {
 		srv.Broker = watch
 	}
-	if ocBridge != nil { // not a nil *Bridge in the interface: status would call it
-		srv.Bridge = ocBridge
+	if ocBridge != nil {
+		srv.Bridge = func() any { return ocBridge.BridgeStatus() }
 	}
 
 	// The in-process bridge answers host calls before the outbox resumes (rule 12): the

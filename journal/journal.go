@@ -45,6 +45,8 @@ type Store struct {
 	r        *sql.DB // read-only connections for every other goroutine
 	path     string
 	instance string
+	// readOnly marks a store of OpenReadOnly: every connection is mode=ro.
+	readOnly bool
 
 	ck      *checkpoint.Checkpointer // copies the WAL back beside the writer
 	stmts   [nStmts]*sql.Stmt        // Commit's statements, prepared once on the writer
@@ -312,6 +314,9 @@ func fromMS(v int64) time.Time {
 
 // Commit persists one batch atomically.
 func (s *Store) Commit(b *runtime.Batch) error {
+	if s.readOnly {
+		return fmt.Errorf("commit to the journal %s: it is open read-only", s.path)
+	}
 	err := s.withTx(func(tx *sql.Tx) error {
 		t := &batchTx{tx: tx, store: &s.stmts}
 		fx := b.Effects

@@ -90,7 +90,7 @@ func (s *Store) Load() (*runtime.State, []runtime.Call, uint64, error) {
 	// The sessions and entries are read on connections of their own, closed after: a scan
 	// reads each page once, and SQLite's default page cache, 2 MiB on each of the four
 	// connections the reads take, was 8 to 11 MiB of the peak RSS.
-	ld, err := sql.Open("sqlite", "file:"+s.path+"?_pragma=busy_timeout(5000)&_pragma=query_only(1)&_pragma=cache_size(-256)")
+	ld, err := sql.Open("sqlite", s.readDSN("_pragma=busy_timeout(5000)&_pragma=query_only(1)&_pragma=cache_size(-256)"))
 	if err != nil {
 		return nil, nil, 0, err
 	}

@@ -10,35 +10,19 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/thatch-dev/thatch/internal/testkit"
 )
 
 // jetStream starts a nats-server with JetStream for one test, with the embedded broker's
-// 8 MiB max_payload: the stream, not the server, must refuse what is too large.
+// 8 MiB max_payload (the kit's): the stream, not the server, must refuse what is too large.
 // maxStore, when not zero, is the server's JetStream storage limit.
 func jetStream(t *testing.T, maxStore int64) jetstream.JetStream {
 	t.Helper()
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(),
-		JetStreamMaxStore: maxStore, NoLog: true, NoSigs: true, MaxPayload: 8 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns.Start()
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server did not start")
-	}
-	nc, err := nats.Connect(ns.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ns := testkit.StartBroker(t, testkit.BrokerOptions{MaxStore: maxStore})
+	_, js := testkit.Connect(t, ns.ClientURL(), "")
 	return js
 }
 

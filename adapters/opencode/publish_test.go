@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/thatch-dev/thatch/adapters/natsbus"
+	"github.com/thatch-dev/thatch/internal/testkit"
 )
 
 // A publish the broker cannot store says why when the embedded broker knows (issue 29,
@@ -18,7 +20,7 @@ import (
 func TestBridgePublishNamesTheBrokersProblem(t *testing.T) {
 	b, addr, _ := startShim(t, ShimLimits{Call: 1500 * time.Millisecond})
 	nc, js := brokerWithoutStream(t)
-	b.NC, b.JS, b.Log = nc, js, slog.New(slog.NewTextHandler(io.Discard, nil))
+	b.NC, b.JS, b.Log = nc, js, testkit.Logger(t)
 	const problem = "disk full: free space in /data/nats/jetstream: the embedded broker cannot store events"
 	b.Broker = func() string { return problem }
 
@@ -39,5 +41,25 @@ func TestBridgePublishNamesTheBrokersProblem(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "could not publish: "+problem) {
 		t.Errorf("the shim's event answer %d %s, want 503 naming the broker's problem", resp.StatusCode, body)
+	}
+}
+
+// A publish that fails (the shim's hook gave up waiting, the broker did not answer) spends
+// no Host-Seq number: the next event takes it, so thatch sees no gap where nothing was lost.
+func TestFailedPublishSpendsNoHostSeq(t *testing.T) {
+	nc, js := brokerWithoutStream(t)
+	b := &Bridge{NC: nc, JS: js, Prefix: "opencode", HostID: "oc-test", Log: testkit.Logger(t)}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	failing, stop := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer stop()
+	if err := b.publish(failing, Event{ID: "e1", Type: "session.idle", Properties: json.RawMessage(`{"sessionID":"ses_a"}`)}); err == nil {
+		t.Fatal("a publish with no stream succeeded")
+	}
+	stream, err := natsbus.EnsureStream(ctx, js, natsbus.StreamConfig{Stream: "OPENCODE_EVENTS", Prefix: "opencode"})
+	must(t, err)
+	must(t, b.publish(ctx, Event{ID: "e2", Type: "session.idle", Properties: json.RawMessage(`{"sessionID":"ses_a"}`)}))
+	if m := storedEvent(t, ctx, stream, 1); m.Header.Get("Host-Seq") != "1" {
+		t.Fatalf("the first stored event has Host-Seq %q, want 1: the failed publish spent a number", m.Header.Get("Host-Seq"))
 	}
 }

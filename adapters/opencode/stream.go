@@ -172,11 +172,15 @@ func (b *Bridge) publishLocked(ctx context.Context, ev Event) error {
 		return tooBig(len(body))
 	}
 	dup, err := natsbus.PublishEvent(ctx, b.JS, b.Prefix+"."+b.HostID+".event."+ev.Type, body, ev.ID, fmt.Sprint(b.seq))
-	if dup {
-		b.seq-- // not stored: thatch never sees this number, which must not look like a gap
-	}
 	if errors.Is(err, jetstream.ErrStreamMessageExceedsMaximum) || errors.Is(err, nats.ErrMaxPayload) {
 		return tooBig(len(body))
+	}
+	if dup || err != nil {
+		// Not stored, or not known to be: the number goes to the next event. A number spent
+		// on nothing would look like a lost event to thatch (a gap, and a resync); should a
+		// publish that gave up have been stored after all, thatch sees the number twice,
+		// which it ignores.
+		b.seq--
 	}
 	if err != nil && b.Broker != nil {
 		if p := b.Broker(); p != "" {

@@ -1472,3 +1472,14 @@ func TestHygienePages(t *testing.T) {
 		t.Errorf("/hygiene?page=x: %d, want 400", res.code)
 	}
 }
+
+// A memory written from outside a session (thatch mcp) names the host and client it came
+// through.
+func TestMemoryNamesItsHost(t *testing.T) {
+	r := newRig(t)
+	c := r.login()
+	m := r.remember(memory.Caller{Project: api.Project, Host: "mcp", Client: "claude-code"}, "the CI runs make check first")
+	if body := r.page(c, "/memories/"+m.ID); !strings.Contains(body, "through mcp (claude-code)") || strings.Contains(body, "by session") {
+		t.Fatalf("the memory page does not name the host and client it came through:\n%s", body)
+	}
+}

@@ -210,6 +210,8 @@ func TestAccessEmbeddedBroker(t *testing.T) {
 	if !strings.Contains(squash(out.String()), "broker token "+c.TokenPath()) {
 		t.Errorf("thatch status does not say where the token is:\n%s", out.String())
 	}
+	// Refused is not unreachable, even with a status file to fall back to.
+	waitFor(t, "the status file", func() bool { _, err := os.Stat(filepath.Join(c.DataDir, daemon.StatusFile)); return err == nil })
 	wrong := c
 	wrong.NATSToken = strings.Repeat("1", 64)
 	if err := client(ctx, wrong, "status", nil, &out); err == nil || !strings.Contains(err.Error(), "refused thatch's token") ||
@@ -481,7 +483,7 @@ func TestAccessExternalPermissions(t *testing.T) {
 	must(t, err)
 	defer logf.Close()
 	// The operator's CLI runs as thatch's user, with thatch's own configuration.
-	admin, err := dial(cfg)
+	admin, err := dialBroker(cfg)
 	must(t, err)
 	t.Cleanup(admin.Close)
 	r := &rig{t: t, url: thatchURL, dataDir: cfg.DataDir, nc: admin, host: hostA, cfg: cfg, log: daemon.NewLogger(logf, "debug", "json")}

@@ -44,7 +44,7 @@ func allCommands() []command {
 		&memoriesCommand{}, &memoriesProjectsCommand{}, &memoriesShowCommand{}, &memoriesForgetCommand{},
 		&memoriesRestoreCommand{}, &memoriesExportCommand{}, &memoriesImportCommand{}, &memoriesHygieneCommand{},
 		&memoriesDismissCommand{},
-		&uiCommand{}, &installCommand{}, &envCommand{}, &versionCommand{},
+		&uiCommand{}, &mcpCommand{}, &installCommand{}, &envCommand{}, &versionCommand{},
 	}
 }
 

@@ -15,8 +15,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/thatch-dev/thatch/adapters/natsbus"
 	"github.com/thatch-dev/thatch/cmd/internal/daemon"
 	"github.com/thatch-dev/thatch/journal/memory"
@@ -43,10 +41,10 @@ func projectFlag(fs *flag.FlagSet, p *string) {
 	fs.StringVar(p, "project", "", "only the project `P`: its folder (. for the current one), a folder inside it, or its key")
 }
 
-// dialMemories connects to the daemon and makes *project, when set, a name of the
-// daemon's (projectName).
-func dialMemories(ctx context.Context, c daemon.Config, project *string) (*nats.Conn, error) {
-	nc, err := dial(c)
+// dialMemories connects to the daemon, or its files while it is not running (dialRead),
+// and makes *project, when set, a name of the daemon's (projectName).
+func dialMemories(ctx context.Context, c daemon.Config, project *string) (*conn, error) {
+	nc, err := dialRead(c)
 	if err != nil {
 		return nil, err
 	}
@@ -172,7 +170,7 @@ func (*memoriesShowCommand) Usage() usage {
 func (s *memoriesShowCommand) Flags(fs *flag.FlagSet) { jsonFlag(fs, &s.json) }
 
 func (s *memoriesShowCommand) Run(ctx context.Context, c daemon.Config, out io.Writer, args []string) error {
-	nc, err := dial(c)
+	nc, err := dialRead(c)
 	if err != nil {
 		return err
 	}
@@ -201,7 +199,7 @@ func (s *memoriesShowCommand) Run(ctx context.Context, c daemon.Config, out io.W
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	rows := [][2]string{{"id", m.ID}, {"project", m.Project}, {"folder", m.Folder}, {"kind", m.Kind}, {"tags", strings.Join(m.Tags, ", ")},
 		{"branch", m.Branch}, {"created", stamp(&m.CreatedAt)}, {"updated", stamp(&m.UpdatedAt)}, {"used", stamp(m.UsedAt)},
-		{"source", strings.TrimSuffix(m.Source.SessionID+" "+m.Source.CallID, " ")}, {"extracted from", r.ExtractedFrom}, {"forgotten", stamp(m.ForgottenAt)}}
+		{"source", source(m.Source)}, {"extracted from", r.ExtractedFrom}, {"forgotten", stamp(m.ForgottenAt)}}
 	for _, row := range rows {
 		if row[1] != "" {
 			fmt.Fprintf(tw, "%s\t%s\n", row[0], row[1])
@@ -323,7 +321,16 @@ func (e *memoriesExportCommand) Run(ctx context.Context, c daemon.Config, out io
 		return err
 	}
 	defer nc.Close()
-	w := bufio.NewWriter(out)
+	// The export is written to a private temporary file first, and to out only once every
+	// page came: a failure half-way (the daemon stopping, a page refused) leaves nothing
+	// on out, rather than a truncated export that looks whole.
+	tmp, err := os.CreateTemp("", "thatch-export-*.jsonl")
+	if err != nil {
+		return fmt.Errorf("export: a temporary file for the export: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	defer tmp.Close()
+	w := bufio.NewWriter(tmp)
 	after, total := "", 0
 	for {
 		// cursor asks for a page (cut to fit the broker, nextCursor saying whether
@@ -363,7 +370,13 @@ func (e *memoriesExportCommand) Run(ctx context.Context, c daemon.Config, out io
 		}
 	}
 	if err := w.Flush(); err != nil {
+		return fmt.Errorf("export: write %s: %w", tmp.Name(), err)
+	}
+	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
 		return err
+	}
+	if _, err := io.Copy(out, tmp); err != nil {
+		return fmt.Errorf("export: %w", err)
 	}
 	fmt.Fprintf(os.Stderr, "exported %d %s\n", total, plural(total, "memory", "memories"))
 	return nil
@@ -500,7 +513,7 @@ const knownShown = 10
 // project (a key, a folder or a folder inside one), else the absolute path of the folder it
 // names here (relative, or through a symbolic link), else an error that lists the projects
 // there are. A daemon from before memory.projects gets name as it is.
-func projectName(ctx context.Context, nc *nats.Conn, c daemon.Config, name string) (string, error) {
+func projectName(ctx context.Context, nc *conn, c daemon.Config, name string) (string, error) {
 	tries := []string{name}
 	if abs, err := filepath.Abs(name); err == nil {
 		if fi, err := os.Stat(abs); err == nil && fi.IsDir() {
@@ -561,7 +574,7 @@ func projectName(ctx context.Context, nc *nats.Conn, c daemon.Config, name strin
 
 // importMemories sends the memories of a JSON Lines file in batches. A bad line stops the
 // import before anything of it is sent, naming the line.
-func importMemories(ctx context.Context, nc *nats.Conn, c daemon.Config, path string, out io.Writer) error {
+func importMemories(ctx context.Context, nc *conn, c daemon.Config, path string, out io.Writer) error {
 	var in io.Reader = os.Stdin
 	if path != "-" {
 		f, err := os.Open(path)
@@ -624,4 +637,16 @@ func stamp(t *time.Time) string {
 		return ""
 	}
 	return t.Local().Format("2006-01-02 15:04:05")
+}
+
+// source says where a memory came from: the session and call that wrote it, or the host
+// and client of a write from outside a session (thatch mcp: "mcp, client claude-code").
+func source(s memory.Source) string {
+	if s.Host != "" && s.SessionID == "" {
+		if s.Client != "" {
+			return s.Host + ", client " + s.Client
+		}
+		return s.Host
+	}
+	return strings.TrimSuffix(s.SessionID+" "+s.CallID, " ")
 }

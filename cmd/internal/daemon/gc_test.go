@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"fmt"
 	"math"
 	"runtime"
 	"runtime/debug"
@@ -8,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/thatch-dev/thatch/internal/testkit"
 	"github.com/thatch-dev/thatch/journal"
 )
 
@@ -45,13 +47,13 @@ func TestHeapFloorRaisesGOGC(t *testing.T) {
 	// goroutine) until GOGC satisfies ok, for at most a minute.
 	cycleUntil := func(what string, ok func(uint64) bool) {
 		t.Helper()
-		for deadline := time.Now().Add(time.Minute); !ok(gogc()); {
-			if time.Now().After(deadline) {
-				t.Fatalf("GOGC is %d after a minute of cycles, want %s", gogc(), what)
+		testkit.WaitFor(t, time.Minute, "GOGC "+what, func() error {
+			if p := gogc(); !ok(p) {
+				runtime.GC()
+				return fmt.Errorf("GOGC is %d", p)
 			}
-			runtime.GC()
-			time.Sleep(10 * time.Millisecond)
-		}
+			return nil
+		})
 	}
 	stop := startHeapFloor(1 << 30) // far over this test's live heap
 	cycleUntil("over 1000 under the floor", func(p uint64) bool { return p > 1000 })

@@ -366,16 +366,32 @@ func memorySweep(m *natsbus.Memories, c Config, log *slog.Logger) func(context.C
 	}
 }
 
+// lockFile is the file of the data folder whose lock thatch serve holds while it runs.
+const lockFile = "thatch.lock"
+
+// lockWait is how long a start waits for the data folder's lock before it says another
+// thatch serve holds it: Running takes it shared for an instant, and a start must not
+// fail for that.
+const lockWait = time.Second
+
 // lockDataDir takes the data folder for this process alone (rule 12): two daemons on one
 // folder would share one journal, one broker store and one plugin shim. The kernel releases
 // the lock when the process dies, however it dies.
 func lockDataDir(dir string) (func(), error) {
-	path := filepath.Join(dir, "thatch.lock")
+	path := filepath.Join(dir, lockFile)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("lock the data folder: %w", err)
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+	deadline := time.Now().Add(lockWait)
+	for {
+		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if !errors.Is(err, syscall.EWOULDBLOCK) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond) // a CLI's Running holds it for an instant
+	}
+	if err != nil {
 		f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
 			return nil, fmt.Errorf("another thatch serve is running on the data folder %s: stop it, or give this one its own THATCH_DATA_DIR", dir)
@@ -383,6 +399,37 @@ func lockDataDir(dir string) (func(), error) {
 		return nil, fmt.Errorf("lock the data folder %s: %w", dir, err)
 	}
 	return func() { f.Close() }, nil
+}
+
+// Served tells whether a thatch serve ever ran on the data folder dir: its lock file is
+// there.
+func Served(dir string) bool {
+	_, err := os.Stat(filepath.Join(dir, lockFile))
+	return err == nil
+}
+
+// Running tells whether a thatch serve runs on the data folder dir: whether it holds the
+// folder's lock. It is known at once, where a broker that does not answer is known only
+// after a timeout. The lock is tried shared and let go at once, and nothing is created:
+// a folder without its lock file has never been served.
+func Running(dir string) (bool, error) {
+	f, err := os.Open(filepath.Join(dir, lockFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("read the lock of the data folder %s: %w", dir, err)
+	}
+	defer f.Close()
+	err = syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB)
+	if errors.Is(err, syscall.EWOULDBLOCK) {
+		return true, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("read the lock of the data folder %s: %w", dir, err)
+	}
+	_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	return false, nil
 }
 
 // sweepAPI answers the sweep method with one strand sweep.

@@ -294,23 +294,24 @@ type Effects struct {
 	Entries  []EntryOp
 	Calls    []Call
 	Notes    []Note
-	Reply    *Reply   // the answer to a ToolCall
-	Hellos   []string // hosts that (re)started: the strand sweep visits them
+	Reply    *Reply // the answer to a ToolCall
 	Ledger   []LedgerRow
-	// Awake lists the hosts that said hello: the calls waiting for them go out (rule 12).
-	Awake []Awake
+	// Hellos lists the hellos applied: the calls waiting for their host go out (rule 12),
+	// and the strand sweep visits a host whose hello began a new boot.
+	Hellos []SaidHello
 }
 
-// Awake is one host.hello as the driver needs it: Restarted when it began a new boot.
-type Awake struct {
-	Host      string
-	Restarted bool
+// SaidHello is one host.hello as the driver needs it: the host that said it, and NewBoot
+// when it began a new boot.
+type SaidHello struct {
+	Host    string
+	NewBoot bool
 }
 
-// Parkable reports whether c waits in the outbox for its host's next host.hello when the
+// CanWait reports whether c waits in the outbox for its host's next host.hello when the
 // host has no responder for it (rule 12): the calls whose loss strands or loses something.
 // Toasts, compactions and closes are the user's moment: late, they would only confuse.
-func Parkable(c Call) bool {
+func CanWait(c Call) bool {
 	switch c.Op {
 	case OpCreate, OpPrompt, OpDelete, OpList, OpProjects, OpMessages, OpMove:
 		return true
@@ -357,9 +358,8 @@ func (e *Effects) Merge(o *Effects) {
 	e.Entries = append(e.Entries, o.Entries...)
 	e.Calls = append(e.Calls, o.Calls...)
 	e.Notes = append(e.Notes, o.Notes...)
-	e.Hellos = append(e.Hellos, o.Hellos...)
 	e.Ledger = append(e.Ledger, o.Ledger...)
-	e.Awake = append(e.Awake, o.Awake...)
+	e.Hellos = append(e.Hellos, o.Hellos...)
 }
 
 // Empty reports whether e changes nothing.

@@ -55,7 +55,7 @@ func (t *step) hello(h *Host, ev Event) {
 		t.note(slog.LevelWarn, "host.hello names a small model that is not provider/model; extraction uses the host's default", "host", h.ID, "small_model", cut(hi.SmallModel, 80))
 	}
 	t.fx.Hosts[h.ID] = true
-	t.fx.Awake = append(t.fx.Awake, Awake{Host: h.ID, Restarted: restarted})
+	t.fx.Hellos = append(t.fx.Hellos, SaidHello{Host: h.ID, NewBoot: restarted})
 	if restarted {
 		t.restart(h, ev)
 	}
@@ -89,7 +89,6 @@ func (t *step) restart(h *Host, ev Event) {
 			t.dirty(sess)
 		}
 	}
-	t.fx.Hellos = append(t.fx.Hellos, h.ID)
 	t.note(slog.LevelInfo, "host started", "host", h.ID, "api", h.API, "boot_id", h.BootID)
 }
 

@@ -55,7 +55,7 @@ func (t *step) overBudget(sess *Session) bool {
 		t.note(slog.LevelWarn, "daily extraction token budget reached: no extraction starts until the next UTC day; entries stay pending",
 			"spent", t.s.SpentToday(t.now), "budget", t.DailyTokens, "session", sess.ID)
 		t.toast(sess.HostID, "thatch", fmt.Sprintf("Daily extraction budget reached (%s of %s %s). Memories wait until tomorrow (UTC); nothing is lost. Raise THATCH_EXTRACT_DAILY_TOKENS to extract today.",
-			FormatTokens(t.s.SpentToday(t.now)), FormatTokens(t.DailyTokens), Plural(t.DailyTokens, "token", "tokens")), "warning")
+			FormatTokens(t.s.SpentToday(t.now)), FormatTokens(t.DailyTokens), plural(t.DailyTokens, "token", "tokens")), "warning")
 	}
 	return true
 }
@@ -144,8 +144,8 @@ func FormatTokens(n int64) string {
 // per-turn costs carry float noise (0.0021000000000000003).
 func RoundUSD(v float64) float64 { return math.Round(v*1e6) / 1e6 }
 
-// FormatUSD writes an amount in dollars with the precision small amounts need.
-func FormatUSD(v float64) string {
+// formatUSD writes an amount in dollars with the precision small amounts need.
+func formatUSD(v float64) string {
 	if v >= 1 || v == 0 {
 		return fmt.Sprintf("$%.2f", v)
 	}
@@ -154,9 +154,9 @@ func FormatUSD(v float64) string {
 
 // FormatCost is a cost as a toast names it: "12.3k tokens, $0.0042".
 func FormatCost(c Cost) string {
-	s := FormatTokens(c.Tokens()) + " " + Plural(c.Tokens(), "token", "tokens")
+	s := FormatTokens(c.Tokens()) + " " + plural(c.Tokens(), "token", "tokens")
 	if c.USD > 0 {
-		s += ", " + FormatUSD(c.USD)
+		s += ", " + formatUSD(c.USD)
 	}
 	return s
 }

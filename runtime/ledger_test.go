@@ -167,7 +167,7 @@ func TestFormatCostAndPlural(t *testing.T) {
 			t.Errorf("FormatCost(%+v) = %q, want %q", c.cost, got, c.want)
 		}
 	}
-	if got := Plural(1, "day", "days") + " " + Plural(int64(0), "day", "days") + " " + Plural(7, "day", "days"); got != "day days days" {
+	if got := plural(1, "day", "days") + " " + plural(int64(0), "day", "days") + " " + plural(7, "day", "days"); got != "day days days" {
 		t.Errorf("Plural for 1, 0, 7: %q", got)
 	}
 	if got := RoundUSD(0.0007 + 0.0014); got != 0.0021 {

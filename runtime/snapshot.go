@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"sync/atomic"
 	"time"
 )
 
@@ -41,29 +42,40 @@ func (s *Snapshot) BudgetReached(budget int64, now time.Time) bool {
 	return st.BudgetReached(budget, now)
 }
 
+// published is what the loop publishes for other goroutines: the status as of the last
+// published round (snap), and the hosts and live sessions for the operator's page (dir,
+// table.go), kept up to date by every commit once a reader turned it on (dirOn).
+type published struct {
+	snap  atomic.Pointer[Snapshot]
+	dirty bool   // the state or the loop's counts changed since snap
+	round uint64 // snap's round
+	dir   directory
+	dirOn atomic.Bool
+}
+
 // Snapshot returns the last status the loop published: nil before the loop is ready.
 // It is safe to call from any goroutine and never waits for the loop.
-func (l *Loop) Snapshot() *Snapshot { return l.snap.Load() }
+func (l *Loop) Snapshot() *Snapshot { return l.pub.snap.Load() }
 
 // changed marks the status as changed since the last snapshot.
-func (l *Loop) changed() { l.snapDirty = true }
+func (l *Loop) changed() { l.pub.dirty = true }
 
 // publish takes a snapshot now.
 func (l *Loop) publish() {
 	st := Summary(l.state, l.pos)
-	st.OutstandingCalls, st.WaitingCalls, st.JournalError = l.outstanding, l.nWaiting, l.journalErr
-	l.round++
-	snap := &Snapshot{Status: st, At: l.Now(), counters: l.state.Counters, round: l.round}
-	if l.nWaiting > 0 { // a map per publish only while calls wait
-		snap.waiting = make(map[string]int, len(l.waiting))
-		for h, calls := range l.waiting {
+	st.OutstandingCalls, st.WaitingCalls, st.JournalError = l.workers.outstanding, l.room.n, l.journalErr
+	l.pub.round++
+	snap := &Snapshot{Status: st, At: l.Now(), counters: l.state.Counters, round: l.pub.round}
+	if l.room.n > 0 { // a map per publish only while calls wait
+		snap.waiting = make(map[string]int, len(l.room.byHost))
+		for h, calls := range l.room.byHost {
 			if len(calls) > 0 {
 				snap.waiting[h] = len(calls)
 			}
 		}
 	}
-	l.snap.Store(snap)
-	l.snapDirty = false
+	l.pub.snap.Store(snap)
+	l.pub.dirty = false
 }
 
 // maybePublish publishes a snapshot when the status changed. Summary reads counts the
@@ -71,7 +83,7 @@ func (l *Loop) publish() {
 // whoever saw a round's effects (an acknowledgement, a reply) then gets a status at least
 // as new.
 func (l *Loop) maybePublish() {
-	if l.snapDirty {
+	if l.pub.dirty {
 		l.publish()
 	}
 }

@@ -102,7 +102,7 @@ func (t *step) sweepApply(in SweepApply) {
 	if n := deleted + moved; n > 0 {
 		t.count(&t.s.Counters.Healed, int64(n))
 		t.note(slog.LevelInfo, "stranded sessions healed", "host", in.Host, "deleted", deleted, "moved", moved)
-		t.toast(in.Host, "thatch", fmt.Sprintf("Healed %d stranded %s (%d deleted, %d moved)", n, Plural(n, "session", "sessions"), deleted, moved), "info")
+		t.toast(in.Host, "thatch", fmt.Sprintf("Healed %d stranded %s (%d deleted, %d moved)", n, plural(n, "session", "sessions"), deleted, moved), "info")
 	}
 }
 

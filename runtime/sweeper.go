@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"time"
 )
 
@@ -13,15 +12,17 @@ import (
 // is switched off.
 var ErrSweepDisabled = errors.New("the strand sweep is off (THATCH_STRAND_SWEEP=off): only a dry run is allowed")
 
-// Sweeper runs the periodic sweeps (rules 8 and 9): at start, after a host's hello, and
+// Sweeper runs the periodic sweeps (rules 8 and 9): at start, after a host's new boot, and
 // every Every. It does the I/O — host listings and directory checks — and hands the
 // results to the loop, which alone changes the state.
 type Sweeper struct {
 	Loop   *Loop
 	Caller Caller
 	Every  time.Duration
-	Strand bool              // THATCH_STRAND_SWEEP
-	Exists func(string) bool // directory check; os.Stat by default
+	Strand bool // THATCH_STRAND_SWEEP
+	// Exists reports whether a directory exists on thatch's filesystem (the daemon's
+	// os.Stat); required.
+	Exists func(string) bool
 	// Also runs after each journal sweep (the memory store's own pruning); its error is
 	// logged.
 	Also func(ctx context.Context) error
@@ -31,19 +32,6 @@ type Sweeper struct {
 // SweepResult is one strand sweep's plan.
 type SweepResult struct {
 	Actions []StrandAction `json:"actions"`
-}
-
-// DirExists reports whether dir is a directory on thatch's filesystem.
-func DirExists(dir string) bool {
-	fi, err := os.Stat(dir)
-	return err == nil && fi.IsDir()
-}
-
-func (w *Sweeper) exists(dir string) bool {
-	if w.Exists != nil {
-		return w.Exists(dir)
-	}
-	return DirExists(dir)
 }
 
 // Run sweeps until ctx ends.
@@ -57,7 +45,7 @@ func (w *Sweeper) Run(ctx context.Context) error {
 			return nil
 		case <-ticker.C:
 			w.runOnce(ctx)
-		case host := <-w.Loop.Hellos():
+		case host := <-w.Loop.NewBoots():
 			if w.Strand {
 				if _, err := w.Sweep(ctx, host, false); err != nil && ctx.Err() == nil {
 					w.Log.Warn("strand sweep failed", "host", host, "err", err)
@@ -93,7 +81,7 @@ func (w *Sweeper) JournalSweep(ctx context.Context) error {
 	}
 	exists := map[string]bool{}
 	for _, d := range v.([]string) {
-		exists[d] = w.exists(d)
+		exists[d] = w.Exists(d)
 	}
 	return w.Loop.Submit(ctx, Tick{Exists: exists})
 }
@@ -154,7 +142,7 @@ func (w *Sweeper) plan(ctx context.Context, h Host) ([]StrandAction, error) {
 	exists := func(dir string) bool {
 		e, ok := seen[dir]
 		if !ok {
-			e = w.exists(dir)
+			e = w.Exists(dir)
 			seen[dir] = e
 		}
 		return e

@@ -173,11 +173,11 @@ func BuildTable(s *State, waiting map[string]int, now time.Time) *Table {
 // call asks the loop to publish its whole directory once (a pass over the sessions);
 // from then on the loop publishes each commit's changes, and Table never waits for it.
 func (l *Loop) Table(ctx context.Context) (*Table, error) {
-	if !l.dirOn.Load() {
+	if !l.pub.dirOn.Load() {
 		if _, err := l.Query(ctx, func(View) any {
-			if !l.dirOn.Load() {
-				l.dir.fill(l.state, l.Now())
-				l.dirOn.Store(true)
+			if !l.pub.dirOn.Load() {
+				l.pub.dir.fill(l.state, l.Now())
+				l.pub.dirOn.Store(true)
 			}
 			return nil
 		}); err != nil {
@@ -185,8 +185,8 @@ func (l *Loop) Table(ctx context.Context) (*Table, error) {
 		}
 	}
 	var waiting map[string]int
-	if snap := l.snap.Load(); snap != nil {
+	if snap := l.pub.snap.Load(); snap != nil {
 		waiting = snap.waiting
 	}
-	return l.dir.table(waiting), nil
+	return l.pub.dir.table(waiting), nil
 }

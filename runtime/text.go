@@ -35,13 +35,13 @@ func (t *step) reminder() string {
 	c := &t.s.Counters
 	var parts []string
 	if c.StaleRequeued > 0 {
-		parts = append(parts, fmt.Sprintf("%d stale %s requeued", c.StaleRequeued, Plural(c.StaleRequeued, "claim", "claims")))
+		parts = append(parts, fmt.Sprintf("%d stale %s requeued", c.StaleRequeued, plural(c.StaleRequeued, "claim", "claims")))
 	}
 	if c.Healed > 0 {
-		parts = append(parts, fmt.Sprintf("%d stranded %s healed", c.Healed, Plural(c.Healed, "session", "sessions")))
+		parts = append(parts, fmt.Sprintf("%d stranded %s healed", c.Healed, plural(c.Healed, "session", "sessions")))
 	}
 	if c.Swept > 0 {
-		parts = append(parts, fmt.Sprintf("%d %s journal rows swept", c.Swept, Plural(c.Swept, "session's", "sessions'")))
+		parts = append(parts, fmt.Sprintf("%d %s journal rows swept", c.Swept, plural(c.Swept, "session's", "sessions'")))
 	}
 	if len(parts) > 0 {
 		c.StaleRequeued, c.Healed, c.Swept = 0, 0, 0
@@ -50,8 +50,8 @@ func (t *step) reminder() string {
 	return Reminder(parts)
 }
 
-// Plural is one when n is 1, else many: fmt.Sprintf("%d %s", n, Plural(n, "day", "days")).
-func Plural[N int | int64](n N, one, many string) string {
+// plural is one when n is 1, else many: fmt.Sprintf("%d %s", n, plural(n, "day", "days")).
+func plural[N int | int64](n N, one, many string) string {
 	if n == 1 {
 		return one
 	}

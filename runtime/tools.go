@@ -67,7 +67,7 @@ func (t *step) tool(c ToolCall) *Reply {
 		n := t.complete(root, caller.ID)
 		caller.Completed += n
 		return &Reply{Output: fmt.Sprintf("Extraction recorded: %d %s completed (%d new, %d updated, %d deleted memories).",
-			n, Plural(n, "entry", "entries"), m.New, m.Updated, m.Deleted), Metadata: map[string]any{"completed": n}}
+			n, plural(n, "entry", "entries"), m.New, m.Updated, m.Deleted), Metadata: map[string]any{"completed": n}}
 	}
 	return toolError(protocol.BadRequest, "unknown tool %q: thatch serves %s, %s, %s, %s, %s and %s",
 		c.Name, ToolPayload, ToolDone, ToolRemember, ToolSearch, ToolUpdate, ToolForget)

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"encoding/json"
 	"maps"
 	"slices"
 	"strconv"
@@ -48,18 +49,10 @@ type StatusView struct {
 	// HostsMissingTools lists, in id order, the online hosts that have not loaded thatch's
 	// tools (their plugin is not loaded): no extraction starts for their sessions.
 	HostsMissingTools []string `json:"hostsMissingTools,omitempty"`
-	// Bridge is the in-process opencode bridge's connection; absent without one.
-	Bridge *BridgeStatus `json:"bridge,omitempty"`
-}
-
-// BridgeStatus is the in-process opencode bridge's connection to its server: Hosts counts
-// a host online from its hello until its goodbye, and an opencode that went away says none.
-type BridgeStatus struct {
-	URL       string    `json:"url"` // credentials redacted
-	HostID    string    `json:"hostID"`
-	Connected bool      `json:"connected"`       // its event stream is open
-	Since     time.Time `json:"since,omitzero"`  // when Connected last changed (or the bridge started)
-	Error     string    `json:"error,omitempty"` // why opencode cannot be reached, while not connected
+	// Bridge is the in-process opencode bridge's connection to its server, as the bridge
+	// writes it (adapters/opencode's BridgeStatus); absent without one. Each reader
+	// decodes the fields it shows.
+	Bridge json.RawMessage `json:"bridge,omitempty"`
 }
 
 // ExtractionView is the status's account of extraction's cost.

@@ -53,8 +53,9 @@ type Server struct {
 	// Broker is the embedded broker's JetStreamWatch; nil (an external broker) leaves
 	// brokerError out of status.
 	Broker interface{ Err() string }
-	// Bridge is the in-process opencode bridge; nil (none) leaves bridge out of status.
-	Bridge interface{ BridgeStatus() *runtime.BridgeStatus }
+	// Bridge, when set, is the in-process opencode bridge's row of status, which status
+	// holds as it marshals; nil (no bridge) leaves bridge out of status.
+	Bridge func() any
 	// DeadLetters reads a page of the journal's dead letters, newest first, those older
 	// than the row before (0: from the newest); nil answers the deadletters method with
 	// NotImplementedError.
@@ -380,7 +381,9 @@ func (s *Server) Status(ctx context.Context) (runtime.StatusView, error) {
 		st.BrokerError = s.Broker.Err()
 	}
 	if s.Bridge != nil {
-		st.Bridge = s.Bridge.BridgeStatus()
+		if b, err := json.Marshal(s.Bridge()); err == nil {
+			st.Bridge = b
+		}
 	}
 	if s.Memories != nil {
 		st.Redacted += s.Memories.Redacted.Load()

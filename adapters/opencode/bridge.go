@@ -236,11 +236,22 @@ func (b *Bridge) Run(ctx context.Context) error {
 	return nil
 }
 
+// BridgeStatus is the bridge's row of thatch status (its bridge field): the opencode it
+// bridges, as which host, and whether its event stream is open. Hosts online counts a
+// host from its hello until its goodbye, and an opencode that went away sends none.
+type BridgeStatus struct {
+	URL       string    `json:"url"` // credentials redacted
+	HostID    string    `json:"hostID"`
+	Connected bool      `json:"connected"`       // its event stream is open
+	Since     time.Time `json:"since,omitzero"`  // when Connected last changed (or the bridge started)
+	Error     string    `json:"error,omitempty"` // why opencode cannot be reached, while not connected
+}
+
 // BridgeStatus is the bridge's row of thatch status: the opencode it bridges (the URL's
 // credentials redacted), as which host, and whether its event stream is open. The
 // runtime's count of hosts online cannot say: opencode gone sends no goodbye.
-func (b *Bridge) BridgeStatus() *runtime.BridgeStatus {
+func (b *Bridge) BridgeStatus() *BridgeStatus {
 	connected, since, err := b.link.state()
-	return &runtime.BridgeStatus{URL: natsbus.RedactURLs(b.Client.BaseURL), HostID: b.HostID,
+	return &BridgeStatus{URL: natsbus.RedactURLs(b.Client.BaseURL), HostID: b.HostID,
 		Connected: connected, Since: since, Error: err}
 }

@@ -6,7 +6,7 @@
 // opencode bridge as a host") is its specification.
 //
 // It is a host, beside thatch rather than inside it: it imports the runtime for a few
-// shared types (Hello, BridgeStatus), runtime/protocol for the wire's names,
+// shared types (Hello), runtime/protocol for the wire's names,
 // runtime/redact to redact before it publishes, adapters/natsbus (PublishEvent,
 // RedactURLs) and commands (the shim's token). Like every adapter it never imports cmd,
 // and no other adapter than natsbus.

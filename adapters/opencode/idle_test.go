@@ -183,9 +183,9 @@ func TestBridgeStatus(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- b.Run(runCtx) }()
 	defer func() { stop(); <-done }()
-	wait := func(what string, ok func(*runtime.BridgeStatus) bool) *runtime.BridgeStatus {
+	wait := func(what string, ok func(*BridgeStatus) bool) *BridgeStatus {
 		t.Helper()
-		var st *runtime.BridgeStatus
+		var st *BridgeStatus
 		testkit.WaitFor(t, 30*time.Second, what, func() error {
 			if st = b.BridgeStatus(); !ok(st) {
 				return fmt.Errorf("status %+v", st)
@@ -195,7 +195,7 @@ func TestBridgeStatus(t *testing.T) {
 		return st
 	}
 
-	down := wait("unreachable", func(st *runtime.BridgeStatus) bool { return st.Error != "" })
+	down := wait("unreachable", func(st *BridgeStatus) bool { return st.Error != "" })
 	if down.Connected || down.Since.IsZero() || down.URL != "http://REDACTED@"+addr || down.HostID != "oc-test" ||
 		strings.Contains(down.Error, "s3cret") || !strings.Contains(down.Error, addr) {
 		t.Fatalf("while nothing listens: %+v", down)
@@ -203,14 +203,14 @@ func TestBridgeStatus(t *testing.T) {
 
 	fake := &fakeOpencode{events: make(chan string, 16)}
 	srv := listenAt(t, addr, fake)
-	up := wait("connected", func(st *runtime.BridgeStatus) bool { return st.Connected })
+	up := wait("connected", func(st *BridgeStatus) bool { return st.Connected })
 	if up.Error != "" || !up.Since.After(down.Since) {
 		t.Fatalf("once opencode answers: %+v (down since %s)", up, down.Since)
 	}
 
 	srv.CloseClientConnections() // as a dying server does
 	srv.Close()
-	gone := wait("unreachable again", func(st *runtime.BridgeStatus) bool { return !st.Connected && st.Error != "" })
+	gone := wait("unreachable again", func(st *BridgeStatus) bool { return !st.Connected && st.Error != "" })
 	if gone.Since.Before(up.Since) {
 		t.Fatalf("after opencode went away: %+v (connected since %s)", gone, up.Since)
 	}

@@ -210,8 +210,8 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descFailing, b2f(st.JournalError != ""), "journal")
 	gauge(descFailing, b2f(st.MemoryError != ""), "memories")
 	gauge(descFailing, b2f(st.BrokerError != ""), "broker")
-	if st.Bridge != nil {
-		gauge(descBridge, b2f(st.Bridge.Connected))
+	if b := bridgeOf(st); b != nil {
+		gauge(descBridge, b2f(b.Connected))
 	}
 	if x := st.Extraction; x != nil {
 		gauge(descSpend, float64(x.Today.Tokens))

@@ -144,10 +144,11 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	unreachable := map[string]bool{} // the bridge's host while opencode cannot be reached
-	if b := st.Bridge; b != nil && !b.Connected {
+	ov := overviewStatus{StatusView: st, Bridge: bridgeOf(st)}
+	if b := ov.Bridge; b != nil && !b.Connected {
 		unreachable[b.HostID] = true
 	}
-	return s.render(w, r, "overview", map[string]any{"Title": "Overview", "Status": st, "Hosts": t.Hosts, "At": t.At, "Unreachable": unreachable})
+	return s.render(w, r, "overview", map[string]any{"Title": "Overview", "Status": ov, "Hosts": t.Hosts, "At": t.At, "Unreachable": unreachable})
 }
 
 // Node is a session in the sessions tree, with its children.

@@ -77,8 +77,8 @@ type rig struct {
 	consuming  atomic.Bool
 	statusErr  atomic.Pointer[error]
 	journalErr atomic.Pointer[string]
-	bridge     atomic.Pointer[runtime.BridgeStatus]
-	lastSeq    atomic.Uint64 // the stream's last sequence, for thatch_stream_lag
+	bridge     atomic.Pointer[string] // the bridge's row of status, as opencode's bridge writes it
+	lastSeq    atomic.Uint64          // the stream's last sequence, for thatch_stream_lag
 
 	sweepMu sync.Mutex
 	sweeps  []sweepCall
@@ -161,7 +161,9 @@ func (r *rig) status(ctx context.Context) (runtime.StatusView, error) {
 	if je := r.journalErr.Load(); je != nil {
 		st.JournalError = *je
 	}
-	st.Bridge = r.bridge.Load()
+	if b := r.bridge.Load(); b != nil {
+		st.Bridge = []byte(*b)
+	}
 	n, err := r.mem.Count(ctx)
 	if err != nil {
 		st.MemoryError = err.Error()

@@ -1002,7 +1002,8 @@ func TestHygieneProjectWide(t *testing.T) {
 		}
 	}
 	m := r.remember(api, "the feature branch caches sessions in redis", memory.RememberArgs{Branch: "feat-gone", Directory: repo})
-	orphaned, _, err := r.mem.CheckBranches(context.Background(), runtime.DirExists, time.Now())
+	dirExists := func(dir string) bool { fi, err := os.Stat(dir); return err == nil && fi.IsDir() }
+	orphaned, _, err := r.mem.CheckBranches(context.Background(), dirExists, time.Now())
 	if err != nil || orphaned != 1 {
 		t.Fatalf("CheckBranches: %d orphaned, %v", orphaned, err)
 	}
@@ -1307,14 +1308,23 @@ func TestOverviewShowsTheBridgeDown(t *testing.T) {
 	c := r.login()
 	r.deliver("host.hello", `{"hostID":"h1","api":"v1","version":"x","bootID":"b1","directory":"/w","worktree":"/w","capabilities":{},"resumed":[]}`)
 	r.applied()
-	r.bridge.Store(&runtime.BridgeStatus{URL: "http://127.0.0.1:4096", HostID: "h1", Connected: true, Since: time.Now()})
+	since := time.Now().UTC().Format(time.RFC3339Nano)
+	up := `{"url":"http://127.0.0.1:4096","hostID":"h1","connected":true,"since":"` + since + `"}`
+	r.bridge.Store(&up)
 	if body := r.page(c, "/"); strings.Contains(body, `id="bridge-down"`) || !strings.Contains(body, `badge ok">online`) {
 		t.Fatalf("with opencode reachable:\n%s", body)
 	}
-	r.bridge.Store(&runtime.BridgeStatus{URL: "http://127.0.0.1:4096", HostID: "h1", Since: time.Now(), Error: "connection refused"})
+	if v := r.metricsNow().value("thatch_bridge_connected"); v != 1 {
+		t.Fatalf("thatch_bridge_connected = %v with opencode reachable, want 1", v)
+	}
+	down := `{"url":"http://127.0.0.1:4096","hostID":"h1","connected":false,"since":"` + since + `","error":"connection refused"}`
+	r.bridge.Store(&down)
 	body := r.page(c, "/")
 	if !strings.Contains(body, `id="bridge-down"`) || !strings.Contains(body, "connection refused") || !strings.Contains(body, ">unreachable<") {
 		t.Fatalf("with opencode gone:\n%s", body)
+	}
+	if v := r.metricsNow().value("thatch_bridge_connected"); v != 0 {
+		t.Fatalf("thatch_bridge_connected = %v with opencode gone, want 0", v)
 	}
 }
 

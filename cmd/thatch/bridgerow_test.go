@@ -26,22 +26,26 @@ func TestCLIStatusBridgeRow(t *testing.T) {
 	since := written.Add(-90 * time.Second)
 	at, then := since.Local().Format(time.RFC3339), written.Local().Format(time.RFC3339)
 	for _, tc := range []struct {
-		bridge *runtime.BridgeStatus
+		bridge *opencode.BridgeStatus
 		hosts  string // the hosts online row
 		want   string // the line after it
 	}{
-		{&runtime.BridgeStatus{URL: "http://127.0.0.1:4096", HostID: "oc-1", Connected: true, Since: since}, "hosts online 1",
+		{&opencode.BridgeStatus{URL: "http://127.0.0.1:4096", HostID: "oc-1", Connected: true, Since: since}, "hosts online 1",
 			"opencode bridge http://127.0.0.1:4096 (host oc-1): connected until " + then + " (for 1m30s, since " + at + ")"},
-		{&runtime.BridgeStatus{URL: "http://REDACTED@127.0.0.1:4096", HostID: "oc-1", Since: since,
+		{&opencode.BridgeStatus{URL: "http://REDACTED@127.0.0.1:4096", HostID: "oc-1", Since: since,
 			Error: `Get "http://127.0.0.1:4096/global/event": dial tcp 127.0.0.1:4096: connect: connection refused`},
 			"hosts online 1 (opencode oc-1 unreachable since " + since.Local().Format(time.TimeOnly) + ")",
 			"opencode bridge http://REDACTED@127.0.0.1:4096 (host oc-1): UNREACHABLE until " + then + " (for 1m30s, since " + at + ")"},
-		{&runtime.BridgeStatus{URL: "http://127.0.0.1:4096", HostID: "oc-1", Since: since},
+		{&opencode.BridgeStatus{URL: "http://127.0.0.1:4096", HostID: "oc-1", Since: since},
 			"hosts online 1 (opencode oc-1 connecting since " + since.Local().Format(time.TimeOnly) + ")",
 			"opencode bridge http://127.0.0.1:4096 (host oc-1): connecting until " + then},
 		{nil, "hosts online 1", "sessions 0"}, // no in-process bridge: no row
 	} {
-		writeStatus(t, c.DataDir, written, runtime.StatusView{Version: "v", Hosts: 1, Bridge: tc.bridge}, "")
+		st := runtime.StatusView{Version: "v", Hosts: 1}
+		if tc.bridge != nil {
+			st.Bridge, _ = json.Marshal(tc.bridge)
+		}
+		writeStatus(t, c.DataDir, written, st, "")
 		var out bytes.Buffer
 		if err := client(context.Background(), c, "status", nil, &out); err == nil || !strings.Contains(err.Error(), "unreachable") {
 			t.Errorf("status from the file: %v, want the stale error", err)
@@ -74,9 +78,9 @@ func TestServeStatusNamesBridge(t *testing.T) {
 	var st *runtime.StatusView
 	waitFor(t, "the bridge's failure in status", func() bool {
 		st = cliStatus(c)
-		return st != nil && st.Bridge != nil && st.Bridge.Error != ""
+		return st != nil && bridgeOf(*st) != nil && bridgeOf(*st).Error != ""
 	})
-	b := st.Bridge
+	b := bridgeOf(*st)
 	if b.URL != "http://REDACTED@127.0.0.1:1" || b.HostID != opencode.HostIDFor(c.OpencodeURL) || b.Connected || b.Since.IsZero() ||
 		strings.Contains(b.Error, "secret") || strings.Contains(b.Error, "opuser") {
 		t.Fatalf("status's bridge: %+v", b)
@@ -92,7 +96,7 @@ func TestServeStatusNamesBridge(t *testing.T) {
 	// Stopped: its last status, as it was when written, and said to be so at once.
 	waitFor(t, "the status file to show the bridge's failure", func() bool {
 		f, err := daemon.ReadStatusFile(c.DataDir)
-		return err == nil && f.Status.Bridge != nil && f.Status.Bridge.Error != ""
+		return err == nil && bridgeOf(f.Status) != nil && bridgeOf(f.Status).Error != ""
 	})
 	stop()
 	f, err := daemon.ReadStatusFile(c.DataDir)

@@ -12,7 +12,6 @@ import (
 	"text/tabwriter"
 
 	"github.com/thatch-dev/thatch/cmd/internal/daemon"
-	"github.com/thatch-dev/thatch/runtime"
 )
 
 // A command is one of thatch's subcommands: a small type whose fields are its flags. The
@@ -101,7 +100,7 @@ func runCommand(ctx context.Context, load func() (daemon.Config, error), out io.
 	if len(pos) != len(u.Args) {
 		want := "no arguments"
 		if n := len(u.Args); n > 0 {
-			want = fmt.Sprintf("%d %s (%s)", n, runtime.Plural(n, "argument", "arguments"), strings.Join(u.Args, " "))
+			want = fmt.Sprintf("%d %s (%s)", n, plural(n, "argument", "arguments"), strings.Join(u.Args, " "))
 		}
 		return fmt.Errorf("thatch %s takes %s, got %q\n%s", u.Name, want, pos, help)
 	}

@@ -40,7 +40,7 @@ func (k *costsCommand) Run(ctx context.Context, c daemon.Config, out io.Writer, 
 	}
 	return printTable(out, raw, k.json, func(tw io.Writer, rows []runtime.CostRow) error {
 		if len(rows) == 0 {
-			fmt.Fprintf(tw, "no extraction in the last %d %s\n", k.days, runtime.Plural(k.days, "day", "days"))
+			fmt.Fprintf(tw, "no extraction in the last %d %s\n", k.days, plural(k.days, "day", "days"))
 			return nil
 		}
 		fmt.Fprintln(tw, "DAY (UTC)\tPROJECT\tEXTRACTIONS\tENTRIES\tTOKENS IN\tTOKENS OUT\tCOST\tMODELS")
@@ -53,12 +53,12 @@ func (k *costsCommand) Run(ctx context.Context, c daemon.Config, out io.Writer, 
 				project = r.Directory
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", r.Day, project, r.Extractions, r.Entries,
-				runtime.FormatTokens(r.TokensIn), runtime.FormatTokens(r.TokensOut), runtime.FormatUSD(r.USD), strings.Join(r.Models, ","))
+				runtime.FormatTokens(r.TokensIn), runtime.FormatTokens(r.TokensOut), formatUSD(r.USD), strings.Join(r.Models, ","))
 			total.Extractions, total.Entries = total.Extractions+r.Extractions, total.Entries+r.Entries
 			total.TokensIn, total.TokensOut, total.USD = total.TokensIn+r.TokensIn, total.TokensOut+r.TokensOut, total.USD+r.USD
 		}
-		fmt.Fprintf(tw, "total, %d %s\t\t%d\t%d\t%s\t%s\t%s\t\n", k.days, runtime.Plural(k.days, "day", "days"), total.Extractions, total.Entries,
-			runtime.FormatTokens(total.TokensIn), runtime.FormatTokens(total.TokensOut), runtime.FormatUSD(total.USD))
+		fmt.Fprintf(tw, "total, %d %s\t\t%d\t%d\t%s\t%s\t%s\t\n", k.days, plural(k.days, "day", "days"), total.Extractions, total.Entries,
+			runtime.FormatTokens(total.TokensIn), runtime.FormatTokens(total.TokensOut), formatUSD(total.USD))
 		return nil
 	})
 }

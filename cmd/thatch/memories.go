@@ -378,7 +378,7 @@ func (e *memoriesExportCommand) Run(ctx context.Context, c daemon.Config, out io
 	if _, err := io.Copy(out, tmp); err != nil {
 		return fmt.Errorf("export: %w", err)
 	}
-	fmt.Fprintf(os.Stderr, "exported %d %s\n", total, runtime.Plural(total, "memory", "memories"))
+	fmt.Fprintf(os.Stderr, "exported %d %s\n", total, plural(total, "memory", "memories"))
 	return nil
 }
 
@@ -458,7 +458,7 @@ func (h *memoriesHygieneCommand) Run(ctx context.Context, c daemon.Config, out i
 		fmt.Fprintln(out, "nothing to tidy: no duplicate pairs, stale memories or memories of deleted branches")
 		return nil
 	}
-	head := fmt.Sprintf("%d %s", page.Total, runtime.Plural(page.Total, "finding", "findings"))
+	head := fmt.Sprintf("%d %s", page.Total, plural(page.Total, "finding", "findings"))
 	if kinds := page.Kinds(); kinds != "" {
 		head += ": " + kinds
 	}
@@ -620,7 +620,7 @@ func importMemories(ctx context.Context, nc *conn, c daemon.Config, path string,
 		start = end
 	}
 	fmt.Fprintf(out, "imported %d of %d %s (%d already here, live or forgotten: thatch memories restore ID brings a forgotten one back)\n",
-		added, len(ms), runtime.Plural(len(ms), "memory", "memories"), len(ms)-added)
+		added, len(ms), plural(len(ms), "memory", "memories"), len(ms)-added)
 	return nil
 }
 

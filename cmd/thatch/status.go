@@ -15,6 +15,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/thatch-dev/thatch/adapters/opencode"
 	"github.com/thatch-dev/thatch/cmd/internal/daemon"
 	"github.com/thatch-dev/thatch/runtime"
 	"github.com/thatch-dev/thatch/runtime/protocol"
@@ -120,14 +121,15 @@ func (s *statusCommand) Run(ctx context.Context, c daemon.Config, out io.Writer,
 		if row[0] == "version" && len(st.HostsMissingTools) > 0 {
 			fmt.Fprintf(tw, "TOOLS MISSING\t%s: opencode has not loaded thatch's plugin, so its sessions get no memories and no extraction runs (entries wait); run thatch install if needed, then restart opencode or POST /instance/dispose to it\n", strings.Join(st.HostsMissingTools, ", "))
 		}
-		if row[0] == "hosts online" && st.Bridge != nil && !st.Bridge.Connected {
+		b := bridgeOf(st)
+		if row[0] == "hosts online" && b != nil && !b.Connected {
 			// A host counts as online until its goodbye, and an opencode that went away
 			// sends none: the count says which one it may hold that is not there.
-			row[1] += " (" + bridgeAway(st.Bridge) + ")"
+			row[1] += " (" + bridgeAway(b) + ")"
 		}
 		fmt.Fprintf(tw, "%s\t%s\n", row[0], row[1])
-		if row[0] == "hosts online" && st.Bridge != nil {
-			fmt.Fprintf(tw, "opencode bridge\t%s\n", bridgeRow(st.Bridge, time.Now(), asOf))
+		if row[0] == "hosts online" && b != nil {
+			fmt.Fprintf(tw, "opencode bridge\t%s\n", bridgeRow(b, time.Now(), asOf))
 		}
 	}
 	if c.NATSURL == "" {
@@ -137,9 +139,9 @@ func (s *statusCommand) Run(ctx context.Context, c daemon.Config, out io.Writer,
 	}
 	if x := st.Extraction; x != nil {
 		spend := func(p runtime.Spend) string {
-			return fmt.Sprintf("%d %s, %s %s (%s in, %s out), %s", p.Extractions, runtime.Plural(p.Extractions, "extraction", "extractions"),
-				runtime.FormatTokens(p.Tokens), runtime.Plural(p.Tokens, "token", "tokens"),
-				runtime.FormatTokens(p.TokensIn), runtime.FormatTokens(p.TokensOut), runtime.FormatUSD(p.USD))
+			return fmt.Sprintf("%d %s, %s %s (%s in, %s out), %s", p.Extractions, plural(p.Extractions, "extraction", "extractions"),
+				runtime.FormatTokens(p.Tokens), plural(p.Tokens, "token", "tokens"),
+				runtime.FormatTokens(p.TokensIn), runtime.FormatTokens(p.TokensOut), formatUSD(p.USD))
 		}
 		if x.Error != "" {
 			fmt.Fprintf(tw, "LEDGER ERROR\t%s\n", x.Error)
@@ -149,7 +151,7 @@ func (s *statusCommand) Run(ctx context.Context, c daemon.Config, out io.Writer,
 		budget := "no limit (THATCH_EXTRACT_DAILY_TOKENS unset)"
 		if x.DailyTokens > 0 {
 			budget = fmt.Sprintf("%s %s a day, %s used today", runtime.FormatTokens(x.DailyTokens),
-				runtime.Plural(x.DailyTokens, "token", "tokens"), runtime.FormatTokens(x.Today.Tokens))
+				plural(x.DailyTokens, "token", "tokens"), runtime.FormatTokens(x.Today.Tokens))
 			if x.BudgetReached {
 				budget += ": REACHED, extraction waits for the next UTC day"
 			}
@@ -164,11 +166,23 @@ func (s *statusCommand) Run(ctx context.Context, c daemon.Config, out io.Writer,
 	return stale
 }
 
+// bridgeOf reads status's row of the in-process opencode bridge: nil without one.
+func bridgeOf(st runtime.StatusView) *opencode.BridgeStatus {
+	if len(st.Bridge) == 0 {
+		return nil
+	}
+	var b opencode.BridgeStatus
+	if json.Unmarshal(st.Bridge, &b) != nil {
+		return nil
+	}
+	return &b
+}
+
 // bridgeRow is status's line for the in-process opencode bridge: the server, as which
 // host, and whether its event stream is open, since when, as of now; or, for the status of
 // a thatch that cannot be asked (asOf: when its status file was written), as it was then:
 // "connected until" that time, for how long.
-func bridgeRow(b *runtime.BridgeStatus, now time.Time, asOf *time.Time) string {
+func bridgeRow(b *opencode.BridgeStatus, now time.Time, asOf *time.Time) string {
 	at := func() string {
 		switch {
 		case b.Since.IsZero() && asOf == nil:
@@ -193,7 +207,7 @@ func bridgeRow(b *runtime.BridgeStatus, now time.Time, asOf *time.Time) string {
 
 // bridgeAway says which host the bridge's opencode is while its event stream is closed,
 // and since when: "opencode oc-1 unreachable since 12:01:02".
-func bridgeAway(b *runtime.BridgeStatus) string {
+func bridgeAway(b *opencode.BridgeStatus) string {
 	state := "connecting"
 	if b.Error != "" {
 		state = "unreachable"

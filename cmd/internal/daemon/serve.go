@@ -166,7 +166,7 @@ func ServeWith(ctx context.Context, c Config, log *slog.Logger, tune func(*runti
 		}},
 		loop.Deliveries(), log.With("component", "consumer"))
 	sweeper := &runtime.Sweeper{Loop: loop, Caller: caller, Every: time.Duration(c.StrandSweepMS) * time.Millisecond,
-		Strand: bool(c.StrandSweep), Log: log.With("component", "sweep"),
+		Strand: bool(c.StrandSweep), Exists: dirExists, Log: log.With("component", "sweep"),
 		Also: memorySweep(memories, c, log.With("component", "memory"))}
 	var ocBridge *opencode.Bridge
 	var redactions []*atomic.Int64 // other parts' redactions, for status
@@ -185,8 +185,8 @@ func ServeWith(ctx context.Context, c Config, log *slog.Logger, tune func(*runti
 	if watch != nil {
 		srv.Broker = watch
 	}
-	if ocBridge != nil { // not a nil *Bridge in the interface: status would call it
-		srv.Bridge = ocBridge
+	if ocBridge != nil {
+		srv.Bridge = func() any { return ocBridge.BridgeStatus() }
 	}
 
 	// The in-process bridge answers host calls before the outbox resumes (rule 12): the
@@ -332,6 +332,13 @@ func ServeWith(ctx context.Context, c Config, log *slog.Logger, tune func(*runti
 	return err
 }
 
+// dirExists reports whether dir is a directory on thatch's filesystem: the sweeps' check
+// of the directories sessions and branches live in.
+func dirExists(dir string) bool {
+	fi, err := os.Stat(dir)
+	return err == nil && fi.IsDir()
+}
+
 // memorySweep is the memory store's part of each journal sweep: the tool-call memo and the
 // frozen texts live as long as session rows; branches are checked every time; the
 // all-pairs duplicate pass, and the full-text index's merge after it, run when the store
@@ -342,7 +349,7 @@ func memorySweep(m *natsbus.Memories, c Config, log *slog.Logger) func(context.C
 	return func(ctx context.Context) error {
 		now := time.Now()
 		errPrune := st.Prune(ctx, now.Add(-time.Duration(c.RuntimeStateTTLMS)*time.Millisecond))
-		orphaned, merged, errBranches := st.CheckBranches(ctx, runtime.DirExists, now)
+		orphaned, merged, errBranches := st.CheckBranches(ctx, dirExists, now)
 		if orphaned+merged > 0 {
 			log.Info("memories of deleted branches", "orphaned", orphaned, "merged", merged)
 		}

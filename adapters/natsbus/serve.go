@@ -41,9 +41,9 @@ type Server struct {
 	// Sweep answers the sweep method; nil answers NotImplementedError.
 	Sweep func(ctx context.Context, hostID string, dryRun bool) (any, *runtime.HostError)
 	// Memories serves the memory tools and methods; nil answers NotImplementedError.
-	Memories *Memories
-	// Redactions are other parts' redaction counts (the in-process bridge's), which status
-	// adds to the journal's and the store's.
+	Memories Memories
+	// Redactions are other parts' redaction counts (the in-process bridge's, the memory
+	// store's), which status adds to the journal's.
 	Redactions []*atomic.Int64
 	// Costs reads the ledger from a UTC day on (rule 14); nil leaves costs out of status
 	// and answers the costs method with NotImplementedError. Extract is the runtime's
@@ -59,15 +59,9 @@ type Server struct {
 	// than the row before (0: from the newest); nil answers the deadletters method with
 	// NotImplementedError.
 	DeadLetters func(before int64, limit int) ([]runtime.DeadLetterView, error)
-	// ExtractedFrom, when set, names the top-level session an extraction child extracted
-	// (the ledger's): memory.get adds it for a memory that child wrote.
-	ExtractedFrom func(child string) (string, error)
 	// Login, when set, mints a one-time link to the web page and says until when it opens
 	// it (ui.link); nil (the page is off) answers NotImplementedError.
 	Login func() (link string, expires time.Time)
-	// Provenance, when set, reads what extractions completed (the journal's): memory.get
-	// adds it for the extractions that created, updated or forgot the memory.
-	Provenance func(extractions []string) ([]runtime.Provenance, error)
 	// ToolTook, when set, sees each tool call's name, how long its answer took and the
 	// error's name ("" for a result): the operator's metrics.
 	ToolTook func(tool string, took time.Duration, errName string)
@@ -236,10 +230,37 @@ func pageLimit(method string, limit *int, cursor *string, def, max int) (int, *r
 	return *limit, nil
 }
 
-// page encodes items as a Page: the longest prefix that fits the broker's max_payload,
-// with the cursor (next, of the last item kept) of the next page when items were left
-// out or more may follow.
+// Rows is a list asked for with a cursor, before it is cut into a Page: its rows, the
+// cursor of the page after row i, and whether more may follow the last row. The memory
+// service answers its lists so.
+type Rows interface {
+	Len() int
+	Row(i int) any
+	Cursor(i int) string
+	More() bool
+}
+
+// rows are the Rows of a slice.
+type rows[T any] struct {
+	items []T
+	more  bool
+	next  func(i int, item T) string
+}
+
+func (r rows[T]) Len() int            { return len(r.items) }
+func (r rows[T]) Row(i int) any       { return r.items[i] }
+func (r rows[T]) Cursor(i int) string { return r.next(i, r.items[i]) }
+func (r rows[T]) More() bool          { return r.more }
+
+// page encodes items as a Page (pageRows).
 func page[T any](s *Server, method string, items []T, more bool, next func(i int, item T) string) (any, *runtime.HostError) {
+	return s.pageRows(method, rows[T]{items: items, more: more, next: next})
+}
+
+// pageRows encodes r as a Page: the longest prefix that fits the broker's max_payload,
+// with the cursor (of the last row kept) of the next page when rows were left out or
+// more may follow.
+func (s *Server) pageRows(method string, r Rows) (any, *runtime.HostError) {
 	budget := int64(1 << 20) // nats' default, when the connection does not say
 	if s.NC == nil {         // answered in process (Answer): no broker to fit
 		budget = math.MaxInt64
@@ -247,10 +268,11 @@ func page[T any](s *Server, method string, items []T, more bool, next func(i int
 		budget = limit
 	}
 	budget -= pageMargin
-	out := Page{Items: make([]json.RawMessage, 0, len(items))}
+	out := Page{Items: make([]json.RawMessage, 0, r.Len())}
+	more := r.More()
 	size := int64(0)
-	for _, it := range items {
-		raw, err := json.Marshal(it)
+	for i := range r.Len() {
+		raw, err := json.Marshal(r.Row(i))
 		if err != nil {
 			return nil, &runtime.HostError{Name: protocol.Internal, Message: "thatch could not encode a " + method + " row: " + err.Error()}
 		}
@@ -265,7 +287,7 @@ func page[T any](s *Server, method string, items []T, more bool, next func(i int
 		out.Items = append(out.Items, raw)
 	}
 	if more && len(out.Items) > 0 {
-		out.NextCursor = next(len(out.Items)-1, items[len(out.Items)-1])
+		out.NextCursor = r.Cursor(len(out.Items) - 1)
 	}
 	return out, nil
 }
@@ -383,8 +405,7 @@ func (s *Server) Status(ctx context.Context) (runtime.StatusView, error) {
 		st.Bridge = s.Bridge.BridgeStatus()
 	}
 	if s.Memories != nil {
-		st.Redacted += s.Memories.Redacted.Load()
-		if n, err := s.memories.read(ctx, s.Memories.Store.Count); err == nil {
+		if n, err := s.memories.read(ctx, s.Memories.Count); err == nil {
 			st.Memories = n
 		} else {
 			st.MemoryError = err.Error()

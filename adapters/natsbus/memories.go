@@ -95,18 +95,6 @@ func (s *Server) withRelated(ctx context.Context, a runtime.Answer, who *runtime
 	return s.Memories.WithRelated(ctx, a, who)
 }
 
-// memoryAPI answers a memory method through the memory service.
-func (s *Server) memoryAPI(ctx context.Context, method string, data []byte) (any, *runtime.HostError) {
-	if s.Memories == nil {
-		return nil, noMemories
-	}
-	res, herr := s.Memories.API(ctx, method, data)
-	if rows, ok := res.(Rows); ok && herr == nil {
-		return s.pageRows(method, rows)
-	}
-	return res, herr
-}
-
 // contextText answers session.context and memory.context: a session's, or for
 // memory.context from outside a session (thatch mcp), a project's.
 func (s *Server) contextText(ctx context.Context, method string, p apiParams) (any, *runtime.HostError) {

@@ -19,8 +19,8 @@ import (
 	"github.com/thatch-dev/thatch/runtime/redact"
 )
 
-// Service is the memory service (protocol §6): the store, and how much of it a
-// session-start text or a compaction may carry.
+// Service is the memory service (protocol §6): the store, how much of it a session-start
+// text or a compaction may carry, and the logger its warnings go to (required).
 type Service struct {
 	Store       *memory.Store
 	InjectChars int // THATCH_MEMORY_INJECT_CHARS
@@ -323,11 +323,11 @@ func (s *Service) HygieneLine(ctx context.Context, project string) string {
 	return "Memory hygiene: " + strings.Join(parts, ", ") + " (the next extraction resolves them; thatch memories hygiene lists them)."
 }
 
-// Context answers session.context and memory.context for a session: the memories section
-// of its project (memory.context), or the session-start text of a top-level session, the
-// reminder with the hygiene line and the section, frozen at the first ask
-// (session.context). identify says who the session is; it is asked only when no text is
-// frozen yet.
+// Context answers session.context and memory.context: the memories section of the
+// caller's project (memory.context), or the session-start text of a top-level session,
+// the reminder with the hygiene line and the section, frozen at the first ask
+// (session.context). identify says who calls (a session, or for memory.context from
+// outside a session, a project); it is asked only when no text is frozen yet.
 func (s *Service) Context(ctx context.Context, method, sessionID string, identify func() (runtime.CallerRef, *runtime.HostError)) (string, *runtime.HostError) {
 	st, now := s.Store, s.now()
 	if method == runtime.CallSessionContext {
@@ -434,7 +434,7 @@ func (s *Service) API(ctx context.Context, method string, data []byte) (any, *ru
 		// A search is one page (its best matches); a listing goes on after its last id
 		// while pages come full.
 		more := p.Query == "" && len(ms) == cmp.Or(p.Limit, memory.DefaultListLimit)
-		return page(s, method, ms, more, func(_ int, m memory.Memory) string { return m.ID })
+		return memoryRows{ms, more}, nil
 	case protocol.APIMemoryGet:
 		m, audit, err := st.Get(ctx, p.ID)
 		if err != nil {
@@ -483,7 +483,7 @@ func (s *Service) API(ctx context.Context, method string, data []byte) (any, *ru
 			return ms, nil
 		}
 		more := len(ms) == cmp.Or(p.Limit, memory.DefaultExportLimit)
-		return page(s, method, ms, more, func(_ int, m memory.Memory) string { return m.ID })
+		return memoryRows{ms, more}, nil
 	case protocol.APIMemoryImport:
 		n, err := st.Import(ctx, p.Memories, now)
 		if err != nil {
@@ -558,21 +558,15 @@ func badRequest(message string) *runtime.HostError {
 	return &runtime.HostError{Name: protocol.BadRequest, Message: message}
 }
 
-// rows is a list asked for with a cursor: the responder (natsbus) cuts it into a page
-// that fits the broker's max_payload, through these methods (its Rows).
-type rows[T any] struct {
-	items []T
-	more  bool
-	next  func(i int, item T) string
+// memoryRows is a list of memories asked for with a cursor, and whether more may follow:
+// the responder cuts it into pages that fit the broker's max_payload (natsbus.Rows), each
+// going on after the id of its last memory.
+type memoryRows struct {
+	ms   []memory.Memory
+	more bool
 }
 
-func (r rows[T]) Len() int            { return len(r.items) }
-func (r rows[T]) Row(i int) any       { return r.items[i] }
-func (r rows[T]) Cursor(i int) string { return r.next(i, r.items[i]) }
-func (r rows[T]) More() bool          { return r.more }
-
-// page answers a list asked for with a cursor: items, and whether more may follow the
-// last, whose cursor next says.
-func page[T any](_ *Service, _ string, items []T, more bool, next func(i int, item T) string) (any, *runtime.HostError) {
-	return rows[T]{items: items, more: more, next: next}, nil
-}
+func (r memoryRows) Len() int            { return len(r.ms) }
+func (r memoryRows) Row(i int) any       { return r.ms[i] }
+func (r memoryRows) Cursor(i int) string { return r.ms[i].ID }
+func (r memoryRows) More() bool          { return r.more }

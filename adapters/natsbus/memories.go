@@ -33,13 +33,15 @@ type Memories interface {
 }
 
 // noMemories answers a memory tool or method of a thatch without a memory service.
-var noMemories = &runtime.HostError{Name: protocol.NotImplemented, Message: "this thatch keeps no memories"}
+func noMemories() *runtime.HostError {
+	return &runtime.HostError{Name: protocol.NotImplemented, Message: "this thatch keeps no memories"}
+}
 
 // memoryTool performs a memory tool call through the memory service and counts an
 // extraction child's effective writes.
 func (s *Server) memoryTool(ctx context.Context, name, callID string, args json.RawMessage, who *runtime.CallerRef, from toolSource) (any, *runtime.HostError) {
 	if s.Memories == nil {
-		return nil, noMemories
+		return nil, noMemories()
 	}
 	out, wrote, herr := s.Memories.Tool(ctx, name, callID, args, who, from.Host, from.Client)
 	if herr != nil {

@@ -605,7 +605,7 @@ func (s *Server) Answer(ctx context.Context, method string, data []byte) (any, *
 	var herr *runtime.HostError
 	if am.memories {
 		if s.Memories == nil {
-			return nil, noMemories
+			return nil, noMemories()
 		}
 		res, herr = s.Memories.API(ctx, method, data)
 	} else {

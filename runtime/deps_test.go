@@ -40,6 +40,9 @@ var depRules = []struct {
 	// Adapters: the runtime, the stores, commands; never the wiring, never each other, but
 	// for the two that ride on natsbus's connection and stream.
 	{pkg: "adapters/...", forbid: []string{"cmd/...", "adapters/..."}},
+	// natsbus is the edge to NATS: the memory service (adapters/memories) owns the memory
+	// store, and natsbus's responders reach it through an interface.
+	{pkg: "adapters/natsbus", forbid: []string{"journal/..."}},
 	{pkg: "adapters/fakehost", allow: []string{"adapters/natsbus"}},
 	{pkg: "adapters/opencode", allow: []string{"adapters/natsbus"}},
 	// The test kit: a leaf that every package's tests may import without a cycle.

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"math"
 	goruntime "runtime"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -41,9 +40,9 @@ type Server struct {
 	// Sweep answers the sweep method; nil answers NotImplementedError.
 	Sweep func(ctx context.Context, hostID string, dryRun bool) (any, *runtime.HostError)
 	// Memories serves the memory tools and methods; nil answers NotImplementedError.
-	Memories *Memories
-	// Redactions are other parts' redaction counts (the in-process bridge's), which status
-	// adds to the journal's and the store's.
+	Memories Memories
+	// Redactions are other parts' redaction counts (the in-process bridge's, the memory
+	// store's), which status adds to the journal's.
 	Redactions []*atomic.Int64
 	// Costs reads the ledger from a UTC day on (rule 14); nil leaves costs out of status
 	// and answers the costs method with NotImplementedError. Extract is the runtime's
@@ -60,15 +59,9 @@ type Server struct {
 	// than the row before (0: from the newest); nil answers the deadletters method with
 	// NotImplementedError.
 	DeadLetters func(before int64, limit int) ([]runtime.DeadLetterView, error)
-	// ExtractedFrom, when set, names the top-level session an extraction child extracted
-	// (the ledger's): memory.get adds it for a memory that child wrote.
-	ExtractedFrom func(child string) (string, error)
 	// Login, when set, mints a one-time link to the web page and says until when it opens
 	// it (ui.link); nil (the page is off) answers NotImplementedError.
 	Login func() (link string, expires time.Time)
-	// Provenance, when set, reads what extractions completed (the journal's): memory.get
-	// adds it for the extractions that created, updated or forgot the memory.
-	Provenance func(extractions []string) ([]runtime.Provenance, error)
 	// ToolTook, when set, sees each tool call's name, how long its answer took and the
 	// error's name ("" for a result): the operator's metrics.
 	ToolTook func(tool string, took time.Duration, errName string)
@@ -196,22 +189,20 @@ func (s *Server) reply(m *nats.Msg, res any, herr *runtime.HostError) {
 // tooLarge is the error that replaces a reply over the broker's max_payload.
 func tooLarge(subject string, size int, limit int64) *runtime.HostError {
 	msg := fmt.Sprintf("the reply is %d bytes, over the broker's max_payload of %d bytes", size, limit)
-	if _, method, ok := strings.Cut(subject, ".api."); ok && paged[method] {
+	if _, method, ok := strings.Cut(subject, ".api."); ok && apiByName[method].paged {
 		msg += `: ask for it in pages, {"cursor": ""} and then {"cursor": nextCursor} until a page has no nextCursor (a limit makes pages smaller)`
 	}
 	return &runtime.HostError{Name: protocol.TooLarge, Message: msg}
 }
 
-// Paging, an extension of the list methods (paged): a request with a "cursor" ("" for
-// the first page) is answered with a Page of at most "limit" items, cut shorter when
-// needed to fit the broker's max_payload, whose nextCursor asks for the next one. A
+// Paging, an extension of the list methods (apiMethod.paged): a request with a "cursor"
+// ("" for the first page) is answered with a Page of at most "limit" items, cut shorter
+// when needed to fit the broker's max_payload, whose nextCursor asks for the next one. A
 // request without a cursor gets the contract's bare array (at most "limit" items).
 const (
 	DefaultPage = 1000
 	MaxPage     = 10000
 )
-
-var paged = map[string]bool{protocol.APISessions: true, protocol.APIEntries: true, protocol.APIDeadLetters: true, protocol.APIMemories: true, protocol.APIMemoryExport: true}
 
 // Page is a list method's result when the request has a cursor: items, and the cursor
 // of the next page when there may be one (a last page may be empty).
@@ -237,10 +228,32 @@ func pageLimit(method string, limit *int, cursor *string, def, max int) (int, *r
 	return *limit, nil
 }
 
-// page encodes items as a Page: the longest prefix that fits the broker's max_payload,
-// with the cursor (next, of the last item kept) of the next page when items were left
-// out or more may follow.
-func page[T any](s *Server, method string, items []T, more bool, next func(i int, item T) string) (any, *runtime.HostError) {
+// Rows is a list asked for with a cursor, before it is cut into a Page: its rows, the
+// cursor of the page after row i, and whether more may follow the last row. The memory
+// service answers its lists so.
+type Rows interface {
+	Len() int
+	Row(i int) any
+	Cursor(i int) string
+	More() bool
+}
+
+// rows are the Rows of a slice.
+type rows[T any] struct {
+	items []T
+	more  bool
+	next  func(i int, item T) string
+}
+
+func (r rows[T]) Len() int            { return len(r.items) }
+func (r rows[T]) Row(i int) any       { return r.items[i] }
+func (r rows[T]) Cursor(i int) string { return r.next(i, r.items[i]) }
+func (r rows[T]) More() bool          { return r.more }
+
+// pageRows encodes r as a Page: the longest prefix that fits the broker's max_payload,
+// with the cursor (of the last row kept) of the next page when rows were left out or
+// more may follow.
+func (s *Server) pageRows(method string, r Rows) (any, *runtime.HostError) {
 	budget := int64(1 << 20) // nats' default, when the connection does not say
 	if s.NC == nil {         // answered in process (Answer): no broker to fit
 		budget = math.MaxInt64
@@ -248,10 +261,11 @@ func page[T any](s *Server, method string, items []T, more bool, next func(i int
 		budget = limit
 	}
 	budget -= pageMargin
-	out := Page{Items: make([]json.RawMessage, 0, len(items))}
+	out := Page{Items: make([]json.RawMessage, 0, r.Len())}
+	more := r.More()
 	size := int64(0)
-	for _, it := range items {
-		raw, err := json.Marshal(it)
+	for i := range r.Len() {
+		raw, err := json.Marshal(r.Row(i))
 		if err != nil {
 			return nil, &runtime.HostError{Name: protocol.Internal, Message: "thatch could not encode a " + method + " row: " + err.Error()}
 		}
@@ -266,7 +280,7 @@ func page[T any](s *Server, method string, items []T, more bool, next func(i int
 		out.Items = append(out.Items, raw)
 	}
 	if more && len(out.Items) > 0 {
-		out.NextCursor = next(len(out.Items)-1, items[len(out.Items)-1])
+		out.NextCursor = r.Cursor(len(out.Items) - 1)
 	}
 	return out, nil
 }
@@ -386,8 +400,7 @@ func (s *Server) Status(ctx context.Context) (runtime.StatusView, error) {
 		}
 	}
 	if s.Memories != nil {
-		st.Redacted += s.Memories.Redacted.Load()
-		if n, err := s.memories.read(ctx, s.Memories.Store.Count); err == nil {
+		if n, err := s.memories.read(ctx, s.Memories.Count); err == nil {
 			st.Memories = n
 		} else {
 			st.MemoryError = err.Error()
@@ -504,180 +517,4 @@ func apiPrefix(js jetstream.JetStream) string {
 		return "$JS." + o.Domain + ".API."
 	}
 	return jetstream.DefaultAPIPrefix
-}
-
-// apiParams are the parameters of the API methods that are not the memory store's.
-type apiParams struct {
-	HostID    string `json:"hostID"`
-	SessionID string `json:"sessionID"`
-	DryRun    bool   `json:"dryRun"`
-	ProjectID string `json:"projectID"` // session.context: the host's word for the project
-	Directory string `json:"directory"` // session.context: likewise; memory.context {project}: where the caller works
-	Project   string `json:"project"`   // memory.context without a session: the project key (thatch mcp)
-	Days      *int   `json:"days"`      // costs
-	// Lists (sessions, entries, deadletters): see Page.
-	Limit  *int    `json:"limit"`
-	Cursor *string `json:"cursor"`
-}
-
-func (s *Server) api(ctx context.Context, m *nats.Msg) (any, *runtime.HostError) {
-	return s.Answer(ctx, strings.TrimPrefix(m.Subject, s.Prefix+".api."), m.Data)
-}
-
-// Answer answers one API method with its JSON params, as the method's responder does.
-// A Server without NC, Loop or Consumer (the CLI reading a stopped thatch's files) answers
-// the list methods of the runtime's state from State, and the methods that read a store
-// from its stores; its caller keeps to those methods.
-func (s *Server) Answer(ctx context.Context, method string, data []byte) (any, *runtime.HostError) {
-	switch method {
-	case protocol.APIMemories, protocol.APIMemoryGet, protocol.APIMemoryForget, protocol.APIMemoryExport, protocol.APIMemoryImport,
-		protocol.APIMemoryHygiene, protocol.APIMemorySignals, protocol.APIMemoryDismiss, protocol.APIMemoryRestore, protocol.APIMemoryProjects:
-		return s.memoryAPI(ctx, method, data)
-	}
-	var p apiParams
-	if len(data) > 0 {
-		if err := json.Unmarshal(data, &p); err != nil {
-			return nil, badRequest("request is not a JSON object: " + err.Error())
-		}
-	}
-	switch method {
-	case protocol.APISessions, protocol.APIEntries, protocol.APIDeadLetters:
-		return s.list(ctx, method, p)
-	}
-	switch method {
-	case runtime.CallSessionContext, runtime.CallMemoryContext:
-		return s.contextText(ctx, method, p)
-	case protocol.APIStatus:
-		st, err := s.Status(ctx)
-		if err != nil {
-			return nil, &runtime.HostError{Name: protocol.Unavailable, Message: err.Error()}
-		}
-		return st, nil
-	case protocol.APICosts:
-		if s.Costs == nil {
-			return nil, &runtime.HostError{Name: protocol.NotImplemented, Message: "this thatch keeps no ledger"}
-		}
-		days := 30
-		if p.Days != nil {
-			days = *p.Days
-		}
-		if days < 1 || days > MaxCostDays {
-			return nil, badRequest(fmt.Sprintf("costs takes {days?}: 1 to %d (default 30)", MaxCostDays))
-		}
-		rows, err := s.costs(days)
-		if err != nil {
-			return nil, &runtime.HostError{Name: protocol.Unavailable, Message: err.Error()}
-		}
-		return rows, nil
-	case protocol.APIUILink:
-		if s.Login == nil {
-			return nil, &runtime.HostError{Name: protocol.NotImplemented, Message: "this thatch serves no web page (THATCH_HTTP_LISTEN=off): unset it, or set an address, and restart thatch serve"}
-		}
-		link, expires := s.Login()
-		return map[string]any{"url": link, "expiresAt": expires.UTC()}, nil
-	case protocol.APISweep:
-		if s.Sweep == nil {
-			return nil, &runtime.HostError{Name: protocol.NotImplemented, Message: "this thatch does not sweep yet"}
-		}
-		return s.Sweep(ctx, p.HostID, p.DryRun)
-	default:
-		return nil, &runtime.HostError{Name: protocol.NotFound, Message: "thatch has no API method " + method +
-			": use status, sessions, entries, deadletters, costs, sweep, session.context, memories, memory.get, memory.forget, memory.context, memory.hygiene, memory.signals, memory.dismiss, memory.restore, memory.projects, memory.export, memory.import or ui.link"}
-	}
-}
-
-// list answers the list methods of the runtime's state and of the journal: the bare
-// array of the contract, or a Page when the request has a cursor. The loop only copies
-// out one page's rows; they are encoded here.
-func (s *Server) list(ctx context.Context, method string, p apiParams) (any, *runtime.HostError) {
-	limit, herr := pageLimit(method, p.Limit, p.Cursor, DefaultPage, MaxPage)
-	if herr != nil {
-		return nil, herr
-	}
-	after := ""
-	if p.Cursor != nil {
-		after = *p.Cursor
-	}
-	query := func(fn func(runtime.View) any) (any, *runtime.HostError) {
-		if s.Loop == nil && s.State != nil { // a stopped thatch's journal, loaded
-			return fn(runtime.View{State: s.State}), nil
-		}
-		res, err := s.Loop.Query(ctx, fn)
-		if err != nil {
-			return nil, &runtime.HostError{Name: protocol.Unavailable, Message: err.Error()}
-		}
-		return res, nil
-	}
-	switch method {
-	case protocol.APISessions:
-		type result struct {
-			rows []runtime.SessionView
-			more bool
-		}
-		res, herr := query(func(v runtime.View) any {
-			rows, more := runtime.SessionPage(v.State, p.HostID, after, limit)
-			return result{rows, more}
-		})
-		if herr != nil {
-			return nil, herr
-		}
-		r := res.(result)
-		if p.Cursor == nil {
-			return r.rows, nil
-		}
-		return page(s, method, r.rows, r.more, func(_ int, v runtime.SessionView) string { return v.SessionID })
-	case protocol.APIEntries:
-		if p.SessionID == "" {
-			return nil, badRequest("entries needs {sessionID}")
-		}
-		type result struct {
-			rows []runtime.EntryView
-			from int
-			more bool
-		}
-		res, herr := query(func(v runtime.View) any {
-			rows, from, more, _ := runtime.EntryPage(v.State, p.SessionID, after, limit)
-			return result{rows, from, more}
-		})
-		if herr != nil {
-			return nil, herr
-		}
-		r := res.(result)
-		if r.rows == nil {
-			return nil, &runtime.HostError{Name: protocol.UnknownSession, Message: "thatch does not track session " + p.SessionID}
-		}
-		if p.Cursor == nil {
-			return r.rows, nil
-		}
-		return page(s, method, r.rows, r.more, func(i int, v runtime.EntryView) string { return runtime.EntryCursor(r.from+i, v.ID) })
-	case protocol.APIDeadLetters:
-		if s.DeadLetters == nil {
-			return nil, &runtime.HostError{Name: protocol.NotImplemented, Message: "this thatch does not serve its dead letters"}
-		}
-		var before int64
-		if after != "" {
-			n, err := strconv.ParseInt(after, 10, 64)
-			if err != nil || n < 1 {
-				return nil, badRequest("deadletters: cursor " + strconv.Quote(after) + " is not one of its nextCursor values")
-			}
-			before = n
-		}
-		n := limit
-		if n == 0 {
-			n = MaxPage // every row the journal keeps (it keeps fewer)
-		}
-		// One more row than asked says whether another page follows.
-		rows, err := s.DeadLetters(before, n+1)
-		if err != nil {
-			return nil, &runtime.HostError{Name: protocol.Unavailable, Message: err.Error()}
-		}
-		more := len(rows) > n
-		rows = rows[:min(len(rows), n)]
-		if p.Cursor == nil {
-			return rows, nil
-		}
-		return page(s, method, rows, more, func(_ int, v runtime.DeadLetterView) string { return strconv.FormatInt(v.ID, 10) })
-	default:
-		return nil, &runtime.HostError{Name: protocol.NotFound, Message: "thatch has no list method " + method}
-	}
 }

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/thatch-dev/thatch/adapters/memories"
 	"github.com/thatch-dev/thatch/adapters/natsbus"
 	"github.com/thatch-dev/thatch/journal"
 	"github.com/thatch-dev/thatch/journal/memory"
@@ -32,8 +33,8 @@ type Files struct {
 	Read func(path string)
 
 	journal  *journal.Store
-	memories *memory.Store
-	loaded   bool // srv.State holds the journal's state
+	memories *memories.Service // its Store is the memory store's read-only connections
+	loaded   bool              // srv.State holds the journal's state
 }
 
 // NewFiles is a Files on the data folder of c; it opens each file when a method first
@@ -119,9 +120,11 @@ func (f *Files) openJournal() error {
 		return err
 	}
 	f.journal = s
-	f.srv.Costs, f.srv.DeadLetters, f.srv.ExtractedFrom, f.srv.Provenance = s.Costs, s.DeadLetterPage, s.ExtractedFrom, s.Provenance
+	f.srv.Costs, f.srv.DeadLetters = s.Costs, s.DeadLetterPage
 	if f.memories == nil {
 		f.read(path)
+	} else {
+		f.memories.ExtractedFrom, f.memories.Provenance = s.ExtractedFrom, s.Provenance
 	}
 	return nil
 }
@@ -155,8 +158,11 @@ func (f *Files) openMemories() error {
 	if err != nil {
 		return err
 	}
-	f.memories = s
-	f.srv.Memories = &natsbus.Memories{Store: s, InjectChars: f.c.MemoryInjectChars}
+	f.memories = &memories.Service{Store: s, InjectChars: f.c.MemoryInjectChars, Log: f.srv.Log}
+	if f.journal != nil {
+		f.memories.ExtractedFrom, f.memories.Provenance = f.journal.ExtractedFrom, f.journal.Provenance
+	}
+	f.srv.Memories = f.memories
 	f.read(path)
 	return nil
 }
@@ -165,7 +171,7 @@ func (f *Files) openMemories() error {
 func (f *Files) Close() error {
 	var errs []error
 	if f.memories != nil {
-		errs = append(errs, f.memories.Close())
+		errs = append(errs, f.memories.Store.Close())
 	}
 	if f.journal != nil {
 		errs = append(errs, f.journal.Close())

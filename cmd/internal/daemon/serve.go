@@ -19,6 +19,7 @@ import (
 	oklog "github.com/oklog/run"
 
 	"github.com/thatch-dev/thatch/adapters/host"
+	"github.com/thatch-dev/thatch/adapters/memories"
 	"github.com/thatch-dev/thatch/adapters/natsbus"
 	"github.com/thatch-dev/thatch/adapters/opencode"
 	"github.com/thatch-dev/thatch/adapters/web"
@@ -79,14 +80,15 @@ func ServeWith(ctx context.Context, c Config, log *slog.Logger, tune func(*runti
 	}
 	defer store.Close()
 	store.BeforeLoad = BoundLoadHeap
-	memories := &natsbus.Memories{InjectChars: c.MemoryInjectChars}
-	memStore, err := memory.Open(filepath.Join(c.DataDir, "memories.db"), memory.Options{Redact: memories.Redact,
+	memSvc := &memories.Service{InjectChars: c.MemoryInjectChars, Log: log.With("component", "memory"),
+		ExtractedFrom: store.ExtractedFrom, Provenance: store.Provenance}
+	memStore, err := memory.Open(filepath.Join(c.DataDir, "memories.db"), memory.Options{Redact: memSvc.Redact,
 		StaleAfter: time.Duration(c.MemoryStaleDays) * 24 * time.Hour})
 	if err != nil {
 		return err
 	}
 	defer memStore.Close()
-	memories.Store = memStore
+	memSvc.Store = memStore
 
 	var ns *server.Server
 	var watch *natsbus.JetStreamWatch // the embedded broker's JetStream health
@@ -146,7 +148,7 @@ func ServeWith(ctx context.Context, c Config, log *slog.Logger, tune func(*runti
 		Memories:      memStore, Log: log.With("component", "metrics"),
 	})
 	caller := metrics.Caller(&host.Client{NC: nc, Prefix: c.SubjectPrefix, Timeout: c.HostTimeout(), Log: log.With("component", "host")})
-	loop := runtime.NewLoop(store, natsbus.Injecting{Caller: caller, Memories: memories, Log: log.With("component", "memory")}, log.With("component", "runtime"))
+	loop := runtime.NewLoop(store, memories.Injecting{Caller: caller, Memories: memSvc}, log.With("component", "runtime"))
 	loop.Rules, loop.Prefix, loop.MaxBatch, loop.WaitApplied, loop.CommitWait = c.Rules(), c.SubjectPrefix, c.BatchMax, c.HostTimeout(), c.HostTimeout()
 	loop.CommitTook = metrics.CommitTook
 	if tune != nil {
@@ -167,9 +169,9 @@ func ServeWith(ctx context.Context, c Config, log *slog.Logger, tune func(*runti
 		loop.Deliveries(), log.With("component", "consumer"))
 	sweeper := &runtime.Sweeper{Loop: loop, Caller: caller, Every: time.Duration(c.StrandSweepMS) * time.Millisecond,
 		Strand: bool(c.StrandSweep), Exists: dirExists, Log: log.With("component", "sweep"),
-		Also: memorySweep(memories, c, log.With("component", "memory"))}
+		Also: memorySweep(memSvc, c, log.With("component", "memory"))}
 	var ocBridge *opencode.Bridge
-	var redactions []*atomic.Int64 // other parts' redactions, for status
+	redactions := []*atomic.Int64{&memSvc.Redacted} // other parts' redactions, for status
 	if c.OpencodeURL == "" {
 		log.Info("no opencode to bridge: set THATCH_OPENCODE_URL to a running opencode serve (e.g. http://127.0.0.1:4096), or connect a host to the broker (thatch env)")
 	} else {
@@ -180,8 +182,8 @@ func ServeWith(ctx context.Context, c Config, log *slog.Logger, tune func(*runti
 		redactions = append(redactions, &ocBridge.Redacted)
 	}
 	srv = &natsbus.Server{ToolTook: metrics.ToolTook, Redactions: redactions, NC: nc, JS: js, Stream: c.Stream, Prefix: c.APIPrefix, Loop: loop, Consumer: consumer,
-		Log: log.With("component", "api"), Sweep: sweepAPI(sweeper), Memories: memories, Costs: store.Costs, Extract: c.Rules(),
-		DeadLetters: store.DeadLetterPage, ExtractedFrom: store.ExtractedFrom, Provenance: store.Provenance}
+		Log: log.With("component", "api"), Sweep: sweepAPI(sweeper), Memories: memSvc, Costs: store.Costs, Extract: c.Rules(),
+		DeadLetters: store.DeadLetterPage}
 	if watch != nil {
 		srv.Broker = watch
 	}
@@ -344,7 +346,7 @@ func dirExists(dir string) bool {
 // all-pairs duplicate pass, and the full-text index's merge after it, run when the store
 // says it is due: a day after the last one (whichever process ran it), after an import, or
 // never run yet.
-func memorySweep(m *natsbus.Memories, c Config, log *slog.Logger) func(context.Context) error {
+func memorySweep(m *memories.Service, c Config, log *slog.Logger) func(context.Context) error {
 	st := m.Store
 	return func(ctx context.Context) error {
 		now := time.Now()

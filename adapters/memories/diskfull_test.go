@@ -1,4 +1,4 @@
-package natsbus
+package memories
 
 import (
 	"fmt"

@@ -1,4 +1,4 @@
-package natsbus
+package memories
 
 import (
 	"bytes"
@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -20,24 +19,34 @@ import (
 	"github.com/thatch-dev/thatch/runtime/redact"
 )
 
-// Memories is the memory side of the server (protocol §6): the store, and how much of it
-// a session-start text or a compaction may carry.
-type Memories struct {
+// Service is the memory service (protocol §6): the store, how much of it a session-start
+// text or a compaction may carry, and the logger its warnings go to (required).
+type Service struct {
 	Store       *memory.Store
 	InjectChars int // THATCH_MEMORY_INJECT_CHARS
 	Now         func() time.Time
+	Log         *slog.Logger
 	// Redacted counts the redactions the store's Redact made since thatch started.
 	Redacted atomic.Int64
+	// ExtractedFrom, when set, names the top-level session an extraction child extracted
+	// (the ledger's): memory.get adds it for a memory that child wrote.
+	ExtractedFrom func(child string) (string, error)
+	// Provenance, when set, reads what extractions completed (the journal's): memory.get
+	// adds it for the extractions that created, updated or forgot the memory.
+	Provenance func(extractions []string) ([]runtime.Provenance, error)
 }
 
 // Redact is the memory store's redactor (rule 13), counting what it redacts.
-func (m *Memories) Redact(s string) string {
+func (m *Service) Redact(s string) string {
 	out, n := redact.Text(s)
 	m.Redacted.Add(int64(n.Total()))
 	return out
 }
 
-func (m *Memories) now() time.Time {
+// Count is the number of live memories.
+func (m *Service) Count(ctx context.Context) (int, error) { return m.Store.Count(ctx) }
+
+func (m *Service) now() time.Time {
 	if m.Now != nil {
 		return m.Now()
 	}
@@ -87,14 +96,14 @@ func argType(field string) string {
 	return "a string"
 }
 
-// memoryTool performs a memory tool call for the caller the runtime identified, counts an
-// extraction child's effective writes, and renders the reply for the model.
-func (s *Server) memoryTool(ctx context.Context, name, callID string, args json.RawMessage, who *runtime.CallerRef, from toolSource) (any, *runtime.HostError) {
-	if s.Memories == nil {
-		return nil, &runtime.HostError{Name: protocol.NotImplemented, Message: "this thatch keeps no memories"}
-	}
-	st, now := s.Memories.Store, s.Memories.now()
-	c := memory.Caller{Project: who.Project, SessionID: who.SessionID, CallID: callID, Directory: who.Directory, Host: from.Host, Client: from.Client}
+// Tool performs a memory tool call for the caller the runtime identified, and renders the
+// reply for the model. host and client name a caller from outside any tracked session
+// (thatch mcp), the source of the memories it writes; a session's call has neither. wrote
+// is what the call changed, nil for a search or a repeated callID (counted the first
+// time): an extraction child's writes count towards its toast.
+func (s *Service) Tool(ctx context.Context, name, callID string, args json.RawMessage, who *runtime.CallerRef, host, client string) (runtime.Answer, *runtime.Metrics, *runtime.HostError) {
+	st, now := s.Store, s.now()
+	c := memory.Caller{Project: who.Project, SessionID: who.SessionID, CallID: callID, Directory: who.Directory, Host: host, Client: client}
 	var wrote runtime.Metrics
 	var out runtime.Answer
 	repeat := false // a repeated callID: counted the first time
@@ -107,14 +116,14 @@ func (s *Server) memoryTool(ctx context.Context, name, callID string, args json.
 			Branch  string   `json:"branch"`
 		}
 		if herr := decodeArgs(name, args, &a); herr != nil {
-			return nil, herr
+			return runtime.Answer{}, nil, herr
 		}
 		args := memory.RememberArgs{Content: a.Content, Kind: a.Kind, Tags: a.Tags, Branch: a.Branch, Directory: who.Directory}
 		if a.Branch == CurrentBranch {
 			// Branch scope: the branch the session's checkout is on, read from .git/HEAD.
 			branch, tip, err := memory.GitBranch(who.Directory)
 			if err != nil || branch == "" {
-				return nil, badRequest(fmt.Sprintf("%s: branch %q needs the session's directory %s to be a git checkout on a branch (not a detached HEAD); name the branch instead", name, CurrentBranch, who.Directory))
+				return runtime.Answer{}, nil, badRequest(fmt.Sprintf("%s: branch %q needs the session's directory %s to be a git checkout on a branch (not a detached HEAD); name the branch instead", name, CurrentBranch, who.Directory))
 			}
 			args.Branch, args.BranchTip = branch, tip
 		} else if a.Branch != "" {
@@ -124,7 +133,7 @@ func (s *Server) memoryTool(ctx context.Context, name, callID string, args json.
 		}
 		r, err := st.Remember(ctx, c, args, now)
 		if err != nil {
-			return nil, storeError(err)
+			return runtime.Answer{}, nil, storeError(err)
 		}
 		repeat = r.Repeat
 		if r.Created {
@@ -154,11 +163,11 @@ func (s *Server) memoryTool(ctx context.Context, name, callID string, args json.
 			Kinds []string `json:"kinds"`
 		}
 		if herr := decodeArgs(name, args, &a); herr != nil {
-			return nil, herr
+			return runtime.Answer{}, nil, herr
 		}
 		r, err := st.Search(ctx, c, a.Query, a.Kinds, a.Limit, now)
 		if err != nil {
-			return nil, storeError(err)
+			return runtime.Answer{}, nil, storeError(err)
 		}
 		ids := make([]string, 0, len(r.Hits))
 		lines := make([]string, 0, len(r.Hits))
@@ -184,21 +193,21 @@ func (s *Server) memoryTool(ctx context.Context, name, callID string, args json.
 			ProjectWide bool `json:"projectWide"`
 		}
 		if herr := decodeArgs(name, args, &a); herr != nil {
-			return nil, herr
+			return runtime.Answer{}, nil, herr
 		}
 		if a.DistinctFrom != "" && a.Content == nil && a.Kind == nil && a.Tags == nil && !a.ProjectWide {
 			if err := st.Dismiss(ctx, c, a.ID, a.DistinctFrom, now); err != nil {
-				return nil, storeError(err)
+				return runtime.Answer{}, nil, storeError(err)
 			}
 			return runtime.Answer{Output: fmt.Sprintf("Noted: %s and %s are distinct; they will not be paired again unless one changes.", a.ID, a.DistinctFrom),
-				Metadata: map[string]any{"id": a.ID, "distinctFrom": a.DistinctFrom}}, nil
+				Metadata: map[string]any{"id": a.ID, "distinctFrom": a.DistinctFrom}}, nil, nil
 		}
 		if a.DistinctFrom != "" {
-			return nil, badRequest(name + ": distinctFrom goes alone (with id): it dismisses a duplicate pair and changes neither memory")
+			return runtime.Answer{}, nil, badRequest(name + ": distinctFrom goes alone (with id): it dismisses a duplicate pair and changes neither memory")
 		}
 		r, err := st.Update(ctx, c, a.ID, memory.UpdateArgs{Content: a.Content, Kind: a.Kind, Tags: a.Tags, ProjectWide: a.ProjectWide}, now)
 		if err != nil {
-			return nil, storeError(err)
+			return runtime.Answer{}, nil, storeError(err)
 		}
 		repeat, wrote.Updated = r.Repeat, 1
 		out.Metadata = map[string]any{"id": r.Memory.ID}
@@ -209,64 +218,29 @@ func (s *Server) memoryTool(ctx context.Context, name, callID string, args json.
 			Reason string `json:"reason"`
 		}
 		if herr := decodeArgs(name, args, &a); herr != nil {
-			return nil, herr
+			return runtime.Answer{}, nil, herr
 		}
 		r, err := st.Forget(ctx, c, a.ID, a.Reason, now)
 		if err != nil {
-			return nil, storeError(err)
+			return runtime.Answer{}, nil, storeError(err)
 		}
 		repeat, wrote.Deleted = r.Repeat, 1
 		out.Metadata = map[string]any{"id": r.Memory.ID}
 		out.Output = fmt.Sprintf("Forgot %s.", r.Memory.ID)
 	}
-	if name != runtime.ToolSearch && who.Kind == runtime.KindExtraction && !repeat {
-		// Counted before the model sees the answer, so before the child's turn can end.
-		if err := s.Loop.Submit(ctx, runtime.MemoryWrote{SessionID: who.SessionID, Metrics: wrote}); err != nil {
-			s.Log.Warn("could not count an extraction child's memory write; its toast may show fewer", "session", who.SessionID, "err", err)
-		}
+	if name == runtime.ToolSearch || repeat {
+		return out, nil, nil
 	}
-	return out, nil
+	return out, &wrote, nil
 }
 
-// toolSource is where a memory tool call from outside any tracked session comes from:
-// the host ("mcp" for thatch mcp) and its client (the MCP client's name), kept as the
-// source of the memories it writes (protocol §10).
-type toolSource struct {
-	Host   string `json:"host"`
-	Client string `json:"client"`
-}
-
-// maxSourceName is how long a source's host or client name may be.
-const maxSourceName = 128
-
-// hostlessMemoryTool performs a memory tool call that names its project instead of a
-// tracked session (thatch mcp): the same tool, arguments, rules and answers as a session's
-// call, for the project key the caller computed (a git checkout's root commit, else its
-// directory, as opencode keys a project). Such a caller has no callID memo: its callIDs are
-// not unique across callers.
-func (s *Server) hostlessMemoryTool(ctx context.Context, name, project, directory string, src *toolSource, args json.RawMessage) (any, *runtime.HostError) {
-	project = strings.TrimSpace(project)
-	switch {
-	case project == "":
-		return nil, badRequest(name + ": a call without a sessionID needs {project, directory?, source: {host, client?}}: give the project key")
-	case src == nil || strings.TrimSpace(src.Host) == "":
-		return nil, badRequest(name + ": a call without a sessionID needs source.host, the host it comes from (thatch mcp sends \"mcp\")")
-	case len(src.Host) > maxSourceName || len(src.Client) > maxSourceName:
-		return nil, badRequest(fmt.Sprintf("%s: source.host and source.client are at most %d characters", name, maxSourceName))
-	case directory != "" && !filepath.IsAbs(directory):
-		return nil, badRequest(fmt.Sprintf("%s: directory %q must be an absolute path", name, directory))
-	}
-	who := &runtime.CallerRef{Project: project, Directory: directory}
-	return s.memoryTool(ctx, name, "", args, who, toolSource{Host: strings.TrimSpace(src.Host), Client: strings.TrimSpace(src.Client)})
-}
-
-// withRelated renders an extraction payload with the project's memories that look most
+// WithRelated renders an extraction payload with the project's memories that look most
 // like the claimed entries, so the extractor updates rather than repeats.
-func (s *Server) withRelated(ctx context.Context, a runtime.Answer, who *runtime.CallerRef) runtime.Answer {
-	if s.Memories == nil || a.Payload == nil || len(a.Payload.Entries) == 0 || who == nil {
+func (s *Service) WithRelated(ctx context.Context, a runtime.Answer, who *runtime.CallerRef) runtime.Answer {
+	if a.Payload == nil || len(a.Payload.Entries) == 0 || who == nil {
 		return a
 	}
-	related, err := s.Memories.Store.Related(ctx, who.Project, a.Output, RelatedMax)
+	related, err := s.Store.Related(ctx, who.Project, a.Output, RelatedMax)
 	if err != nil {
 		s.Log.Warn("could not look up related memories for a payload; sending it without them", "session", who.SessionID, "err", err)
 		return a
@@ -278,7 +252,7 @@ func (s *Server) withRelated(ctx context.Context, a runtime.Answer, who *runtime
 		}
 		a.Output = runtime.FormatPayload(*a.Payload, lines)
 	}
-	signals, err := s.Memories.Store.Signals(ctx, []string{who.Project}, SignalsMax, s.Memories.now())
+	signals, err := s.Store.Signals(ctx, []string{who.Project}, SignalsMax, s.now())
 	if err != nil {
 		s.Log.Warn("could not read the memory hygiene signals for a payload; sending it without them", "session", who.SessionID, "err", err)
 		return a
@@ -323,10 +297,10 @@ func FormatSignals(signals []memory.Signal) string {
 
 // HygieneLine is the reminder's line naming a project's non-zero memory hygiene counts
 // (protocol §6), "" when all are zero.
-func HygieneLine(ctx context.Context, m *Memories, project string, log *slog.Logger) string {
-	h, err := m.Store.Hygiene(ctx, []string{project}, m.now())
+func (s *Service) HygieneLine(ctx context.Context, project string) string {
+	h, err := s.Store.Hygiene(ctx, []string{project}, s.now())
 	if err != nil {
-		log.Warn("could not count the memory hygiene signals", "project", project, "err", err)
+		s.Log.Warn("could not count the memory hygiene signals", "project", project, "err", err)
 		return ""
 	}
 	var parts []string
@@ -349,118 +323,62 @@ func HygieneLine(ctx context.Context, m *Memories, project string, log *slog.Log
 	return "Memory hygiene: " + strings.Join(parts, ", ") + " (the next extraction resolves them; thatch memories hygiene lists them)."
 }
 
-// contextText answers session.context and memory.context.
-func (s *Server) contextText(ctx context.Context, method string, p apiParams) (any, *runtime.HostError) {
-	if p.SessionID == "" && (method != runtime.CallMemoryContext || p.Project == "") {
-		if method == runtime.CallMemoryContext {
-			return nil, badRequest(method + " needs {sessionID}, or {project, directory?} from outside a session")
-		}
-		return nil, badRequest(method + " needs {sessionID}")
-	}
-	if p.SessionID == "" && p.Directory != "" && !filepath.IsAbs(p.Directory) {
-		return nil, badRequest(fmt.Sprintf("%s: directory %q must be an absolute path", method, p.Directory))
-	}
-	if s.Memories == nil {
-		return map[string]string{"text": ""}, nil
-	}
-	st, now := s.Memories.Store, s.Memories.now()
-	if p.SessionID == "" { // memory.context {project, directory?}: the section of a project (thatch mcp)
-		branch := ""
-		if p.Directory != "" {
-			branch, _, _ = memory.GitBranch(p.Directory) // not a checkout: project-wide memories only
-		}
-		section, err := st.SectionOn(ctx, strings.TrimSpace(p.Project), branch, s.Memories.InjectChars, now)
-		if err != nil {
-			return nil, storeError(err)
-		}
-		return map[string]string{"text": section}, nil
-	}
+// Context answers session.context and memory.context: the memories section of the
+// caller's project (memory.context), or the session-start text of a top-level session,
+// the reminder with the hygiene line and the section, frozen at the first ask
+// (session.context). identify says who calls (a session, or for memory.context from
+// outside a session, a project); it is asked only when no text is frozen yet.
+func (s *Service) Context(ctx context.Context, method, sessionID string, identify func() (runtime.CallerRef, *runtime.HostError)) (string, *runtime.HostError) {
+	st, now := s.Store, s.now()
 	if method == runtime.CallSessionContext {
 		// The text is frozen at the first ask, so every model request of the session
 		// carries the same bytes and the provider's prompt cache holds.
-		text, ok, err := st.FrozenContext(ctx, p.SessionID)
+		text, ok, err := st.FrozenContext(ctx, sessionID)
 		if err != nil {
-			return nil, storeError(err)
+			return "", storeError(err)
 		}
 		if ok {
-			return map[string]string{"text": text}, nil
+			return text, nil
 		}
 	}
-	var a runtime.Answer
-	var herr *runtime.HostError
-	if known := s.known(ctx, p.SessionID); known != nil && method == runtime.CallMemoryContext {
-		a.Caller = known
-	} else {
-		a, herr = s.identify(ctx, method, p.SessionID)
-	}
-	var who runtime.CallerRef
-	switch {
-	case herr == nil:
-		who = *a.Caller
-	case herr.Name == protocol.UnknownSession && method == runtime.CallSessionContext:
-		// The host asked before thatch saw the session (its first request can outrun the
-		// event): the host's own word for the project stands in.
-		who = runtime.CallerRef{SessionID: p.SessionID, Kind: runtime.KindTop, Project: runtime.ProjectKey(p.ProjectID, p.Directory), Directory: p.Directory, Reminder: runtime.Reminder(nil)}
-		if who.Project == "" {
-			return nil, herr
-		}
-	default:
-		return nil, herr
+	who, herr := identify()
+	if herr != nil {
+		return "", herr
 	}
 	if method == runtime.CallSessionContext && who.Kind != runtime.KindTop {
-		return map[string]string{"text": ""}, nil // a child gets no session-start text
+		return "", nil // a child gets no session-start text
 	}
 	branch := ""
 	if who.Directory != "" {
 		branch, _, _ = memory.GitBranch(who.Directory) // not a checkout: project-wide memories only
 	}
-	section, err := st.SectionOn(ctx, who.Project, branch, s.Memories.InjectChars, now)
+	section, err := st.SectionOn(ctx, who.Project, branch, s.InjectChars, now)
 	if err != nil {
-		return nil, storeError(err)
+		return "", storeError(err)
 	}
 	if method == runtime.CallMemoryContext {
-		return map[string]string{"text": section}, nil
+		return section, nil
 	}
 	text := who.Reminder
-	if line := HygieneLine(ctx, s.Memories, who.Project, s.Log); line != "" {
+	if line := s.HygieneLine(ctx, who.Project); line != "" {
 		text += "\n" + line
 	}
 	if section != "" {
 		text += "\n\n" + section
 	}
-	text, err = st.FreezeContext(ctx, p.SessionID, text, now)
+	text, err = st.FreezeContext(ctx, sessionID, text, now)
 	if err != nil {
-		return nil, storeError(err)
+		return "", storeError(err)
 	}
-	return map[string]string{"text": text}, nil
+	return text, nil
 }
 
-// known is who a session is when thatch knows it already, nil otherwise.
-func (s *Server) known(ctx context.Context, sessionID string) *runtime.CallerRef {
-	v, err := s.Loop.Query(ctx, func(v runtime.View) any { return runtime.Identify(v.State, sessionID) })
-	if err != nil {
-		return nil
-	}
-	return v.(*runtime.CallerRef)
-}
-
-// identify asks the runtime who a session is, against every event the stream held now.
-func (s *Server) identify(ctx context.Context, method, sessionID string) (runtime.Answer, *runtime.HostError) {
-	a := s.Loop.Tool(ctx, runtime.ToolCall{Name: method, SessionID: sessionID}, s.streamSeq(ctx))
-	if a.Err != nil {
-		return a, a.Err
-	}
-	return a, nil
-}
-
-// memoryAPI answers the memory methods of thatch's API (protocol §6, and the extensions
+// API answers the memory methods of thatch's API (protocol §6, and the extensions
 // memory.get, memory.export, memory.import and memory.projects). A project in the
-// parameters is a project key or a folder (memory.Store.Resolve).
-func (s *Server) memoryAPI(ctx context.Context, method string, data []byte) (any, *runtime.HostError) {
-	if s.Memories == nil {
-		return nil, &runtime.HostError{Name: protocol.NotImplemented, Message: "this thatch keeps no memories"}
-	}
-	st, now := s.Memories.Store, s.Memories.now()
+// parameters is a project key or a folder (memory.Store.Resolve). A list asked for with a
+// cursor is answered with its rows (Rows), which the responder cuts into a page.
+func (s *Service) API(ctx context.Context, method string, data []byte) (any, *runtime.HostError) {
+	st, now := s.Store, s.now()
 	var p struct {
 		Project  string          `json:"project"`
 		Query    string          `json:"query"`
@@ -516,7 +434,7 @@ func (s *Server) memoryAPI(ctx context.Context, method string, data []byte) (any
 		// A search is one page (its best matches); a listing goes on after its last id
 		// while pages come full.
 		more := p.Query == "" && len(ms) == cmp.Or(p.Limit, memory.DefaultListLimit)
-		return page(s, method, ms, more, func(_ int, m memory.Memory) string { return m.ID })
+		return memoryRows{ms, more}, nil
 	case protocol.APIMemoryGet:
 		m, audit, err := st.Get(ctx, p.ID)
 		if err != nil {
@@ -565,7 +483,7 @@ func (s *Server) memoryAPI(ctx context.Context, method string, data []byte) (any
 			return ms, nil
 		}
 		more := len(ms) == cmp.Or(p.Limit, memory.DefaultExportLimit)
-		return page(s, method, ms, more, func(_ int, m memory.Memory) string { return m.ID })
+		return memoryRows{ms, more}, nil
 	case protocol.APIMemoryImport:
 		n, err := st.Import(ctx, p.Memories, now)
 		if err != nil {
@@ -615,23 +533,40 @@ func (s *Server) memoryAPI(ctx context.Context, method string, data []byte) (any
 // decided it.
 type Injecting struct {
 	runtime.Caller
-	Memories *Memories
-	Log      *slog.Logger
+	Memories *Service
 }
 
 // Do performs c, with the hygiene line and the memories section appended to a reminder
 // prompt.
 func (i Injecting) Do(ctx context.Context, api string, c runtime.Call) runtime.Result {
 	if c.Op == runtime.OpPrompt && c.Project != "" && i.Memories != nil {
-		if line := HygieneLine(ctx, i.Memories, c.Project, i.Log); line != "" {
+		if line := i.Memories.HygieneLine(ctx, c.Project); line != "" {
 			c.Text += "\n" + line
 		}
 		section, err := i.Memories.Store.Section(ctx, c.Project, i.Memories.InjectChars, i.Memories.now())
 		if err != nil {
-			i.Log.Warn("could not read the memories section; the reminder goes without it", "project", c.Project, "err", err)
+			i.Memories.Log.Warn("could not read the memories section; the reminder goes without it", "project", c.Project, "err", err)
 		} else if section != "" {
 			c.Text += "\n\n" + section
 		}
 	}
 	return i.Caller.Do(ctx, api, c)
 }
+
+// badRequest is a BadRequestError with message.
+func badRequest(message string) *runtime.HostError {
+	return &runtime.HostError{Name: protocol.BadRequest, Message: message}
+}
+
+// memoryRows is a list of memories asked for with a cursor, and whether more may follow:
+// the responder cuts it into pages that fit the broker's max_payload (natsbus.Rows), each
+// going on after the id of its last memory.
+type memoryRows struct {
+	ms   []memory.Memory
+	more bool
+}
+
+func (r memoryRows) Len() int            { return len(r.ms) }
+func (r memoryRows) Row(i int) any       { return r.ms[i] }
+func (r memoryRows) Cursor(i int) string { return r.ms[i].ID }
+func (r memoryRows) More() bool          { return r.more }

@@ -1,4 +1,4 @@
-package natsbus_test
+package memories_test
 
 import (
 	"bytes"
@@ -12,7 +12,7 @@ import (
 
 	"pgregory.net/rapid"
 
-	"github.com/thatch-dev/thatch/adapters/natsbus"
+	"github.com/thatch-dev/thatch/adapters/memories"
 	"github.com/thatch-dev/thatch/journal/memory"
 	"github.com/thatch-dev/thatch/runtime/redact/redacttest"
 )
@@ -20,10 +20,10 @@ import (
 // TestPropertyMemoryRedacted: a secret in a memory's content, tags or forget reason, after
 // any character and inside JSON text, never reaches the memory store (its answer, its
 // file, its write-ahead log) whenever the redactor promises it; the store redacts with
-// the daemon's redactor (Memories.Redact).
+// the daemon's redactor (Service.Redact).
 func TestPropertyMemoryRedacted(t *testing.T) {
 	dir := t.TempDir()
-	mems := &natsbus.Memories{}
+	mems := &memories.Service{}
 	store, err := memory.Open(filepath.Join(dir, "memories.db"), memory.Options{Redact: mems.Redact})
 	if err != nil {
 		t.Fatal(err)

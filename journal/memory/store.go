@@ -82,6 +82,11 @@ type Memory struct {
 	// by List, Export and Get, not kept with the memory; an import records it for the
 	// project when the store knows none.
 	Folder string `json:"folder,omitempty"`
+	// Author made the memory's current version (protocol §9): this thatch's author for a
+	// local change, a teammate's for a version received; "" before team memory existed.
+	Author string `json:"author,omitempty"`
+	// Shared says the memory's project is shared with the team.
+	Shared bool `json:"shared,omitempty"`
 }
 
 // Caller is who acts: Project is the caller's project key, SessionID and CallID identify the
@@ -142,6 +147,7 @@ type Audit struct {
 	CallID    string    `json:"callID,omitempty"`
 	Reason    string    `json:"reason,omitempty"`
 	Before    string    `json:"before,omitempty"`
+	Author    string    `json:"author,omitempty"` // who made the change ("" before team memory existed)
 }
 
 // The limits List and Export take when given none.
@@ -171,6 +177,8 @@ type Options struct {
 	// StaleAfter is how long a live memory may go neither used nor updated before it is
 	// stale: it leaves injection (Section) but stays searchable. 0 is DefaultStaleAfter.
 	StaleAfter time.Duration
+	// Author is the name on this thatch's changes (THATCH_TEAM_AUTHOR); needed to share.
+	Author string
 }
 
 // DefaultStaleAfter is Options.StaleAfter when zero (THATCH_MEMORY_STALE_DAYS' default).
@@ -194,6 +202,9 @@ type Store struct {
 	written   sync.WaitGroup
 	closeOnce sync.Once
 	closeErr  error
+
+	author string // Options.Author
+	team   teamState
 }
 
 // Open opens (creating when absent) the memory store at path.
@@ -246,6 +257,11 @@ func Open(path string, opts Options) (*Store, error) {
 		if migrate.Damaged(err) {
 			return nil, fmt.Errorf("memories %s is damaged (%v): move it aside and start thatch again; the old file is kept", path, err)
 		}
+		return nil, fmt.Errorf("open memories %s: %w", path, err)
+	}
+	s.author = strings.TrimSpace(opts.Author)
+	if err := s.loadTeam(); err != nil {
+		s.Close()
 		return nil, fmt.Errorf("open memories %s: %w", path, err)
 	}
 	return s, nil
@@ -340,6 +356,10 @@ func (s *Store) Remember(ctx context.Context, c Caller, a RememberArgs, now time
 			if err := audit(ctx, tx, m.ID, now, "create", c, "", ""); err != nil {
 				return err
 			}
+			if err := s.stamp(ctx, tx, m.ID, "create", now); err != nil {
+				return err
+			}
+			m.Author = s.author
 			if err := pairUp(ctx, tx, m, similar, now); err != nil {
 				return err
 			}
@@ -490,6 +510,10 @@ func (s *Store) Update(ctx context.Context, c Caller, id string, a UpdateArgs, n
 		if err := audit(ctx, tx, m.ID, now, "update", c, "", before); err != nil {
 			return err
 		}
+		if err := s.stamp(ctx, tx, m.ID, "update", now); err != nil {
+			return err
+		}
+		m.Author = s.author
 		if err := recordFolder(ctx, tx, m.Project, c.Directory, now); err != nil {
 			return err
 		}
@@ -527,6 +551,13 @@ func (s *Store) Forget(ctx context.Context, c Caller, id, reason string, now tim
 		if err := audit(ctx, tx, m.ID, now, "forget", c, s.redact(reason), m.Content); err != nil {
 			return err
 		}
+		if _, err := tx.ExecContext(ctx, `UPDATE memories SET forgot_reason = ? WHERE id = ?`, s.redact(reason), m.ID); err != nil {
+			return err
+		}
+		if err := s.stamp(ctx, tx, m.ID, "forget", now); err != nil {
+			return err
+		}
+		m.Author = s.author
 		at := toTime(toMS(now))
 		m.ForgottenAt = &at
 		out = Changed{Memory: m}
@@ -547,7 +578,7 @@ func (s *Store) Get(ctx context.Context, id string) (Memory, []Audit, error) {
 	if err != nil {
 		return Memory{}, nil, fmt.Errorf("get %s: %w", id, err)
 	}
-	rows, err := s.r.QueryContext(ctx, `SELECT at, op, session_id, call_id, reason, before FROM memory_log WHERE memory_id = ? ORDER BY id`, id)
+	rows, err := s.r.QueryContext(ctx, `SELECT at, op, session_id, call_id, reason, before, author FROM memory_log WHERE memory_id = ? ORDER BY id`, id)
 	if err != nil {
 		return Memory{}, nil, fmt.Errorf("get %s: %w", id, err)
 	}
@@ -556,7 +587,7 @@ func (s *Store) Get(ctx context.Context, id string) (Memory, []Audit, error) {
 	for rows.Next() {
 		var a Audit
 		var at int64
-		if err := rows.Scan(&at, &a.Op, &a.SessionID, &a.CallID, &a.Reason, &a.Before); err != nil {
+		if err := rows.Scan(&at, &a.Op, &a.SessionID, &a.CallID, &a.Reason, &a.Before, &a.Author); err != nil {
 			return Memory{}, nil, fmt.Errorf("get %s: %w", id, err)
 		}
 		a.At = toTime(at)
@@ -707,6 +738,9 @@ func (s *Store) Import(ctx context.Context, ms []Memory, now time.Time) (added i
 			}
 			addWords(counts, m.Content, 1)
 			if err := audit(ctx, tx, m.ID, now, "import", Caller{}, "", ""); err != nil {
+				return err
+			}
+			if err := s.stamp(ctx, tx, m.ID, "import", now); err != nil {
 				return err
 			}
 			added++
@@ -905,7 +939,7 @@ func liveByNorm(ctx context.Context, q queryer, project, norm string) (Memory, e
 }
 
 // memoryCols are the columns scanMemory reads, of the memories table aliased m.
-const memoryCols = `m.id, m.project, m.branch, m.directory, m.branch_tip, m.kind, m.content, m.tags, m.created_at, m.updated_at, m.used_at, m.forgotten_at, m.source_session, m.source_call`
+const memoryCols = `m.id, m.project, m.branch, m.directory, m.branch_tip, m.kind, m.content, m.tags, m.created_at, m.updated_at, m.used_at, m.forgotten_at, m.source_session, m.source_call, m.author, m.project IN (SELECT project FROM team_shared)`
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -913,7 +947,7 @@ func scanMemory(row scanner, extra ...any) (Memory, error) {
 	var m Memory
 	var tags string
 	var created, updated, used, forgotten int64
-	dest := append([]any{&m.ID, &m.Project, &m.Branch, &m.Directory, &m.BranchTip, &m.Kind, &m.Content, &tags, &created, &updated, &used, &forgotten, &m.Source.SessionID, &m.Source.CallID}, extra...)
+	dest := append([]any{&m.ID, &m.Project, &m.Branch, &m.Directory, &m.BranchTip, &m.Kind, &m.Content, &tags, &created, &updated, &used, &forgotten, &m.Source.SessionID, &m.Source.CallID, &m.Author, &m.Shared}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return Memory{}, err
 	}

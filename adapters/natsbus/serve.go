@@ -51,6 +51,12 @@ type Server struct {
 	Broker interface{ Err() string }
 	// Bridge is the in-process opencode bridge; nil (none) leaves bridge out of status.
 	Bridge interface{ BridgeStatus() *runtime.BridgeStatus }
+	// Team is team memory (§9); nil (THATCH_TEAM_URL unset) leaves team out of status
+	// and refuses memory.share.
+	Team interface {
+		TeamStatus(context.Context) (*runtime.TeamStatus, error)
+		Wake()
+	}
 	// DeadLetters reads a page of the journal's dead letters, newest first, those older
 	// than the row before (0: from the newest); nil answers the deadletters method with
 	// NotImplementedError.
@@ -370,6 +376,11 @@ func (s *Server) Status(ctx context.Context) (runtime.StatusView, error) {
 	if s.Bridge != nil {
 		st.Bridge = s.Bridge.BridgeStatus()
 	}
+	if s.Team != nil {
+		if ts, err := s.Team.TeamStatus(ctx); err == nil {
+			st.Team = ts
+		}
+	}
 	if s.Memories != nil {
 		st.Redacted += s.Memories.Redacted.Load()
 		if n, err := s.memories.read(ctx, s.Memories.Store.Count); err == nil {
@@ -499,7 +510,7 @@ func (s *Server) api(ctx context.Context, m *nats.Msg) (any, *runtime.HostError)
 	method := strings.TrimPrefix(m.Subject, s.Prefix+".api.")
 	switch method {
 	case protocol.APIMemories, protocol.APIMemoryGet, protocol.APIMemoryForget, protocol.APIMemoryExport, protocol.APIMemoryImport,
-		protocol.APIMemoryHygiene, protocol.APIMemorySignals, protocol.APIMemoryDismiss, protocol.APIMemoryRestore, protocol.APIMemoryProjects:
+		protocol.APIMemoryHygiene, protocol.APIMemorySignals, protocol.APIMemoryDismiss, protocol.APIMemoryRestore, protocol.APIMemoryProjects, protocol.APIMemoryShare:
 		return s.memoryAPI(ctx, method, m.Data)
 	}
 	var p apiParams
@@ -544,7 +555,7 @@ func (s *Server) api(ctx context.Context, m *nats.Msg) (any, *runtime.HostError)
 		return s.Sweep(ctx, p.HostID, p.DryRun)
 	default:
 		return nil, &runtime.HostError{Name: protocol.NotFound, Message: "thatch has no API method " + method +
-			": use status, sessions, entries, deadletters, costs, sweep, session.context, memories, memory.get, memory.forget, memory.context, memory.hygiene, memory.signals, memory.dismiss, memory.restore, memory.projects, memory.export or memory.import"}
+			": use status, sessions, entries, deadletters, costs, sweep, session.context, memories, memory.get, memory.forget, memory.context, memory.hygiene, memory.signals, memory.dismiss, memory.restore, memory.projects, memory.share, memory.export or memory.import"}
 	}
 }
 

@@ -1,8 +1,3 @@
-// Package team connects thatch's memory store to the team's NATS server or cluster (protocol
-// §9, docs/team.md): a connection of its own, the stream THATCH_TEAM, a publisher that sends
-// the store's outbox and one reader per shared project that applies the team's versions.
-// It decides nothing itself: the store stamps, decides and applies (journal/memory); this
-// package moves bytes and counts.
 package team
 
 import (
@@ -22,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/thatch-dev/thatch/journal/memory"
+	"github.com/thatch-dev/thatch/runtime"
 )
 
 // Stream is the team's stream, SubjectPrefix its subjects' first tokens.
@@ -108,19 +104,10 @@ func (t *Team) Wake() {
 }
 
 // Status is status.team.
-type Status struct {
-	URL            string     `json:"url"` // without credentials
-	Connected      bool       `json:"connected"`
-	Since          time.Time  `json:"since"`
-	Author         string     `json:"author"`
-	SharedProjects []string   `json:"sharedProjects"`
-	Outbox         int        `json:"outbox"`
-	Rejected       int        `json:"rejected"`
-	LastApplied    *time.Time `json:"lastApplied,omitempty"`
-}
+type Status = runtime.TeamStatus
 
-// Status reads the team's status; nil t is no team.
-func (t *Team) Status(ctx context.Context) (*Status, error) {
+// TeamStatus reads the team's status; nil t is no team.
+func (t *Team) TeamStatus(ctx context.Context) (*Status, error) {
 	if t == nil {
 		return nil, nil
 	}

@@ -130,7 +130,7 @@ func TestTeamOverACluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "bob and carol to have the memory written after a node died", func() bool { return has(b.store, r2.Memory.ID) && has(cc.store, r2.Memory.ID) })
-	st, err := cc.team.Status(ctx)
+	st, err := cc.team.TeamStatus(ctx)
 	if err != nil || !st.Connected || st.Author != "carol" || len(st.SharedProjects) != 1 || st.LastApplied == nil {
 		t.Errorf("carol's status: %+v %v", st, err)
 	}
@@ -162,7 +162,7 @@ func TestTeamOfflineIsNotAnError(t *testing.T) {
 	if _, err := a.store.Remember(ctx, memory.Caller{Project: project, SessionID: "ses_a"}, memory.RememberArgs{Content: "offline"}, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	st, err := a.team.Status(ctx)
+	st, err := a.team.TeamStatus(ctx)
 	if err != nil || st.Connected || st.Outbox != 1 {
 		t.Fatalf("offline status: %+v %v", st, err)
 	}

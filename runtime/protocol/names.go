@@ -125,4 +125,6 @@ const (
 	APIMemorySignals  = "memory.signals"
 	APIMemoryDismiss  = "memory.dismiss"
 	APIMemoryProjects = "memory.projects"
+	// APIMemoryShare starts or stops sharing a project with the team (§9).
+	APIMemoryShare = "memory.share"
 )

@@ -1,6 +1,3 @@
-// Package teamtest runs a team's NATS for tests: an in-process JetStream cluster on
-// loopback, built from nats-server's own packages, whose nodes can be stopped and started
-// again on their ports and stores.
 package teamtest
 
 import (

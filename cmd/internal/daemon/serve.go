@@ -21,6 +21,7 @@ import (
 	"github.com/thatch-dev/thatch/adapters/host"
 	"github.com/thatch-dev/thatch/adapters/natsbus"
 	"github.com/thatch-dev/thatch/adapters/opencode"
+	"github.com/thatch-dev/thatch/adapters/team"
 	"github.com/thatch-dev/thatch/adapters/web"
 	"github.com/thatch-dev/thatch/journal"
 	"github.com/thatch-dev/thatch/journal/memory"
@@ -80,7 +81,7 @@ func ServeWith(ctx context.Context, c Config, log *slog.Logger, tune func(*runti
 	defer store.Close()
 	memories := &natsbus.Memories{InjectChars: c.MemoryInjectChars}
 	memStore, err := memory.Open(filepath.Join(c.DataDir, "memories.db"), memory.Options{Redact: memories.Redact,
-		StaleAfter: time.Duration(c.MemoryStaleDays) * 24 * time.Hour})
+		StaleAfter: time.Duration(c.MemoryStaleDays) * 24 * time.Hour, Author: c.TeamAuthor})
 	if err != nil {
 		return err
 	}
@@ -169,6 +170,19 @@ func ServeWith(ctx context.Context, c Config, log *slog.Logger, tune func(*runti
 	}
 	if ocBridge != nil { // not a nil *Bridge in the interface: status would call it
 		srv.Bridge = ocBridge
+	}
+	// Team memory (§9): a connection of its own to the team's NATS (docs/team.md says why
+	// not a leaf node of the local broker). Unset, nothing leaves the machine.
+	var mates *team.Team
+	if c.TeamURL != "" {
+		teamTLS, err := c.TeamTLS()
+		if err != nil {
+			return err
+		}
+		mates = team.New(team.Config{URL: c.TeamURL, CredsFile: c.TeamCreds, Token: c.TeamToken, TLS: teamTLS, Author: c.TeamAuthor,
+			Store: memStore, Log: log.With("component", "team"), Registerer: metrics.Registry})
+		srv.Team = mates
+		log.Info("team memory on", "url", team.RedactURL(c.TeamURL), "author", c.TeamAuthor)
 	}
 
 	// The in-process bridge answers host calls before the outbox resumes (rule 12): the
@@ -284,6 +298,10 @@ func ServeWith(ctx context.Context, c Config, log *slog.Logger, tune func(*runti
 		<-ctx.Done()
 		return nil
 	})
+	if mates != nil {
+		// The team unreachable is not an error (it reconnects forever); the store failing is.
+		add("team memory (THATCH_TEAM_URL)", mates.Run)
+	}
 	add("consumer", consumer.Run)
 	add("runtime loop", loop.Run)
 	if ocBridge != nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -275,44 +276,74 @@ func (t *Team) ensureStream(ctx context.Context, nc *nats.Conn, js jetstream.Jet
 	return s, err
 }
 
-// publish sends the outbox, oldest first, each version once acknowledged deleted.
+// publish sends the outbox, oldest first, each version deleted once acknowledged. A
+// project whose version the team does not take (no permission, the stream refusing) waits
+// a while, growing to 30 s, while the other projects' versions go.
 func (t *Team) publish(ctx context.Context, js jetstream.JetStream) error {
 	st := t.c.Store
 	writes := int64(-1)
+	type wait struct {
+		until   time.Time
+		backoff time.Duration
+	}
+	waiting := map[string]*wait{}
 	tick := time.NewTicker(t.c.Poll)
 	defer tick.Stop()
 	for {
-		if w := st.Writes(); w != writes {
+		now := time.Now()
+		var skip []string
+		retry := false
+		for p, w := range waiting {
+			if now.Before(w.until) {
+				skip = append(skip, p)
+			} else {
+				retry = true
+			}
+		}
+		if w := st.Writes(); w != writes || retry {
 			writes = w
+		pass:
 			for {
-				out, err := st.Outbox(ctx, 256)
+				out, err := st.Outbox(ctx, 256, skip...)
 				if err != nil {
 					return ctxOr(ctx, err)
 				}
 				if len(out) == 0 {
 					break
 				}
-				sent := 0
 				for _, o := range out {
+					if slices.Contains(skip, o.Project) {
+						continue
+					}
 					msg := &nats.Msg{Subject: Subject(o.Project, o.MemoryID), Data: o.Record, Header: nats.Header{}}
 					msg.Header.Set(jetstream.MsgIDHeader, o.Version)
 					pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 					_, err := js.PublishMsg(pctx, msg)
 					cancel()
 					if err != nil {
-						if ctx.Err() == nil {
-							t.log.Debug("team publish failed; the version stays in the outbox", "subject", msg.Subject, "err", err)
+						if ctx.Err() != nil {
+							return nil
 						}
-						writes = -1 // try again at the next tick
-						break
+						if !t.connected.Load() { // offline: everything waits for the reconnect
+							writes = -1
+							break pass
+						}
+						w := waiting[o.Project]
+						if w == nil {
+							w = &wait{backoff: 250 * time.Millisecond}
+							waiting[o.Project] = w
+						} else {
+							w.backoff = min(2*w.backoff, 30*time.Second)
+						}
+						w.until = time.Now().Add(w.backoff)
+						t.log.Debug("team publish failed; the version stays in the outbox", "subject", msg.Subject, "retry_in", w.backoff, "err", err)
+						skip = append(skip, o.Project)
+						continue pass
 					}
+					delete(waiting, o.Project)
 					if err := st.Sent(ctx, o.Seq); err != nil {
 						return ctxOr(ctx, err)
 					}
-					sent++
-				}
-				if sent < len(out) {
-					break
 				}
 			}
 		}

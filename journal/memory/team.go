@@ -249,9 +249,17 @@ type Outgoing struct {
 	Record   []byte
 }
 
-// Outbox is up to limit versions to send, oldest first.
-func (s *Store) Outbox(ctx context.Context, limit int) ([]Outgoing, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT seq, project, memory_id, version, record FROM team_outbox ORDER BY seq LIMIT ?`, limit)
+// Outbox is up to limit versions to send, oldest first, but for those of the projects skip
+// (the team refused them a moment ago: the others are not held up behind them).
+func (s *Store) Outbox(ctx context.Context, limit int, skip ...string) ([]Outgoing, error) {
+	cond, args := "", []any{}
+	if len(skip) > 0 {
+		cond = ` WHERE project NOT IN (` + placeholders(len(skip)) + `)`
+		for _, p := range skip {
+			args = append(args, p)
+		}
+	}
+	rows, err := s.r.QueryContext(ctx, `SELECT seq, project, memory_id, version, record FROM team_outbox`+cond+` ORDER BY seq LIMIT ?`, append(args, limit)...)
 	if err != nil {
 		return nil, fmt.Errorf("read the team outbox: %w", err)
 	}

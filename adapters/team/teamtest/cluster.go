@@ -27,8 +27,14 @@ func freePort(t testing.TB) int {
 }
 
 // Start runs a cluster of n nodes (n 1: a single server, no cluster) and stops it when t
-// ends.
-func Start(t testing.TB, n int) *Cluster {
+// ends. Its nodes tell clients about each other, so a client fails over to another node.
+func Start(t testing.TB, n int) *Cluster { return start(t, n, false) }
+
+// StartIsolated is Start with nodes that do not tell clients about each other: a client
+// given one node's URL stays cut off while that node is down.
+func StartIsolated(t testing.TB, n int) *Cluster { return start(t, n, true) }
+
+func start(t testing.TB, n int, noAdvertise bool) *Cluster {
 	t.Helper()
 	c := &Cluster{t: t, Nodes: make([]*server.Server, n)}
 	routes := make([]string, n)
@@ -41,7 +47,7 @@ func Start(t testing.TB, n int) *Cluster {
 		o := &server.Options{ServerName: fmt.Sprintf("n%d", i+1), Host: "127.0.0.1", Port: freePort(t),
 			JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true}
 		if n > 1 {
-			o.Cluster = server.ClusterOpts{Name: "team", Host: "127.0.0.1", Port: cports[i]}
+			o.Cluster = server.ClusterOpts{Name: "team", Host: "127.0.0.1", Port: cports[i], NoAdvertise: noAdvertise}
 			o.Routes = server.RoutesFromStr(strings.Join(routes, ","))
 		}
 		c.opts = append(c.opts, o)

@@ -212,16 +212,14 @@ func (s *memoriesShowCommand) Run(ctx context.Context, c daemon.Config, out io.W
 		fmt.Fprintln(out, "\nhistory:")
 		for _, a := range r.Audit {
 			line := fmt.Sprintf("  %s %s", a.At.Local().Format("2006-01-02 15:04:05"), a.Op)
-			switch {
-			case a.Author != "" && a.SessionID != "":
-				line += " by " + a.Author + " (" + a.SessionID + ")"
-			case a.Author != "":
-				line += " by " + a.Author
-			case a.SessionID != "":
+			if a.SessionID != "" {
 				line += " by " + a.SessionID
 			}
 			if a.Reason != "" {
 				line += ": " + a.Reason
+			}
+			if a.Author != "" { // who made the change (§9): this thatch's author or a teammate
+				line += " [" + a.Author + "]"
 			}
 			fmt.Fprintln(out, line)
 			if a.Before != "" {

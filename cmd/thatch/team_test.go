@@ -1,11 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -19,6 +21,7 @@ import (
 	"github.com/thatch-dev/thatch/adapters/natsbus"
 	"github.com/thatch-dev/thatch/adapters/team"
 	"github.com/thatch-dev/thatch/adapters/team/teamtest"
+	"github.com/thatch-dev/thatch/cmd/internal/daemon"
 	"github.com/thatch-dev/thatch/journal/memory"
 	"github.com/thatch-dev/thatch/runtime"
 	"github.com/thatch-dev/thatch/runtime/protocol"
@@ -334,6 +337,30 @@ func TestTeamOfThatches(t *testing.T) {
 		if !strings.HasPrefix(subject, team.SubjectPrefix+"."+sharedProject+".") {
 			t.Errorf("the team stream holds %s", subject)
 		}
+	}
+	// A directory-keyed project cannot be shared, and the answer says why; the CLI stops
+	// and starts sharing by key.
+	err = apiCall(d.nc, protocol.APIMemoryShare, map[string]any{"project": d.host.Dir, "shared": true}, new(map[string]any))
+	if err == nil || !strings.Contains(err.Error(), protocol.BadRequest) || !strings.Contains(err.Error(), "folder of this machine") {
+		t.Errorf("sharing a directory key: %v", err)
+	}
+	cfg, err := daemon.LoadConfig()
+	must(t, err)
+	cfg.DataDir, cfg.NATSListen, cfg.NATSURL, cfg.NATSToken = d.dataDir, d.listen, "", ""
+	var out bytes.Buffer
+	must(t, memoriesCmd(context.Background(), cfg, []string{"unshare", "--project", sharedProject}, &out))
+	if !strings.Contains(out.String(), "no longer sharing project "+sharedProject) || len(d.teamStatus().SharedProjects) != 0 {
+		t.Errorf("thatch memories unshare: %s, status %+v", out.String(), d.teamStatus())
+	}
+	out.Reset()
+	must(t, memoriesCmd(context.Background(), cfg, []string{"share", "--project", sharedProject}, &out))
+	if !strings.Contains(out.String(), "sharing project "+sharedProject) || !slices.Equal(d.teamStatus().SharedProjects, []string{sharedProject}) {
+		t.Errorf("thatch memories share: %s, status %+v", out.String(), d.teamStatus())
+	}
+	out.Reset()
+	must(t, memoriesCmd(context.Background(), cfg, []string{"show", gw}, &out))
+	if !regexp.MustCompile(`author +carol`).MatchString(out.String()) || !strings.Contains(out.String(), "[alice]") {
+		t.Errorf("thatch memories show names no authors:\n%s", out.String())
 	}
 	for _, m := range []*teammate{a, b, cc, d} {
 		m.stop()

@@ -221,6 +221,12 @@ func (t *Team) Run(ctx context.Context) error {
 		case <-time.After(backoff):
 		}
 	}
+	// Records a previous build kept for a newer format: this one may read them.
+	if n, err := t.c.Store.RetryKept(ctx, time.Now()); err != nil {
+		return ctxOr(ctx, err)
+	} else if n > 0 {
+		t.log.Info("applied team records kept for a newer format", "applied", n)
+	}
 	var wg sync.WaitGroup
 	errs := make(chan error, 2)
 	rctx, cancel := context.WithCancel(ctx)

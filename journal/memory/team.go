@@ -553,6 +553,64 @@ func (s *Store) auditAs(ctx context.Context, tx cachedTx, id string, now time.Ti
 	return err
 }
 
+// RetryKept applies the records kept for a format newer than the build that received them
+// (an upgrade reads them now): each one this build reads leaves team_rejected and is
+// applied, or stays there refused for what it is now; the others stay. It says how many
+// it applied.
+func (s *Store) RetryKept(ctx context.Context, now time.Time) (int, error) {
+	type kept struct {
+		id               int64
+		project, subject string
+		record           []byte
+	}
+	rows, err := s.r.QueryContext(ctx, `SELECT id, project, subject, record FROM team_rejected WHERE kind = ? ORDER BY id`, RejectFormat)
+	if err != nil {
+		return 0, fmt.Errorf("read kept team records: %w", err)
+	}
+	var ks []kept
+	for rows.Next() {
+		var k kept
+		if err := rows.Scan(&k.id, &k.project, &k.subject, &k.record); err != nil {
+			rows.Close()
+			return 0, fmt.Errorf("read kept team records: %w", err)
+		}
+		ks = append(ks, k)
+	}
+	rows.Close()
+	applied := 0
+	for _, k := range ks {
+		v, err := DecodeVersion(k.record)
+		if errors.Is(err, ErrNewerFormat) {
+			continue
+		}
+		if err == nil {
+			err = CheckVersion(v, k.project, strings.TrimPrefix(k.subject, "thatch.team."+k.project+"."), now)
+		}
+		err = s.withTx(ctx, func(tx cachedTx) error {
+			var rej *RecordError
+			if errors.As(err, &rej) {
+				_, err := tx.ExecContext(ctx, `UPDATE team_rejected SET kind = ?, reason = ? WHERE id = ?`, rej.Kind, rej.Detail, k.id)
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, `DELETE FROM team_rejected WHERE id = ?`, k.id); err != nil {
+				return err
+			}
+			if shared, err := isShared(ctx, tx, k.project); err != nil || !shared {
+				return err
+			}
+			out, err := s.apply(ctx, tx, v, now)
+			if out == Applied {
+				applied++
+			}
+			return err
+		})
+		if err != nil {
+			return applied, fmt.Errorf("apply kept team record %d: %w", k.id, err)
+		}
+	}
+	return applied, nil
+}
+
 // TeamRejected is a record refused from the team.
 type TeamRejected struct {
 	Project, Subject, Kind, Reason string

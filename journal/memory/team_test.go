@@ -239,3 +239,32 @@ func TestTeamClockSurvivesRestart(t *testing.T) {
 		t.Errorf("clock went back: %v then %v", first.HLC, second.HLC)
 	}
 }
+
+// TestTeamKeepsNewerFormats: a record of a newer format is kept unapplied, and applied by a
+// build that reads that format.
+func TestTeamKeepsNewerFormats(t *testing.T) {
+	ctx := context.Background()
+	_, b := sharedPair(t)
+	v := testVersion()
+	v.Project = teamProject
+	data := strings.Replace(string(v.Encode()), `"format":1`, `"format":2`, 1)
+	res, err := b.ApplyVersion(ctx, Incoming{Project: teamProject, MemoryID: v.ID, Subject: "thatch.team." + teamProject + "." + v.ID,
+		StreamSeq: 1, Data: []byte(data)}, t0)
+	if err != nil || res.Outcome != Rejected || res.Reject.Kind != RejectFormat {
+		t.Fatalf("a newer format: %+v %v", res, err)
+	}
+	if n, err := b.RetryKept(ctx, t0); n != 0 || err != nil {
+		t.Fatalf("this build applied a newer format: %d %v", n, err)
+	}
+	readFormat = 2
+	defer func() { readFormat = VersionFormat }()
+	if n, err := b.RetryKept(ctx, t0); n != 1 || err != nil {
+		t.Fatalf("a later build applied %d kept records: %v", n, err)
+	}
+	if m, _, err := b.Get(ctx, v.ID); err != nil || m.Content != v.Content {
+		t.Fatalf("the kept record was not applied: %+v %v", m, err)
+	}
+	if rej, _ := b.Rejections(ctx, 10); len(rej) != 0 {
+		t.Errorf("applied record still kept: %+v", rej)
+	}
+}

@@ -24,6 +24,10 @@ import (
 // format is refused with ErrNewerFormat and kept for a later build.
 const VersionFormat = 1
 
+// readFormat is the greatest format DecodeVersion reads: VersionFormat (a variable so a
+// test can play a later build).
+var readFormat = VersionFormat
+
 // MaxRecord is the largest record, in bytes, a thatch sends or accepts.
 const MaxRecord = 16 << 10
 
@@ -169,9 +173,9 @@ func DecodeVersion(data []byte) (Version, error) {
 	if head.Format == nil || *head.Format < 1 {
 		return Version{}, &RecordError{Kind: RejectMalformed, Detail: "no format number"}
 	}
-	if *head.Format > VersionFormat {
+	if *head.Format > readFormat {
 		return Version{}, &RecordError{Kind: RejectFormat, Format: *head.Format,
-			Detail: fmt.Sprintf("format %d, this build reads %d: upgrade thatch to apply it", *head.Format, VersionFormat)}
+			Detail: fmt.Sprintf("format %d, this build reads %d: upgrade thatch to apply it", *head.Format, readFormat)}
 	}
 	var v Version
 	dec := json.NewDecoder(bytes.NewReader(data))

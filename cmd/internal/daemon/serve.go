@@ -206,6 +206,15 @@ func ServeWith(ctx context.Context, c Config, log *slog.Logger, tune func(*runti
 		page = &web.Server{Listen: c.HTTPListen, Token: fileToken, TLSCert: c.HTTPTLSCert, TLSKey: c.HTTPTLSKey,
 			Loop: loop, Status: srv.Status, Journal: store, Memories: memStore, Sweep: sweeper.Sweep, Metrics: metrics,
 			Log: log.With("component", "web")}
+		if mates != nil {
+			page.Share = func(ctx context.Context, project string, shared bool) error {
+				if err := memStore.Share(ctx, project, shared, time.Now()); err != nil {
+					return err
+				}
+				mates.Wake()
+				return nil
+			}
+		}
 		// The open pages render again when opencode comes or goes, or the broker's store
 		// fails or recovers: neither is in the loop's snapshot.
 		page.Watch = func() string {

@@ -443,7 +443,11 @@ func (t *Team) read(ctx context.Context, stream jetstream.Stream, project string
 		if errors.As(err, &fatal) {
 			return fatal.err
 		}
-		t.log.Debug("team reader stopped; starting again", "project", project, "err", err)
+		if backoff == 100*time.Millisecond { // said once at warning level, then quietly
+			t.log.Warn("cannot read the team's versions of a project; retrying (is it granted to this teammate?)", "project", project, "err", err)
+		} else {
+			t.log.Debug("team reader stopped; starting again", "project", project, "err", err)
+		}
 		select {
 		case <-ctx.Done():
 			return nil

@@ -28,8 +28,9 @@ const VersionFormat = 1
 // test can play a later build).
 var readFormat = VersionFormat
 
-// MaxRecord is the largest record, in bytes, a thatch sends or accepts.
-const MaxRecord = 16 << 10
+// MaxRecord is the largest record, in bytes, a thatch sends or accepts: a memory at every
+// limit of §6, each character escaped by JSON, fits.
+const MaxRecord = 64 << 10
 
 // MaxFuture is how far ahead of the receiver's clock a version's clock may be.
 const MaxFuture = 24 * time.Hour

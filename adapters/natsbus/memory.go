@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -70,7 +71,10 @@ func (s *Server) shareKey(ctx context.Context, project string) (string, *runtime
 	case len(ids) > 1:
 		return "", badRequest(fmt.Sprintf("memory.share: the folder %s holds the projects %s; give one with --project", project, strings.Join(ids, ", ")))
 	}
-	return project, nil // a directory key: the store says why it cannot be shared
+	if slices.Contains(keys, project) {
+		return project, nil // a directory key: the store says why it cannot be shared
+	}
+	return "", badRequest(fmt.Sprintf("memory.share: thatch knows no project in %s yet (it learns a folder's project from its sessions' memories there); give the project's key with --project (thatch memories projects lists them)", project))
 }
 
 // storeError maps a store error to the protocol's error names.

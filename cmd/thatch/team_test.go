@@ -94,15 +94,20 @@ func (m *teammate) start() {
 	m.host.Dir = t.TempDir()
 	ctx := context.Background()
 	must(t, m.host.Hello(ctx, fmt.Sprint("b", time.Now().UnixNano())))
-	for _, s := range []struct{ id, project string }{{"ses_" + m.name, sharedProject}, {"ses_" + m.name + "_local", localProject}} {
-		info := runtime.SessionInfo{ID: s.id, Title: "t", Directory: m.host.Dir, ProjectID: s.project}
+	// A session in the shared project, one in a project not shared, and one outside git
+	// (no projectID: its project is keyed by its directory).
+	plain := filepath.Join(m.host.Dir, "plain")
+	must(t, os.MkdirAll(plain, 0o700))
+	for _, s := range []struct{ id, project, dir string }{{"ses_" + m.name, sharedProject, m.host.Dir},
+		{"ses_" + m.name + "_local", localProject, m.host.Dir}, {"ses_" + m.name + "_dir", "", plain}} {
+		info := runtime.SessionInfo{ID: s.id, Title: "t", Directory: s.dir, ProjectID: s.project}
 		m.host.AddSession(info)
 		_, err := m.host.Publish(ctx, protocol.EventSessionCreated, map[string]any{"sessionID": s.id, "info": info})
 		must(t, err)
 	}
 	waitFor(t, m.name+"'s sessions", func() bool {
 		var ss []runtime.SessionView
-		return apiCall(m.nc, "sessions", nil, &ss) == nil && len(ss) >= 2
+		return apiCall(m.nc, "sessions", nil, &ss) == nil && len(ss) >= 3
 	})
 }
 
@@ -340,7 +345,13 @@ func TestTeamOfThatches(t *testing.T) {
 	}
 	// A directory-keyed project cannot be shared, and the answer says why; the CLI stops
 	// and starts sharing by key.
-	err = apiCall(d.nc, protocol.APIMemoryShare, map[string]any{"project": d.host.Dir, "shared": true}, new(map[string]any))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, herr, err := d.host.ToolCall(ctx, "thatch", runtime.ToolRemember, "ses_dave_dir", "c_dir", map[string]any{"content": "outside git"}); herr != nil || err != nil {
+		t.Fatalf("remember outside git: %v %v", herr, err)
+	}
+	plain := filepath.Join(d.host.Dir, "plain")
+	err = apiCall(d.nc, protocol.APIMemoryShare, map[string]any{"project": plain, "shared": true}, new(map[string]any))
 	if err == nil || !strings.Contains(err.Error(), protocol.BadRequest) || !strings.Contains(err.Error(), "folder of this machine") {
 		t.Errorf("sharing a directory key: %v", err)
 	}

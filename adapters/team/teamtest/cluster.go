@@ -4,20 +4,28 @@ import (
 	"fmt"
 	"net"
 	"strings"
-	"testing"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 )
 
+// TB is what the cluster needs of a test (testing.TB has it): the benchmark passes its own.
+type TB interface {
+	Helper()
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+	TempDir() string
+	Cleanup(func())
+}
+
 // Cluster is n JetStream servers routed to each other.
 type Cluster struct {
-	t     testing.TB
+	t     TB
 	opts  []*server.Options
 	Nodes []*server.Server // nil while stopped
 }
 
-func freePort(t testing.TB) int {
+func freePort(t TB) int {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -28,13 +36,13 @@ func freePort(t testing.TB) int {
 
 // Start runs a cluster of n nodes (n 1: a single server, no cluster) and stops it when t
 // ends. Its nodes tell clients about each other, so a client fails over to another node.
-func Start(t testing.TB, n int) *Cluster { return start(t, n, false) }
+func Start(t TB, n int) *Cluster { return start(t, n, false) }
 
 // StartIsolated is Start with nodes that do not tell clients about each other: a client
 // given one node's URL stays cut off while that node is down.
-func StartIsolated(t testing.TB, n int) *Cluster { return start(t, n, true) }
+func StartIsolated(t TB, n int) *Cluster { return start(t, n, true) }
 
-func start(t testing.TB, n int, noAdvertise bool) *Cluster {
+func start(t TB, n int, noAdvertise bool) *Cluster {
 	t.Helper()
 	c := &Cluster{t: t, Nodes: make([]*server.Server, n)}
 	routes := make([]string, n)

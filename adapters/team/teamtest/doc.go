@@ -2,5 +2,5 @@
 // loopback, built from nats-server's own packages, whose nodes can be stopped and started
 // again on their ports and stores.
 //
-// It imports nats-server and nothing of thatch; only tests import it.
+// It imports nats-server and nothing of thatch; only tests and thatch-bench import it.
 package teamtest

@@ -406,10 +406,10 @@ func insertRow(ctx context.Context, tx cachedTx, m Memory) error {
 	}
 	_, err := tx.ExecContext(ctx, `
 		INSERT INTO memories (id, project, scope, branch, directory, branch_tip, kind, content, norm, tags,
-			created_at, updated_at, used_at, source_session, source_call)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			created_at, updated_at, used_at, source_session, source_call, author)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		m.ID, m.Project, scope(m.Project), m.Branch, m.Directory, m.BranchTip, m.Kind, m.Content, normalize(m.Content), string(tags),
-		toMS(m.CreatedAt), toMS(m.UpdatedAt), used, m.Source.SessionID, m.Source.CallID)
+		toMS(m.CreatedAt), toMS(m.UpdatedAt), used, m.Source.SessionID, m.Source.CallID, m.Author)
 	return err
 }
 
@@ -714,6 +714,7 @@ func (s *Store) Import(ctx context.Context, ms []Memory, now time.Time) (added i
 		// The words' counts are added up here and written once: a write per memory was
 		// half of an import's time.
 		counts := map[string]int{}
+		sharedIn := map[string]bool{}
 		for _, m := range clean {
 			// The export's folder (else the memory's directory) labels a project the store
 			// has no folder for; a folder learned from a session here is kept.
@@ -740,8 +741,20 @@ func (s *Store) Import(ctx context.Context, ms []Memory, now time.Time) (added i
 			if err := audit(ctx, tx, m.ID, now, "import", Caller{}, "", ""); err != nil {
 				return err
 			}
-			if err := s.stamp(ctx, tx, m.ID, "import", now); err != nil {
-				return err
+			// An import into a shared project is sent like any change; one into a project
+			// not shared gets its version when the project is shared (Share), which keeps
+			// a large import as fast as before.
+			shared, ok := sharedIn[m.Project]
+			if !ok {
+				if shared, err = isShared(ctx, tx, m.Project); err != nil {
+					return err
+				}
+				sharedIn[m.Project] = shared
+			}
+			if shared {
+				if err := s.stamp(ctx, tx, m.ID, "import", now); err != nil {
+					return err
+				}
 			}
 			added++
 		}
@@ -789,6 +802,10 @@ func (s *Store) cleanImported(m *Memory, now time.Time) error {
 	}
 	if m.BranchTip, err = cleanTip(m.BranchTip); err != nil {
 		return err
+	}
+	// The author of the version exported (§9): a name, kept as it is when it is one.
+	if m.Author = strings.TrimSpace(strings.ToValidUTF8(m.Author, "")); utf8.RuneCountInString(m.Author) > 200 {
+		return fmt.Errorf("%w: author is %d characters, over the limit of 200", ErrBadRequest, utf8.RuneCountInString(m.Author))
 	}
 	if m.CreatedAt.IsZero() {
 		m.CreatedAt = now

@@ -406,10 +406,10 @@ func insertRow(ctx context.Context, tx cachedTx, m Memory) error {
 	}
 	_, err := tx.ExecContext(ctx, `
 		INSERT INTO memories (id, project, scope, branch, directory, branch_tip, kind, content, norm, tags,
-			created_at, updated_at, used_at, source_session, source_call, author)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			created_at, updated_at, used_at, source_session, source_call)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		m.ID, m.Project, scope(m.Project), m.Branch, m.Directory, m.BranchTip, m.Kind, m.Content, normalize(m.Content), string(tags),
-		toMS(m.CreatedAt), toMS(m.UpdatedAt), used, m.Source.SessionID, m.Source.CallID, m.Author)
+		toMS(m.CreatedAt), toMS(m.UpdatedAt), used, m.Source.SessionID, m.Source.CallID)
 	return err
 }
 
@@ -736,6 +736,11 @@ func (s *Store) Import(ctx context.Context, ms []Memory, now time.Time) (added i
 			}
 			if err := insertRow(ctx, tx, m); err != nil {
 				return err
+			}
+			if m.Author != "" {
+				if _, err := tx.ExecContext(ctx, `UPDATE memories SET author = ? WHERE id = ?`, m.Author, m.ID); err != nil {
+					return err
+				}
 			}
 			addWords(counts, m.Content, 1)
 			if err := audit(ctx, tx, m.ID, now, "import", Caller{}, "", ""); err != nil {

@@ -47,7 +47,7 @@ ui-test:
 	THATCH_UI_CHROMIUM="$$bin" THATCH_UI_SHOTS="$(UI_SHOTS)" \
 		$(GO) test -tags browser -run '^TestBrowserUI$$' -count=1 -v -timeout 10m ./cmd/thatch
 
-## ui-shots: ui-test, saving a screenshot of each page into docs/ui (the README's)
+## ui-shots: ui-test, saving a screenshot of each page into docs/ui (docs/operator.md shows them)
 ui-shots:
 	$(MAKE) ui-test UI_SHOTS="$(CURDIR)/docs/ui"
 

@@ -36,10 +36,17 @@ const maxDeadBody = 4096
 // go through a pool of read-only connections, so they never wait for the writer's
 // connection nor hold it while the owner commits.
 type Store struct {
+	// BeforeLoad, when set, is told what Load is about to read before it allocates the
+	// state, and returns what Load calls once done: the daemon bounds the process's heap
+	// there. The journal sets no policy of its own for the garbage collector.
+	BeforeLoad func(LoadSize) (after func())
+
 	db       *sql.DB // the one connection that writes, and the owner's reads
 	r        *sql.DB // read-only connections for every other goroutine
 	path     string
 	instance string
+	// readOnly marks a store of OpenReadOnly: every connection is mode=ro.
+	readOnly bool
 
 	ck      *checkpoint.Checkpointer // copies the WAL back beside the writer
 	stmts   [nStmts]*sql.Stmt        // Commit's statements, prepared once on the writer
@@ -122,6 +129,10 @@ func Open(path string) (*Store, error) {
 	return s, nil
 }
 
+// DiskFullIn is what a write that failed for a full disk says first: the disk is full,
+// and which folder needs the space.
+func DiskFullIn(dir string) string { return "disk full: free space in " + dir }
+
 // Instance names the journal for good (idempotency keys of host calls).
 func (s *Store) Instance() string { return s.instance }
 
@@ -151,6 +162,7 @@ const (
 	sDeleteGone
 	sInsertEntry
 	sClaimEntry
+	sRecordCompleted
 	sDeleteClaimed
 	sReleaseAllClaimed
 	sReleaseClaimed
@@ -167,6 +179,8 @@ const (
 	sPutMeta
 	sPruneApplied
 	sPruneLedger
+	sPruneProvenance
+	sTrimProvenance
 	nStmts
 )
 
@@ -200,6 +214,13 @@ var stmtSQL = [nStmts]string{
 	sPutMeta:          `INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value`,
 	sPruneApplied:     `DELETE FROM applied WHERE applied_at < ?`,
 	sPruneLedger:      `DELETE FROM ledger WHERE at < ?`,
+	sPruneProvenance:  `DELETE FROM provenance WHERE at < ?`,
+	sTrimProvenance:   `DELETE FROM provenance WHERE id <= (SELECT max(id) FROM provenance) - ?`,
+	// Provenance (issue 29): a claimant's entries are copied before they are deleted as
+	// completed, in the same transaction.
+	sRecordCompleted: `INSERT INTO provenance (child_id, root_id, entry_id, tool, title, at)
+				SELECT claimed_by, root_id, entry_id, tool, substr(coalesce(CAST(body AS TEXT) ->> '$.title', ''), 1, ?), ?
+				FROM entries WHERE root_id = ? AND claimed_by = ? ORDER BY id`,
 }
 
 // prepare prepares Commit's statements on the writer (its one connection: no transaction
@@ -293,6 +314,9 @@ func fromMS(v int64) time.Time {
 
 // Commit persists one batch atomically.
 func (s *Store) Commit(b *runtime.Batch) error {
+	if s.readOnly {
+		return fmt.Errorf("commit to the journal %s: it is open read-only", s.path)
+	}
 	err := s.withTx(func(tx *sql.Tx) error {
 		t := &batchTx{tx: tx, store: &s.stmts}
 		fx := b.Effects
@@ -336,7 +360,7 @@ func (s *Store) Commit(b *runtime.Batch) error {
 				return err
 			}
 		}
-		if err := writeEntries(t, fx.Entries); err != nil {
+		if err := writeEntries(t, fx.Entries, b.Now); err != nil {
 			return err
 		}
 		for _, r := range fx.Ledger {
@@ -393,6 +417,12 @@ func (s *Store) Commit(b *runtime.Batch) error {
 			if _, err := t.exec(sPruneLedger, ms(b.Now.Add(-LedgerRetention))); err != nil {
 				return err
 			}
+			if _, err := t.exec(sPruneProvenance, ms(b.Now.Add(-LedgerRetention))); err != nil {
+				return err
+			}
+			if _, err := t.exec(sTrimProvenance, MaxProvenance); err != nil {
+				return err
+			}
 		}
 		if b.StreamSeq > 0 {
 			if err := t.putMeta("stream_seq", b.StreamSeq); err != nil {
@@ -402,6 +432,9 @@ func (s *Store) Commit(b *runtime.Batch) error {
 		return nil
 	})
 	if err != nil {
+		if migrate.DiskFull(err) {
+			return fmt.Errorf("%s: commit journal batch: %w", DiskFullIn(filepath.Dir(s.path)), err)
+		}
 		return fmt.Errorf("commit journal batch: %w", err)
 	}
 	if s.ck != nil {
@@ -417,7 +450,7 @@ func (s *Store) Commit(b *runtime.Batch) error {
 	return nil
 }
 
-func writeEntries(t *batchTx, ops []runtime.EntryOp) error {
+func writeEntries(t *batchTx, ops []runtime.EntryOp, now time.Time) error {
 	for _, op := range ops {
 		var err error
 		switch op.Kind {
@@ -431,7 +464,11 @@ func writeEntries(t *batchTx, ops []runtime.EntryOp) error {
 				}
 			}
 		case runtime.EntryDeleteClaimed:
-			_, err = t.exec(sDeleteClaimed, op.Root, op.Claimant)
+			// Completed: what the claimant completed is kept (provenance) before the rows go.
+			_, err = t.exec(sRecordCompleted, ProvenanceTitleMax, ms(cmp.Or(op.At, now)), op.Root, op.Claimant)
+			if err == nil {
+				_, err = t.exec(sDeleteClaimed, op.Root, op.Claimant)
+			}
 		case runtime.EntryReleaseClaimed:
 			if op.Claimant == "" {
 				_, err = t.exec(sReleaseAllClaimed, op.Root)
@@ -543,6 +580,14 @@ func (s *Store) Payload(root, claimant string) ([]runtime.PayloadEntry, error) {
 	}
 	return out, rows.Err()
 }
+
+// Provenance's bounds: a completed call's title is cut to ProvenanceTitleMax characters
+// (the payload shows as much of it), and the journal sweep keeps the newest MaxProvenance
+// completed calls of the last LedgerRetention.
+const (
+	ProvenanceTitleMax = runtime.PayloadArgsMax
+	MaxProvenance      = 500_000
+)
 
 // LedgerRetention is how long the ledger keeps an extraction's cost: the journal sweep
 // drops older rows.

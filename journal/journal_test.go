@@ -3,6 +3,7 @@ package journal_test
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -55,8 +56,32 @@ func TestScenarioRoundTrip(t *testing.T) {
 			store := open(t)
 			h := scenario.New()
 			var outbox int
+			var completed int // calls the journal must keep as provenance
 			h.AfterStep = func(in runtime.Input, fx *runtime.Effects) {
 				b := &runtime.Batch{Now: h.Now, State: h.State, Effects: fx}
+				// What each completion drops is what the journal must keep of it (issue 29):
+				// the claimant's entries as they were journaled before this commit.
+				want := map[string][]runtime.CompletedCall{}
+				for _, op := range fx.Entries {
+					if op.Kind != runtime.EntryDeleteClaimed {
+						continue
+					}
+					before, err := store.Provenance([]string{op.Claimant})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if len(before) > 0 {
+						want[op.Claimant] = before[0].Calls
+					}
+					claimed, err := store.Payload(op.Root, op.Claimant)
+					if err != nil {
+						t.Fatal(err)
+					}
+					for _, e := range claimed {
+						want[op.Claimant] = append(want[op.Claimant], runtime.CompletedCall{ID: e.ID, Tool: e.Body.Tool, Title: cutRunes(e.Body.Title, journal.ProvenanceTitleMax)})
+					}
+					completed += len(claimed)
+				}
 				if r, ok := in.(runtime.Result); ok && r.Call.ID != 0 {
 					b.Done = []int64{r.Call.ID}
 				}
@@ -67,6 +92,19 @@ func TestScenarioRoundTrip(t *testing.T) {
 					t.Fatal(err)
 				}
 				outbox += len(fx.Calls) - len(b.Done)
+				for claimant, calls := range want {
+					got, err := store.Provenance([]string{claimant})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if len(got) != 1 || !reflect.DeepEqual(got[0].Calls, calls) {
+						t.Fatalf("provenance of %s after %T:\n got %+v\nwant %+v", claimant, in, got, calls)
+					}
+				}
+				var kept int
+				if err := store.DB().QueryRow(`SELECT count(*) FROM provenance`).Scan(&kept); err != nil || kept != completed {
+					t.Fatalf("after %T the journal keeps %d completed calls (%v), want %d", in, kept, err, completed)
+				}
 				got, calls, _, err := store.Load()
 				if err != nil {
 					t.Fatal(err)
@@ -99,6 +137,14 @@ func TestScenarioRoundTrip(t *testing.T) {
 			}
 		})
 	}
+}
+
+// cutRunes is s cut to at most n characters, as the journal cuts a completed call's title.
+func cutRunes(s string, n int) string {
+	if r := []rune(s); len(r) > n {
+		return string(r[:n])
+	}
+	return s
 }
 
 func TestOpenIsPrivate(t *testing.T) {
@@ -255,5 +301,67 @@ func TestOpenDamagedJournal(t *testing.T) {
 	_, err := journal.Open(path)
 	if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "move it aside") {
 		t.Fatalf("opening a damaged journal: %v", err)
+	}
+}
+
+// TestOpenReadOnly: a journal opened read-only loads what the daemon committed, after a
+// clean close and with its WAL still there (a daemon killed), leaves the file and its WAL
+// as they were, refuses a commit, and refuses a journal of another version.
+func TestOpenReadOnly(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "thatch.db")
+	s, err := journal.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := runtime.NewState()
+	fx := runtime.DefaultRules.Step(st, runtime.Event{ID: "e1", Type: "session.created", HostID: "h1", SessionID: "ses_a",
+		Info: &runtime.SessionInfo{ID: "ses_a", Title: "t", Directory: "/w"}}, scenario.Epoch)
+	if err := s.Commit(&runtime.Batch{Now: scenario.Epoch, State: st, Effects: fx, Applied: []runtime.Applied{{ID: "e1", Seq: 7}}, StreamSeq: 7}); err != nil {
+		t.Fatal(err)
+	}
+	read := func(live bool) {
+		t.Helper()
+		before := map[string][]byte{}
+		for _, p := range []string{path, path + "-wal"} {
+			before[p], _ = os.ReadFile(p)
+		}
+		ro, err := journal.OpenReadOnly(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _, pos, err := ro.Load()
+		if err != nil || pos != 7 || got.Sessions["ses_a"] == nil {
+			t.Fatalf("read-only load (writer open %v): pos=%d sessions=%v, %v", live, pos, got, err)
+		}
+		if err := ro.Commit(&runtime.Batch{Now: scenario.Epoch, State: got, StreamSeq: 8}); err == nil {
+			t.Error("a read-only journal took a commit")
+		}
+		if err := ro.Close(); err != nil {
+			t.Fatal(err)
+		}
+		for p, data := range before {
+			if after, _ := os.ReadFile(p); !bytes.Equal(after, data) {
+				t.Errorf("%s changed under a read-only journal (writer open %v)", p, live)
+			}
+		}
+	}
+	read(true) // the writer still open: its commit is in the WAL
+	s.Close()
+	read(false)
+
+	// A journal of a newer thatch: refused, saying so.
+	w, err := journal.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.DB().Exec(`INSERT INTO schema_migrations (version) VALUES (9999)`); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	if _, err := journal.OpenReadOnly(path); err == nil || !strings.Contains(err.Error(), "written by a newer thatch") {
+		t.Errorf("read-only open of a newer journal: %v, want it refused", err)
+	}
+	if _, err := journal.OpenReadOnly(filepath.Join(t.TempDir(), "none.db")); !os.IsNotExist(errors.Unwrap(err)) {
+		t.Errorf("read-only open of a missing journal: %v, want ErrNotExist", err)
 	}
 }

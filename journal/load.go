@@ -8,9 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"runtime/debug"
-	"runtime/metrics"
 	"slices"
 	"sort"
 	"strings"
@@ -93,7 +90,7 @@ func (s *Store) Load() (*runtime.State, []runtime.Call, uint64, error) {
 	// The sessions and entries are read on connections of their own, closed after: a scan
 	// reads each page once, and SQLite's default page cache, 2 MiB on each of the four
 	// connections the reads take, was 8 to 11 MiB of the peak RSS.
-	ld, err := sql.Open("sqlite", "file:"+s.path+"?_pragma=busy_timeout(5000)&_pragma=query_only(1)&_pragma=cache_size(-256)")
+	ld, err := sql.Open("sqlite", s.readDSN("_pragma=busy_timeout(5000)&_pragma=query_only(1)&_pragma=cache_size(-256)"))
 	if err != nil {
 		return nil, nil, 0, err
 	}
@@ -106,7 +103,9 @@ func (s *Store) Load() (*runtime.State, []runtime.Call, uint64, error) {
 	if err != nil {
 		return nil, nil, 0, fmt.Errorf("load entries: %w", err)
 	}
-	defer boundHeap(n, int(hi.Int64-lo.Int64+1))()
+	if s.BeforeLoad != nil {
+		defer s.BeforeLoad(LoadSize{Sessions: n, Entries: int(hi.Int64 - lo.Int64 + 1)})()
+	}
 	var wg sync.WaitGroup
 	var sessErr error
 	wg.Go(func() {
@@ -371,18 +370,6 @@ func loadEntriesPlain(db *sql.DB, st *runtime.State) error {
 	return rows.Err()
 }
 
-// Load's heap. Load allocates the entries' slices and id buffers, most of what it keeps,
-// early (after the counting pass), then reads rows whose strings are garbage at once. At
-// Go's default GOGC the heap grew to twice what it keeps before a collection; at 10 % (what
-// Load did until this round) it collected every time the state grew by a tenth: 39 cycles
-// at 100,000 sessions and a million entries, a fifth of the CPU, and a peak RSS of 142-147
-// MiB against the 150 MB (143 MiB) of the target, as the heap's freed spans, which the
-// collector's pacing keeps, add to the state. So Load bounds the heap instead (boundHeap):
-// the collector is off (GOGC) and a soft memory limit (GOMEMLIMIT) of what the process held
-// when Load began plus a tenth more than the state is expected to take makes it collect
-// only as the heap nears that, and give freed pages back. At 100k/1M: 16 cycles, the same
-// time or less, and a peak of 137-139 MiB (README, Performance).
-
 // sessionBytes and entryBytes are what Load expects a session and an entry to take: a
 // Session (320 bytes) with its strings, its place in the state's map and the index; an
 // Entry (32 bytes) with an id of 24 bytes (opencode's call ids: 16 in the bench's journal).
@@ -391,41 +378,14 @@ const (
 	entryBytes   = 56
 )
 
-// boundHeap bounds the heap for the time of Load to the memory the process uses now plus a
-// tenth more than sessions and entries should take (at least 64 MiB), and returns what puts
-// the collector back. A state larger than expected is not an error: over the limit the
-// collector runs more often, and Go caps its share of the CPU at half. With GOGC or GOMEMLIMIT
-// in the environment, the operator's setting stands and Load only lowers GOGC to 10 (lowerGC).
-// It is the process's setting: whatever else runs meanwhile collects under the same bound.
-func boundHeap(sessions, entries int) func() {
-	if os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" {
-		return lowerGC(loadGCPercent)
-	}
-	m := []metrics.Sample{{Name: "/memory/classes/total:bytes"}, {Name: "/memory/classes/heap/released:bytes"}}
-	metrics.Read(m)
-	inUse := int64(m[0].Value.Uint64() - m[1].Value.Uint64())
-	state := max(int64(sessions)*sessionBytes+int64(max(entries, 0))*entryBytes, 64<<20)
-	pct := debug.SetGCPercent(-1)
-	limit := debug.SetMemoryLimit(inUse + state*110/100)
-	return func() {
-		debug.SetMemoryLimit(limit)
-		debug.SetGCPercent(pct)
-	}
+// LoadSize is what Load is about to read, told to BeforeLoad before it allocates the state.
+type LoadSize struct {
+	Sessions, Entries int
 }
 
-// loadGCPercent is the GC's target while Load runs when the operator set GOGC or GOMEMLIMIT
-// (lowerGC): the peak RSS at 100k/1M was 155 MiB at 25, 142 at 10 and 137 at 5, which took a
-// second more on two busy cores.
-const loadGCPercent = 10
-
-// lowerGC lowers the GC's target percentage to pct for the time of Load, unless it is
-// lower already (GOGC) or the GC is off, and returns what puts it back.
-func lowerGC(pct int) func() {
-	prev := debug.SetGCPercent(pct)
-	if prev < pct {
-		debug.SetGCPercent(prev)
-	}
-	return func() { debug.SetGCPercent(prev) }
+// Bytes is what the sessions and entries should take in memory once loaded.
+func (z LoadSize) Bytes() int64 {
+	return int64(z.Sessions)*sessionBytes + int64(max(z.Entries, 0))*entryBytes
 }
 
 // readRows runs query on one connection of db and calls fn with each row as the driver

@@ -42,15 +42,18 @@ var depRules = []struct {
 	{pkg: "adapters/...", forbid: []string{"cmd/...", "adapters/..."}},
 	{pkg: "adapters/fakehost", allow: []string{"adapters/natsbus"}},
 	{pkg: "adapters/opencode", allow: []string{"adapters/natsbus"}},
+	// The test kit: a leaf that every package's tests may import without a cycle.
+	{pkg: "internal/testkit", forbid: []string{"..."}},
 	// Test doubles stay out of every binary but the benchmark's, and the scenario harness
-	// (it imports testing) out of every binary.
-	{pkg: "...", forbid: []string{"adapters/fakehost", "adapters/fakellm", "runtime/scenario", "adapters/team/teamtest"}},
+	// and the test kit (they import testing) out of every binary.
+	{pkg: "...", forbid: []string{"adapters/fakehost", "adapters/fakellm", "runtime/scenario", "runtime/redact/redacttest",
+		"internal/testkit", "adapters/team/teamtest"}},
 	{pkg: "cmd/thatch-bench", allow: []string{"adapters/fakehost", "adapters/fakellm", "adapters/team/teamtest"}},
 }
 
 // depAreas are the top-level folders a package may live in; a package elsewhere has no
 // rule yet.
-var depAreas = []string{"runtime/...", "journal/...", "adapters/...", "commands/...", "cmd/..."}
+var depAreas = []string{"runtime/...", "journal/...", "adapters/...", "commands/...", "cmd/...", "internal/..."}
 
 const modulePath = "github.com/thatch-dev/thatch"
 

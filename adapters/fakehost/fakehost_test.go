@@ -1,29 +1,20 @@
 package fakehost
 
 import (
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/thatch-dev/thatch/adapters/natsbus"
+	"github.com/thatch-dev/thatch/internal/testkit"
 	"github.com/thatch-dev/thatch/runtime/protocol"
 )
 
 // start serves a quiet v1 fake host h1 on a broker of its own.
 func start(t *testing.T) (*nats.Conn, *Host) {
 	t.Helper()
-	ns, err := natsbus.StartEmbedded("127.0.0.1:-1", filepath.Join(t.TempDir(), "broker"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-	nc, err := nats.Connect(ns.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
+	_, url, token := testkit.Broker(t)
+	nc, _ := testkit.Connect(t, url, token)
 	h, err := New(nc, "h1", "v1")
 	if err != nil {
 		t.Fatal(err)

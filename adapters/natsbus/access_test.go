@@ -8,8 +8,6 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
-	"io"
-	"log/slog"
 	"math/big"
 	"net"
 	"os"
@@ -19,6 +17,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/thatch-dev/thatch/internal/testkit"
 )
 
 // testCert writes a self-signed certificate for 127.0.0.1 and localhost, and its key, into
@@ -57,8 +57,6 @@ func testCert(t *testing.T, dir string) (certFile, keyFile string) {
 	return certFile, keyFile
 }
 
-func discardLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
-
 // TestBrokerRequiresToken: a broker started with a token refuses every client without it
 // and takes the ones that present it, over the network and in process.
 func TestBrokerRequiresToken(t *testing.T) {
@@ -93,7 +91,7 @@ func TestBrokerRequiresToken(t *testing.T) {
 		t.Fatalf("with the token in the URL: %v", err)
 	}
 	nc.Close()
-	nc, err = Connect(ConnectOptions{Embedded: ns, Token: tok, Name: "test"}, discardLog())
+	nc, err = Connect(ConnectOptions{Embedded: ns, Token: tok, Name: "test"}, testkit.Logger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +130,7 @@ func TestBrokerTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, url := range []string{"nats://" + addr, "tls://localhost:" + port} {
-		nc, err := Connect(ConnectOptions{URL: url, Token: tok, TLS: pinned, Name: "pinned"}, discardLog())
+		nc, err := Connect(ConnectOptions{URL: url, Token: tok, TLS: pinned, Name: "pinned"}, testkit.Logger(t))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -156,7 +154,7 @@ func TestBrokerTLS(t *testing.T) {
 		nc.Close()
 		t.Error("a client pinning another certificate connected")
 	}
-	nc, err = Connect(ConnectOptions{Embedded: ns, Token: tok, TLS: pinned, Name: "in process"}, discardLog())
+	nc, err = Connect(ConnectOptions{Embedded: ns, Token: tok, TLS: pinned, Name: "in process"}, testkit.Logger(t))
 	if err != nil {
 		t.Fatal(err)
 	}

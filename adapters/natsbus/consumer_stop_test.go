@@ -3,15 +3,14 @@ package natsbus
 import (
 	"context"
 	"io"
-	"log/slog"
 	"net"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/thatch-dev/thatch/internal/testkit"
 	"github.com/thatch-dev/thatch/runtime"
 )
 
@@ -92,13 +91,9 @@ func (p *frozenProxy) freeze() { p.once.Do(func() { close(p.frozen) }) }
 // answering (rule 12: thatch stops within 2 s, and the loop and the bridge stop after the
 // consumer): the drain's wait is bounded.
 func TestConsumerStopsOnAStuckBroker(t *testing.T) {
-	ns, err := StartEmbedded("127.0.0.1:0", filepath.Join(t.TempDir(), "broker"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ns.Shutdown)
+	ns := testkit.StartBroker(t, testkit.BrokerOptions{})
 	proxy := startProxy(t, ns.Addr().String())
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	log := testkit.Logger(t)
 	nc, err := Connect(ConnectOptions{URL: "nats://" + proxy.l.Addr().String(), Name: "test"}, log)
 	if err != nil {
 		t.Fatal(err)

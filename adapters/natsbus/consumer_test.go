@@ -3,8 +3,6 @@ package natsbus
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -14,6 +12,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/thatch-dev/thatch/internal/testkit"
 	"github.com/thatch-dev/thatch/runtime"
 )
 
@@ -35,12 +34,8 @@ func TestConsumerResumesAfterJetStreamRestarts(t *testing.T) {
 
 func consumerAfterJetStreamRestart(t *testing.T, storeLost bool) {
 	dir := filepath.Join(t.TempDir(), "broker")
-	ns, err := StartEmbedded("127.0.0.1:0", dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ns.Shutdown)
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	ns := testkit.StartBroker(t, testkit.BrokerOptions{StoreDir: dir})
+	log := testkit.Logger(t)
 	nc, err := Connect(ConnectOptions{Embedded: ns, Name: "test"}, log)
 	if err != nil {
 		t.Fatal(err)
@@ -126,7 +121,7 @@ func consumerAfterJetStreamRestart(t *testing.T, storeLost bool) {
 func TestConsumerRecreatedAtTheCommittedPosition(t *testing.T) {
 	js := jetStream(t, 0)
 	ctx := context.Background()
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	log := testkit.Logger(t)
 	var committedSeq atomic.Uint64
 	var identity atomic.Value
 	identity.Store("")

@@ -3,43 +3,29 @@ package natsbus
 import (
 	"context"
 	"errors"
-	"io"
-	"log/slog"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
-)
 
-// eventually polls cond until it holds, failing after a generous deadline.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
+	"github.com/thatch-dev/thatch/internal/testkit"
+)
 
 // TestJetStreamWatchBringsJetStreamBack: when nats-server disables JetStream (as it does
 // after a store write error: ShutdownJetStream), the watch reports it, keeps trying, and
 // once it can, enables it again: publishes to the stream succeed and the error clears.
 func TestJetStreamWatchBringsJetStreamBack(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "broker")
-	ns, err := StartEmbedded("127.0.0.1:0", dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ns.Shutdown)
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	ns := testkit.StartBroker(t, testkit.BrokerOptions{StoreDir: dir})
+	log := testkit.Logger(t)
 	nc, err := Connect(ConnectOptions{Embedded: ns, Name: "test"}, log)
 	if err != nil {
 		t.Fatal(err)
@@ -100,11 +86,15 @@ func TestJetStreamWatchBringsJetStreamBack(t *testing.T) {
 	if err := ns.ShutdownJetStream(); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the watch to report JetStream disabled", func() bool { return w.Err() != "" })
+	testkit.WaitFor(t, 30*time.Second, "the watch to report JetStream disabled", func() bool { return w.Err() != "" })
 	if e := w.Err(); !strings.Contains(e, "disabled") || !strings.Contains(e, "free disk space in "+filepath.Join(dir, "jetstream")) {
 		t.Fatalf("error %q does not say what is wrong and what to do", e)
 	}
-	eventually(t, "attempts to bring JetStream back", func() bool { return attempts.Load() >= 2 })
+	testkit.WaitFor(t, 30*time.Second, "attempts to bring JetStream back", func() bool { return attempts.Load() >= 2 })
+	// The attempts found the disk full: the error says so first, naming the folder.
+	if e := w.Err(); !strings.HasPrefix(e, "disk full: free space in "+filepath.Join(dir, "jetstream")+": ") {
+		t.Fatalf("error %q does not begin with the full disk", e)
+	}
 	if err := publish(); err == nil {
 		t.Fatal("a publish succeeded while JetStream was disabled")
 	}
@@ -113,11 +103,11 @@ func TestJetStreamWatchBringsJetStreamBack(t *testing.T) {
 	}
 
 	blocked.Store(false)
-	eventually(t, "the error to clear", func() bool { return w.Err() == "" })
+	testkit.WaitFor(t, 30*time.Second, "the error to clear", func() bool { return w.Err() == "" })
 	if !ns.JetStreamEnabled() {
 		t.Fatal("the error cleared but JetStream is disabled")
 	}
-	eventually(t, "a publish to succeed again", func() bool { return publish() == nil })
+	testkit.WaitFor(t, 30*time.Second, "a publish to succeed again", func() bool { return publish() == nil })
 	st, err := js.Stream(ctx, cfg.Stream)
 	if err != nil {
 		t.Fatal(err)
@@ -147,12 +137,8 @@ func TestJetStreamWatchFullDisk(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	ns, err := StartEmbedded("127.0.0.1:0", dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ns.Shutdown)
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	ns := testkit.StartBroker(t, testkit.BrokerOptions{StoreDir: dir})
+	log := testkit.Logger(t)
 	nc, err := Connect(ConnectOptions{Embedded: ns, Name: "test"}, log)
 	if err != nil {
 		t.Fatal(err)
@@ -202,14 +188,40 @@ func TestJetStreamWatchFullDisk(t *testing.T) {
 	if !failed {
 		t.Fatal("publishes kept succeeding on a full disk")
 	}
-	eventually(t, "the watch to report the store error", func() bool { return w.Err() != "" })
+	testkit.WaitFor(t, 30*time.Second, "the watch to report the store error", func() bool { return w.Err() != "" })
 	t.Logf("reported: %s", w.Err())
+	if e := w.Err(); !strings.HasPrefix(e, "disk full: free space in "+filepath.Join(dir, "jetstream")+": ") {
+		t.Errorf("error %q does not begin with the full disk", e)
+	}
 	if err := publish(); err == nil {
 		t.Fatal("a publish succeeded while the store failed")
 	}
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the error to clear", func() bool { return w.Err() == "" })
-	eventually(t, "a publish to succeed again", func() bool { return publish() == nil })
+	testkit.WaitFor(t, 30*time.Second, "the error to clear", func() bool { return w.Err() == "" })
+	testkit.WaitFor(t, 30*time.Second, "a publish to succeed again", func() bool { return publish() == nil })
+}
+
+// TestJetStreamWatchNamesAFullDisk: a store error or a probe write that says ENOSPC makes
+// the watch's error begin with the full disk and the folder to free; another problem does
+// not.
+func TestJetStreamWatchNamesAFullDisk(t *testing.T) {
+	w := &JetStreamWatch{Config: server.JetStreamConfig{StoreDir: "/data/nats"}}
+	want := "disk full: free space in /data/nats/jetstream: the embedded broker cannot store events: "
+	for _, tc := range []struct {
+		problem string
+		attempt error
+		full    bool
+	}{
+		{problem: "JetStream stream '$G > S' write error: write /data/nats/jetstream/$G/streams/S/msgs/1.blk: no space left on device", full: true},
+		{problem: "JetStream is disabled", attempt: fmt.Errorf("write to the store: %w", &os.PathError{Op: "write", Path: "/data/nats/.thatch-probe-1", Err: syscall.ENOSPC}), full: true},
+		{problem: "JetStream is disabled", attempt: fmt.Errorf("write to the store: %w", &os.PathError{Op: "write", Path: "/data/nats/.thatch-probe-1", Err: syscall.EACCES})},
+		{problem: "JetStream stream '$G > S' write error: permission denied"},
+	} {
+		got := w.describe(tc.problem, tc.attempt)
+		if strings.HasPrefix(got, want) != tc.full || !strings.Contains(got, tc.problem) {
+			t.Errorf("describe(%q, %v) = %q; full disk: %v", tc.problem, tc.attempt, got, tc.full)
+		}
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"math"
 	goruntime "runtime"
 	"strconv"
 	"strings"
@@ -27,11 +28,14 @@ import (
 // its own consumer, both act on every event); one data folder serves one thatch serve
 // (rule 12). Run one thatch per stream.
 type Server struct {
-	NC       *nats.Conn
-	JS       jetstream.JetStream
-	Stream   string
-	Prefix   string // thatch's own subject prefix, "thatch" by default
-	Loop     *runtime.Loop
+	NC     *nats.Conn
+	JS     jetstream.JetStream
+	Stream string
+	Prefix string // thatch's own subject prefix, "thatch" by default
+	Loop   *runtime.Loop
+	// State, when Loop is nil, is the runtime state the list methods (sessions, entries)
+	// answer from: a stopped thatch's journal, loaded by the CLI.
+	State    *runtime.State
 	Consumer *Consumer
 	Log      *slog.Logger
 	// Sweep answers the sweep method; nil answers NotImplementedError.
@@ -64,6 +68,12 @@ type Server struct {
 	// ExtractedFrom, when set, names the top-level session an extraction child extracted
 	// (the ledger's): memory.get adds it for a memory that child wrote.
 	ExtractedFrom func(child string) (string, error)
+	// Login, when set, mints a one-time link to the web page and says until when it opens
+	// it (ui.link); nil (the page is off) answers NotImplementedError.
+	Login func() (link string, expires time.Time)
+	// Provenance, when set, reads what extractions completed (the journal's): memory.get
+	// adds it for the extractions that created, updated or forgot the memory.
+	Provenance func(extractions []string) ([]runtime.Provenance, error)
 	// ToolTook, when set, sees each tool call's name, how long its answer took and the
 	// error's name ("" for a result): the operator's metrics.
 	ToolTook func(tool string, took time.Duration, errName string)
@@ -237,7 +247,9 @@ func pageLimit(method string, limit *int, cursor *string, def, max int) (int, *r
 // out or more may follow.
 func page[T any](s *Server, method string, items []T, more bool, next func(i int, item T) string) (any, *runtime.HostError) {
 	budget := int64(1 << 20) // nats' default, when the connection does not say
-	if limit := s.NC.MaxPayload(); limit > 0 {
+	if s.NC == nil {         // answered in process (Answer): no broker to fit
+		budget = math.MaxInt64
+	} else if limit := s.NC.MaxPayload(); limit > 0 {
 		budget = limit
 	}
 	budget -= pageMargin
@@ -412,9 +424,18 @@ func (s *Server) tool(ctx context.Context, m *nats.Msg) (res any, herr *runtime.
 		SessionID string          `json:"sessionID"`
 		CallID    string          `json:"callID"`
 		Args      json.RawMessage `json:"args"`
+		// A memory tool call from outside any tracked session (thatch mcp, protocol §10)
+		// names its project key, the directory it works in, and where it comes from,
+		// instead of a sessionID (an extension: docs/protocol.md).
+		Project   string      `json:"project"`
+		Directory string      `json:"directory"`
+		Source    *toolSource `json:"source"`
 	}
 	if err := json.Unmarshal(m.Data, &req); err != nil {
 		return nil, badRequest("request is not a JSON object {sessionID, callID?, args}: " + err.Error())
+	}
+	if req.SessionID == "" && runtime.MemoryTool(name) && (req.Project != "" || req.Source != nil) {
+		return s.hostlessMemoryTool(ctx, name, req.Project, req.Directory, req.Source, req.Args)
 	}
 	if req.SessionID == "" {
 		return nil, badRequest("request has no sessionID: send the calling session's id")
@@ -423,7 +444,7 @@ func (s *Server) tool(ctx context.Context, m *nats.Msg) (res any, herr *runtime.
 		// A caller thatch knows needs no wait for the stream and no commit: a memory call
 		// changes nothing of the runtime's state.
 		if who := s.known(ctx, req.SessionID); who != nil {
-			return s.memoryTool(ctx, name, req.CallID, req.Args, who)
+			return s.memoryTool(ctx, name, req.CallID, req.Args, who, toolSource{})
 		}
 	}
 	a := s.Loop.Tool(ctx, runtime.ToolCall{Name: name, SessionID: req.SessionID, CallID: req.CallID, Args: req.Args}, s.streamSeq(ctx))
@@ -431,7 +452,7 @@ func (s *Server) tool(ctx context.Context, m *nats.Msg) (res any, herr *runtime.
 		return nil, a.Err
 	}
 	if runtime.MemoryTool(name) && a.Caller != nil {
-		return s.memoryTool(ctx, name, req.CallID, req.Args, a.Caller)
+		return s.memoryTool(ctx, name, req.CallID, req.Args, a.Caller, toolSource{})
 	}
 	return s.withRelated(ctx, a, a.Caller), nil
 }
@@ -499,7 +520,8 @@ type apiParams struct {
 	SessionID string `json:"sessionID"`
 	DryRun    bool   `json:"dryRun"`
 	ProjectID string `json:"projectID"` // session.context: the host's word for the project
-	Directory string `json:"directory"` // session.context: likewise
+	Directory string `json:"directory"` // session.context: likewise; memory.context {project}: where the caller works
+	Project   string `json:"project"`   // memory.context without a session: the project key (thatch mcp)
 	Days      *int   `json:"days"`      // costs
 	// Lists (sessions, entries, deadletters): see Page.
 	Limit  *int    `json:"limit"`
@@ -507,15 +529,22 @@ type apiParams struct {
 }
 
 func (s *Server) api(ctx context.Context, m *nats.Msg) (any, *runtime.HostError) {
-	method := strings.TrimPrefix(m.Subject, s.Prefix+".api.")
+	return s.Answer(ctx, strings.TrimPrefix(m.Subject, s.Prefix+".api."), m.Data)
+}
+
+// Answer answers one API method with its JSON params, as the method's responder does.
+// A Server without NC, Loop or Consumer (the CLI reading a stopped thatch's files) answers
+// the list methods of the runtime's state from State, and the methods that read a store
+// from its stores; its caller keeps to those methods.
+func (s *Server) Answer(ctx context.Context, method string, data []byte) (any, *runtime.HostError) {
 	switch method {
 	case protocol.APIMemories, protocol.APIMemoryGet, protocol.APIMemoryForget, protocol.APIMemoryExport, protocol.APIMemoryImport,
 		protocol.APIMemoryHygiene, protocol.APIMemorySignals, protocol.APIMemoryDismiss, protocol.APIMemoryRestore, protocol.APIMemoryProjects, protocol.APIMemoryShare:
-		return s.memoryAPI(ctx, method, m.Data)
+		return s.memoryAPI(ctx, method, data)
 	}
 	var p apiParams
-	if len(m.Data) > 0 {
-		if err := json.Unmarshal(m.Data, &p); err != nil {
+	if len(data) > 0 {
+		if err := json.Unmarshal(data, &p); err != nil {
 			return nil, badRequest("request is not a JSON object: " + err.Error())
 		}
 	}
@@ -548,6 +577,12 @@ func (s *Server) api(ctx context.Context, m *nats.Msg) (any, *runtime.HostError)
 			return nil, &runtime.HostError{Name: protocol.Unavailable, Message: err.Error()}
 		}
 		return rows, nil
+	case protocol.APIUILink:
+		if s.Login == nil {
+			return nil, &runtime.HostError{Name: protocol.NotImplemented, Message: "this thatch serves no web page (THATCH_HTTP_LISTEN=off): unset it, or set an address, and restart thatch serve"}
+		}
+		link, expires := s.Login()
+		return map[string]any{"url": link, "expiresAt": expires.UTC()}, nil
 	case protocol.APISweep:
 		if s.Sweep == nil {
 			return nil, &runtime.HostError{Name: protocol.NotImplemented, Message: "this thatch does not sweep yet"}
@@ -555,7 +590,7 @@ func (s *Server) api(ctx context.Context, m *nats.Msg) (any, *runtime.HostError)
 		return s.Sweep(ctx, p.HostID, p.DryRun)
 	default:
 		return nil, &runtime.HostError{Name: protocol.NotFound, Message: "thatch has no API method " + method +
-			": use status, sessions, entries, deadletters, costs, sweep, session.context, memories, memory.get, memory.forget, memory.context, memory.hygiene, memory.signals, memory.dismiss, memory.restore, memory.projects, memory.share, memory.export or memory.import"}
+			": use status, sessions, entries, deadletters, costs, sweep, session.context, memories, memory.get, memory.forget, memory.context, memory.hygiene, memory.signals, memory.dismiss, memory.restore, memory.projects, memory.share, memory.export, memory.import or ui.link"}
 	}
 }
 
@@ -572,6 +607,9 @@ func (s *Server) list(ctx context.Context, method string, p apiParams) (any, *ru
 		after = *p.Cursor
 	}
 	query := func(fn func(runtime.View) any) (any, *runtime.HostError) {
+		if s.Loop == nil && s.State != nil { // a stopped thatch's journal, loaded
+			return fn(runtime.View{State: s.State}), nil
+		}
 		res, err := s.Loop.Query(ctx, fn)
 		if err != nil {
 			return nil, &runtime.HostError{Name: protocol.Unavailable, Message: err.Error()}

@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
+	"github.com/thatch-dev/thatch/internal/testkit"
 	"github.com/thatch-dev/thatch/journal"
 	"github.com/thatch-dev/thatch/runtime"
 )
@@ -49,15 +49,7 @@ type listRig struct {
 // ses_00000 and dead dead letters, then serves them.
 func newListRig(t *testing.T, sessions, entries, dead int) *listRig {
 	t.Helper()
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true, MaxPayload: 64 << 10})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns.Start()
-	if !ns.ReadyForConnections(5 * time.Second) {
-		t.Fatal("broker not ready")
-	}
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	ns := testkit.StartBroker(t, testkit.BrokerOptions{NoJetStream: true, MaxPayload: 64 << 10})
 	store, err := journal.Open(filepath.Join(t.TempDir(), "thatch.db"))
 	if err != nil {
 		t.Fatal(err)
@@ -110,11 +102,7 @@ func newListRig(t *testing.T, sessions, entries, dead int) *listRig {
 			t.Errorf("loop: %v", err)
 		}
 	})
-	client, err := nats.Connect(ns.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(client.Close)
+	client, _ := testkit.Connect(t, ns.ClientURL(), "")
 	return &listRig{nc: client, store: store, log: logs}
 }
 

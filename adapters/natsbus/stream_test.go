@@ -10,35 +10,19 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/thatch-dev/thatch/internal/testkit"
 )
 
 // jetStream starts a nats-server with JetStream for one test, with the embedded broker's
-// 8 MiB max_payload: the stream, not the server, must refuse what is too large.
+// 8 MiB max_payload (the kit's): the stream, not the server, must refuse what is too large.
 // maxStore, when not zero, is the server's JetStream storage limit.
 func jetStream(t *testing.T, maxStore int64) jetstream.JetStream {
 	t.Helper()
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(),
-		JetStreamMaxStore: maxStore, NoLog: true, NoSigs: true, MaxPayload: 8 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns.Start()
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server did not start")
-	}
-	nc, err := nats.Connect(ns.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ns := testkit.StartBroker(t, testkit.BrokerOptions{MaxStore: maxStore})
+	_, js := testkit.Connect(t, ns.ClientURL(), "")
 	return js
 }
 
@@ -158,5 +142,35 @@ func TestEnsureStreamOnSmallStorage(t *testing.T) {
 	_, err = EnsureStream(context.Background(), small, StreamConfig{Stream: "OPENCODE_EVENTS", Consumer: "thatch", Prefix: "opencode"})
 	if err == nil || !strings.Contains(err.Error(), "free disk space") {
 		t.Fatalf("a broker with 4 MiB of storage: %v, want an error saying to free disk space", err)
+	}
+}
+
+// A publish retried after a failed attempt can come back as a duplicate: of that attempt's
+// own message (stored, its ack lost), or of an earlier publish with the same event id. The
+// stored message's Host-Seq tells them apart, so a host does not take a number the stream
+// never stored for its own (thatch would count a gap).
+func TestStoredAsTellsARetryFromADuplicate(t *testing.T) {
+	js := jetStream(t, 0)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := EnsureStream(ctx, js, StreamConfig{Stream: "OPENCODE_EVENTS", Prefix: "opencode"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := publishEvent(ctx, js, "evt_1", []byte(`{"id":"evt_1","type":"session.idle"}`)); err != nil {
+		t.Fatal(err)
+	}
+	m := nats.NewMsg("opencode.h1.event.tool.execute.after")
+	m.Data = []byte(`{"id":"evt_1","type":"session.idle"}`)
+	m.Header.Set(jetstream.MsgIDHeader, "evt_1")
+	m.Header.Set("Host-Seq", "2")
+	ack, err := js.PublishMsg(ctx, m)
+	if err != nil || !ack.Duplicate {
+		t.Fatalf("the second publish of evt_1: %+v, %v; want a duplicate", ack, err)
+	}
+	if storedAs(ctx, js, ack, "2") {
+		t.Error("a duplicate of an earlier publish (Host-Seq 1) was taken for the retry's own (Host-Seq 2)")
+	}
+	if !storedAs(ctx, js, ack, "1") {
+		t.Error("the stored message's own Host-Seq was not recognised")
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http/httptest"
 	"strings"
@@ -13,6 +14,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/thatch-dev/thatch/internal/testkit"
 )
 
 // request sends one host API request of the bridge at host and returns its reply or error.
@@ -69,7 +72,7 @@ func TestBridgeOpencodeDown(t *testing.T) {
 	fake := &fakeOpencode{events: make(chan string, 16), hold: make(chan struct{})}
 	srv := httptest.NewServer(fake)
 	addr := srv.Listener.Addr().String()
-	b := &Bridge{Client: &Client{BaseURL: srv.URL}, NC: nc, JS: js, Prefix: "opencode", HostID: "oc-test", Log: quiet()}
+	b := &Bridge{Client: &Client{BaseURL: srv.URL}, NC: nc, JS: js, Prefix: "opencode", HostID: "oc-test", Log: testkit.Logger(t)}
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- b.Run(runCtx) }()
@@ -87,12 +90,9 @@ func TestBridgeOpencodeDown(t *testing.T) {
 		_, err := request(nc, "oc-test", "session.delete", `{"sessionID":"ses_hold","idempotencyKey":"k1"}`)
 		inFlight <- err
 	}()
-	for countRequests(fake, "DELETE /session/ses_hold") == 0 {
-		if ctx.Err() != nil {
-			t.Fatal("the deletion never reached opencode")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.WaitFor(t, 30*time.Second, "the deletion to reach opencode", func() bool {
+		return countRequests(fake, "DELETE /session/ses_hold") > 0
+	})
 	srv.CloseClientConnections() // as a dying server does
 	srv.Close()
 	if err := <-inFlight; !errors.Is(err, nats.ErrNoResponders) {
@@ -100,12 +100,7 @@ func TestBridgeOpencodeDown(t *testing.T) {
 	}
 
 	// Down, once the bridge's stream saw it: the host API is not served at all.
-	for b.serving() {
-		if ctx.Err() != nil {
-			t.Fatal("the host API is still served while opencode is down")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testkit.WaitFor(t, 30*time.Second, "the host API to be withdrawn while opencode is down", func() bool { return !b.serving() })
 	for _, method := range []string{"session.delete", "session.list"} {
 		if _, err := request(nc, "oc-test", method, `{"sessionID":"ses_y","idempotencyKey":"k2"}`); !errors.Is(err, nats.ErrNoResponders) {
 			t.Fatalf("%s while opencode is down: %v, want nats.ErrNoResponders", method, err)
@@ -152,7 +147,7 @@ func TestBridgeTurnedAwayThenSameBoot(t *testing.T) {
 	fake := &fakeOpencode{events: make(chan string, 16)}
 	srv := httptest.NewServer(fake)
 	defer srv.Close()
-	b := &Bridge{Client: &Client{BaseURL: srv.URL}, NC: nc, JS: js, Prefix: "opencode", HostID: "oc-test", Log: quiet()}
+	b := &Bridge{Client: &Client{BaseURL: srv.URL}, NC: nc, JS: js, Prefix: "opencode", HostID: "oc-test", Log: testkit.Logger(t)}
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- b.Run(runCtx) }()
@@ -194,7 +189,7 @@ func TestBridgeRehello(t *testing.T) {
 	fake := &fakeOpencode{events: make(chan string, 16)}
 	srv := httptest.NewServer(fake)
 	defer srv.Close()
-	b := &Bridge{Client: &Client{BaseURL: srv.URL}, NC: nc, JS: js, Prefix: "opencode", HostID: "oc-test", Log: quiet()}
+	b := &Bridge{Client: &Client{BaseURL: srv.URL}, NC: nc, JS: js, Prefix: "opencode", HostID: "oc-test", Log: testkit.Logger(t)}
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- b.Run(runCtx) }()
@@ -234,8 +229,6 @@ func TestBridgeRepeatWhileInFlight(t *testing.T) {
 		Log: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}
 	must(t, b.Start())
 	defer b.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
 	replies := make(chan string, 2)
 	ask := func() {
 		got, err := request(nc, "oc-test", "session.delete", `{"sessionID":"ses_hold","idempotencyKey":"k1"}`)
@@ -245,19 +238,16 @@ func TestBridgeRepeatWhileInFlight(t *testing.T) {
 		replies <- got
 	}
 	go ask()
-	for countRequests(fake, "DELETE /session/ses_hold") == 0 {
-		if ctx.Err() != nil {
-			t.Fatal("the first request never reached opencode")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.WaitFor(t, 30*time.Second, "the first request to reach opencode", func() bool {
+		return countRequests(fake, "DELETE /session/ses_hold") > 0
+	})
 	go ask()
-	for !strings.Contains(logs.String(), "a repeat of a request in flight waits for its answer") {
-		if ctx.Err() != nil {
-			t.Fatalf("the repeat did not wait for the first:\n%s", logs.String())
+	testkit.WaitFor(t, 30*time.Second, "the repeat to wait for the first", func() error {
+		if !strings.Contains(logs.String(), "a repeat of a request in flight waits for its answer") {
+			return fmt.Errorf("the log:\n%s", logs.String())
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 	close(fake.hold)
 	for range 2 {
 		if got := <-replies; got != `{"result":true}` {

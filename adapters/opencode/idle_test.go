@@ -3,6 +3,7 @@ package opencode
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http/httptest"
 	"slices"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/thatch-dev/thatch/internal/testkit"
 	"github.com/thatch-dev/thatch/runtime"
 )
 
@@ -49,7 +51,7 @@ func TestCatchUpIdle(t *testing.T) {
 	}
 	srv := httptest.NewServer(fake)
 	defer srv.Close()
-	b := &Bridge{Client: &Client{BaseURL: srv.URL}, NC: nc, JS: js, Prefix: "opencode", HostID: "oc-test", Log: quiet()}
+	b := &Bridge{Client: &Client{BaseURL: srv.URL}, NC: nc, JS: js, Prefix: "opencode", HostID: "oc-test", Log: testkit.Logger(t)}
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- b.Run(runCtx) }()
@@ -156,7 +158,7 @@ func TestCatchUpIdleWithoutStatusRoute(t *testing.T) {
 		info: map[string]string{"ses_idle": `{}`}}
 	srv := httptest.NewServer(fake)
 	defer srv.Close()
-	b := &Bridge{Client: &Client{BaseURL: srv.URL}, NC: nc, JS: js, Prefix: "opencode", HostID: "oc-test", Log: quiet()}
+	b := &Bridge{Client: &Client{BaseURL: srv.URL}, NC: nc, JS: js, Prefix: "opencode", HostID: "oc-test", Log: testkit.Logger(t)}
 	must(t, b.catchUp(ctx, time.Now().Add(-time.Minute)))
 	if c := countRequests(fake, "GET /session/status?directory=%2Fw"); c != 1 {
 		t.Fatalf("%d status requests, want 1", c)
@@ -173,7 +175,7 @@ func TestBridgeStatus(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	addr := freeAddr(t)
-	b := &Bridge{Client: &Client{BaseURL: "http://opencode:s3cret@" + addr}, NC: nc, JS: js, Prefix: "opencode", HostID: "oc-test", Log: quiet()}
+	b := &Bridge{Client: &Client{BaseURL: "http://opencode:s3cret@" + addr}, NC: nc, JS: js, Prefix: "opencode", HostID: "oc-test", Log: testkit.Logger(t)}
 	if st := b.BridgeStatus(); st.Connected || !st.Since.IsZero() || st.Error != "" {
 		t.Fatalf("before Run: %+v", st)
 	}
@@ -183,16 +185,14 @@ func TestBridgeStatus(t *testing.T) {
 	defer func() { stop(); <-done }()
 	wait := func(what string, ok func(*runtime.BridgeStatus) bool) *runtime.BridgeStatus {
 		t.Helper()
-		for {
-			st := b.BridgeStatus()
-			if ok(st) {
-				return st
+		var st *runtime.BridgeStatus
+		testkit.WaitFor(t, 30*time.Second, what, func() error {
+			if st = b.BridgeStatus(); !ok(st) {
+				return fmt.Errorf("status %+v", st)
 			}
-			if ctx.Err() != nil {
-				t.Fatalf("never %s: %+v", what, st)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+			return nil
+		})
+		return st
 	}
 
 	down := wait("unreachable", func(st *runtime.BridgeStatus) bool { return st.Error != "" })

@@ -26,6 +26,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/thatch-dev/thatch/adapters/natsbus"
+	"github.com/thatch-dev/thatch/internal/testkit"
 	"github.com/thatch-dev/thatch/runtime"
 )
 
@@ -329,7 +330,7 @@ func TestBridge(t *testing.T) {
 	srv := httptest.NewServer(fake)
 	addr := srv.Listener.Addr().String()
 	b := &Bridge{Client: &Client{BaseURL: srv.URL}, NC: nc, JS: js, Prefix: "opencode", HostID: HostIDFor(srv.URL),
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+		Log: testkit.Logger(t)}
 	bctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- b.Run(bctx) }()
@@ -341,18 +342,12 @@ func TestBridge(t *testing.T) {
 	read := func(n int) []got {
 		t.Helper()
 		var out []got
-		deadline := time.Now().Add(10 * time.Second)
 		for seq := uint64(1); len(out) < n; seq++ {
 			var m *jetstream.RawStreamMsg
-			for {
-				if m, err = stream.GetMsg(ctx, seq); err == nil {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("only %d events published: %+v", len(out), out)
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
+			testkit.WaitFor(t, 30*time.Second, fmt.Sprintf("event %d of %d (have %+v)", seq, n, out), func() error {
+				m, err = stream.GetMsg(ctx, seq)
+				return err
+			})
 			var ev Event
 			_ = json.Unmarshal(m.Data, &ev)
 			out = append(out, got{ev.Type, m.Header.Get(jetstream.MsgIDHeader), m.Header.Get("Host-Seq")})
@@ -411,7 +406,8 @@ func TestBridge(t *testing.T) {
 	// The server goes away and comes back: a new boot, Host-Seq from 1 again.
 	srv.CloseClientConnections() // as a dying server does; Close alone waits for the stream
 	srv.Close()
-	time.Sleep(time.Second) // down while it restarts (opencode takes 2-4 s); the bridge sees the outage
+	// Down until the bridge has seen the outage, as with an opencode that restarts.
+	testkit.WaitFor(t, 30*time.Second, "the bridge to see opencode down", func() bool { return !b.BridgeStatus().Connected })
 	fake2 := &fakeOpencode{events: make(chan string, 16)}
 	srv2 := listenAt(t, addr, fake2)
 	defer srv2.Close()
@@ -430,16 +426,10 @@ func TestBridge(t *testing.T) {
 func listenAt(t *testing.T, addr string, fake http.Handler) *httptest.Server {
 	t.Helper()
 	var l net.Listener
-	var err error
-	for range 50 {
-		if l, err = net.Listen("tcp", addr); err == nil {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	testkit.WaitFor(t, 30*time.Second, "the address "+addr+" to be free again", func() (err error) {
+		l, err = net.Listen("tcp", addr)
+		return err
+	})
 	srv := httptest.NewUnstartedServer(fake)
 	srv.Listener.Close()
 	srv.Listener = l
@@ -484,7 +474,7 @@ func TestShimEndpoint(t *testing.T) {
 	addr := l.Addr().String()
 	l.Close()
 	b := &Bridge{NC: nc, JS: js, Prefix: "opencode", APIPrefix: "thatch", HostID: "oc-test", ShimListen: addr, TokenFile: token,
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+		Log: testkit.Logger(t)}
 	srv, err := b.serveShim()
 	if err != nil {
 		t.Fatal(err)
@@ -590,58 +580,37 @@ func broker(t *testing.T) (*nats.Conn, jetstream.JetStream, jetstream.Stream) {
 	return nc, js, stream
 }
 
-// brokerWithoutStream starts an in-process nats-server for one test; nothing creates the
-// event stream.
+// brokerWithoutStream starts an in-process nats-server with a token for one test; nothing
+// creates the event stream.
 func brokerWithoutStream(t *testing.T) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
-	ns, err := natsbus.StartEmbedded("127.0.0.1:-1", filepath.Join(t.TempDir(), "broker"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-	nc, err := nats.Connect(ns.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, _ := jetstream.New(nc)
-	return nc, js
+	_, url, token := testkit.Broker(t)
+	return testkit.Connect(t, url, token)
 }
 
 // A hello that could not be published (the stream did not exist yet) is published on the
 // next connection: a boot always starts with its hello.
 func TestBridgeHelloAfterFailedPublish(t *testing.T) {
 	nc, js := brokerWithoutStream(t)
-	old := StreamIdle
-	StreamIdle = 300 * time.Millisecond // the fake sends no heartbeat: each stream ends soon
-	defer func() { StreamIdle = old }()
 
 	fake := &fakeOpencode{events: make(chan string)}
 	srv := httptest.NewServer(fake)
 	defer srv.Close()
 	b := &Bridge{Client: &Client{BaseURL: srv.URL}, NC: nc, JS: js, Prefix: "opencode", HostID: HostIDFor(srv.URL),
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+		Log:        testkit.Logger(t),
+		StreamIdle: 300 * time.Millisecond} // the fake sends no heartbeat: each stream ends soon
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- b.Run(ctx) }()
-	waitUntil := func(what string, cond func() bool) {
-		t.Helper()
-		for !cond() {
-			if ctx.Err() != nil {
-				t.Fatalf("timed out waiting for %s", what)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
 	// The bridge connects and fails to publish its hello: no stream yet.
-	waitUntil("two connections", func() bool { return strings.Count(strings.Join(fake.seen(), "\n"), "GET /global/event") >= 2 })
+	testkit.WaitFor(t, 30*time.Second, "two connections", func() bool { return strings.Count(strings.Join(fake.seen(), "\n"), "GET /global/event") >= 2 })
 	stream, err := natsbus.EnsureStream(ctx, js, natsbus.StreamConfig{Stream: "OPENCODE_EVENTS", Prefix: "opencode"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var first *jetstream.RawStreamMsg
-	waitUntil("the first event after the stream exists", func() bool { first, err = stream.GetMsg(ctx, 1); return err == nil })
+	testkit.WaitFor(t, 30*time.Second, "the first event after the stream exists", func() bool { first, err = stream.GetMsg(ctx, 1); return err == nil })
 	var ev Event
 	_ = json.Unmarshal(first.Data, &ev)
 	if ev.Type != "host.hello" || first.Header.Get("Host-Seq") != "1" {
@@ -682,12 +651,12 @@ func TestBridgeWrongPassword(t *testing.T) {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- b.Run(ctx) }()
-	for !strings.Contains(logs.String(), "set OPENCODE_SERVER_PASSWORD") {
-		if ctx.Err() != nil {
-			t.Fatalf("no hint about the password in the log:\n%s", logs.String())
+	testkit.WaitFor(t, 20*time.Second, "a hint about the password in the log", func() error {
+		if !strings.Contains(logs.String(), "set OPENCODE_SERVER_PASSWORD") {
+			return fmt.Errorf("the log:\n%s", logs.String())
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	cancel()
 	<-done
 }
@@ -707,21 +676,18 @@ func TestBridgeNotOpencode(t *testing.T) {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- b.Run(ctx) }()
-	for !strings.Contains(logs.String(), "not an event stream: is "+srv.URL+" an opencode server") {
-		if ctx.Err() != nil {
-			t.Fatalf("no clear error in the log:\n%s", logs.String())
+	testkit.WaitFor(t, 20*time.Second, "a clear error in the log", func() error {
+		if !strings.Contains(logs.String(), "not an event stream: is "+srv.URL+" an opencode server") {
+			return fmt.Errorf("the log:\n%s", logs.String())
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	cancel()
 	<-done
 	if info, _ := stream.Info(context.Background()); info.State.Msgs != 0 {
 		t.Fatalf("%d events published for a server that is not opencode", info.State.Msgs)
 	}
 }
-
-// quiet is a logger for tests that do not read the log.
-func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 // freeAddr returns a loopback address nothing listens on.
 func freeAddr(t *testing.T) string {
@@ -735,16 +701,12 @@ func freeAddr(t *testing.T) string {
 // storedEvent waits for the event at seq of stream.
 func storedEvent(t *testing.T, ctx context.Context, stream jetstream.Stream, seq uint64) *jetstream.RawStreamMsg {
 	t.Helper()
-	for {
-		m, err := stream.GetMsg(ctx, seq)
-		if err == nil {
-			return m
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("no event at %d: %v", seq, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	var m *jetstream.RawStreamMsg
+	testkit.WaitFor(t, 30*time.Second, fmt.Sprintf("the event at %d", seq), func() (err error) {
+		m, err = stream.GetMsg(ctx, seq)
+		return err
+	})
+	return m
 }
 
 // Start tells its owner at once that the shim's address is taken, naming the variable.
@@ -757,7 +719,7 @@ func TestStartShimAddressInUse(t *testing.T) {
 	token := filepath.Join(t.TempDir(), "shim.token")
 	must(t, os.WriteFile(token, []byte(testToken), 0o600))
 	b := &Bridge{Client: &Client{BaseURL: "http://127.0.0.1:1"}, NC: nc, JS: js, Prefix: "opencode", HostID: "oc-test",
-		ShimListen: addr, TokenFile: token, Log: quiet()}
+		ShimListen: addr, TokenFile: token, Log: testkit.Logger(t)}
 	err = b.Start()
 	want := "the plugin shim cannot listen on " + addr + " (THATCH_SHIM_LISTEN): address already in use; set THATCH_SHIM_LISTEN to a free loopback address"
 	if err == nil || err.Error() != want {
@@ -776,7 +738,7 @@ func TestStartThenStopLetsCallsFinish(t *testing.T) {
 	srv := httptest.NewServer(fake)
 	defer srv.Close()
 	b := &Bridge{Client: &Client{BaseURL: srv.URL}, NC: nc, JS: js, Prefix: "opencode", HostID: "oc-test",
-		StopWait: 200 * time.Millisecond, Log: quiet()}
+		StopWait: 200 * time.Millisecond, Log: testkit.Logger(t)}
 	must(t, b.Start())
 	msg, err := nc.Request("opencode.oc-test.api.session.delete", []byte(`{"sessionID":"ses_a"}`), 5*time.Second)
 	if err != nil || string(msg.Data) != `{"result":true}` {
@@ -796,12 +758,9 @@ func TestStartThenStopLetsCallsFinish(t *testing.T) {
 		}
 		reply <- string(msg.Data)
 	}()
-	for !slices.Contains(fake.seen(), "DELETE /session/ses_hold ") {
-		if ctx.Err() != nil {
-			t.Fatal("the call never reached opencode")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.WaitFor(t, 20*time.Second, "the call to reach opencode", func() bool {
+		return slices.Contains(fake.seen(), "DELETE /session/ses_hold ")
+	})
 	stopped := time.Now()
 	stop()
 	if err := <-done; err != nil {
@@ -921,7 +880,7 @@ func TestBridgeCutsLargeEvents(t *testing.T) {
 	token := filepath.Join(t.TempDir(), "shim.token")
 	must(t, os.WriteFile(token, []byte(testToken), 0o600))
 	addr := freeAddr(t)
-	b := &Bridge{NC: nc, JS: js, Prefix: "opencode", HostID: "oc-test", ShimListen: addr, TokenFile: token, Log: quiet()}
+	b := &Bridge{NC: nc, JS: js, Prefix: "opencode", HostID: "oc-test", ShimListen: addr, TokenFile: token, Log: testkit.Logger(t)}
 	must(t, b.Start())
 	defer b.Close()
 	ev := bigWrite(t)
@@ -977,7 +936,7 @@ func TestCatchUpParentsFirst(t *testing.T) {
 	}
 	srv := httptest.NewServer(fake)
 	defer srv.Close()
-	b := &Bridge{Client: &Client{BaseURL: srv.URL}, NC: nc, JS: js, Prefix: "opencode", HostID: "oc-test", Log: quiet()}
+	b := &Bridge{Client: &Client{BaseURL: srv.URL}, NC: nc, JS: js, Prefix: "opencode", HostID: "oc-test", Log: testkit.Logger(t)}
 	must(t, b.catchUp(ctx, time.Now().Add(-time.Minute)))
 	var got []string
 	var child *runtime.Event
@@ -1014,10 +973,9 @@ func TestMissingTools(t *testing.T) {
 	fake := &fakeOpencode{events: make(chan string), tools: []string{"bash", "read", "thatch_get_extraction_payload", "memory_search"}}
 	srv := httptest.NewServer(fake)
 	defer srv.Close()
-	oldTTL := ToolsTTL
-	defer func() { ToolsTTL = oldTTL }()
+	// Every create looks at the tools again (a look holds a nanosecond).
 	b := &Bridge{Client: &Client{BaseURL: srv.URL}, NC: nc, JS: js, Prefix: "opencode", HostID: "oc-test",
-		PluginPath: "/cfg/opencode/plugin/thatch.js", Log: quiet()}
+		PluginPath: "/cfg/opencode/plugin/thatch.js", Log: testkit.Logger(t), ToolsTTL: time.Nanosecond}
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- b.Run(runCtx) }()
@@ -1055,7 +1013,6 @@ func TestMissingTools(t *testing.T) {
 	}
 	// opencode restarted with the plugin: the repeat (same key) looks again and creates.
 	fake.setTools(append([]string{"bash"}, thatchTools...))
-	ToolsTTL = 0
 	if got := create("thatch-extraction"); !strings.Contains(got, `"result"`) || posts() != 2 {
 		t.Fatalf("with the tools loaded: %s, %d created", got, posts())
 	}
@@ -1072,7 +1029,7 @@ func TestExtractionPromptTools(t *testing.T) {
 	}
 	srv := httptest.NewServer(fake)
 	defer srv.Close()
-	c := &Client{BaseURL: srv.URL, Log: quiet()}
+	c := &Client{BaseURL: srv.URL, Log: testkit.Logger(t)}
 	ctx := context.Background()
 	prompt := func(sid string, extra map[string]any) map[string]json.RawMessage {
 		t.Helper()
@@ -1150,13 +1107,11 @@ func TestToolsLoadedWithoutRestart(t *testing.T) {
 	nc, js, stream := broker(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	oldTTL, oldRecheck := ToolsTTL, ToolsRecheck
-	defer func() { ToolsTTL, ToolsRecheck = oldTTL, oldRecheck }()
-	ToolsTTL, ToolsRecheck = 0, 50*time.Millisecond
 	fake := &fakeOpencode{events: make(chan string), tools: []string{"bash", "read"}}
 	srv := httptest.NewServer(fake)
 	defer srv.Close()
-	b := &Bridge{Client: &Client{BaseURL: srv.URL}, NC: nc, JS: js, Prefix: "opencode", HostID: "oc-test", Log: quiet()}
+	b := &Bridge{Client: &Client{BaseURL: srv.URL}, NC: nc, JS: js, Prefix: "opencode", HostID: "oc-test", Log: testkit.Logger(t),
+		ToolsTTL: time.Nanosecond, ToolsRecheck: 50 * time.Millisecond}
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- b.Run(runCtx) }()
@@ -1192,7 +1147,7 @@ func TestToolsLoadedWithoutRestart(t *testing.T) {
 		return n
 	}
 	n := looks()
-	time.Sleep(10 * ToolsRecheck) // the absence of a look cannot be waited for
+	time.Sleep(10 * b.ToolsRecheck) // the absence of a look cannot be waited for
 	if looks() != n {
 		t.Fatalf("%d looks at the tools while none is missing", looks()-n)
 	}
@@ -1218,13 +1173,11 @@ func TestToolsLoadedBeforeAnIdle(t *testing.T) {
 	nc, js, stream := broker(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	oldTTL, oldRecheck := ToolsTTL, ToolsRecheck
-	defer func() { ToolsTTL, ToolsRecheck = oldTTL, oldRecheck }()
-	ToolsTTL, ToolsRecheck = 0, time.Hour // only the idle looks
 	fake := &fakeOpencode{events: make(chan string, 4), tools: []string{"bash"}}
 	srv := httptest.NewServer(fake)
 	defer srv.Close()
-	b := &Bridge{Client: &Client{BaseURL: srv.URL}, NC: nc, JS: js, Prefix: "opencode", HostID: "oc-test", Log: quiet()}
+	b := &Bridge{Client: &Client{BaseURL: srv.URL}, NC: nc, JS: js, Prefix: "opencode", HostID: "oc-test", Log: testkit.Logger(t),
+		ToolsTTL: time.Nanosecond, ToolsRecheck: time.Hour} // only the idle looks
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- b.Run(runCtx) }()

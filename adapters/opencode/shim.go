@@ -16,11 +16,11 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/thatch-dev/thatch/commands"
 	"github.com/thatch-dev/thatch/runtime/protocol"
+	"golang.org/x/net/netutil"
 )
 
 // ShimLimits bound the plugin shim's endpoint. It listens on loopback, where every local
@@ -94,7 +94,7 @@ func (b *Bridge) serveShim() (*http.Server, error) {
 		// A stranger's malformed requests are no news worth a line at the default level.
 		ErrorLog: slog.NewLogLogger(b.Log.With("component", "shim").Handler(), slog.LevelDebug),
 	}
-	go func() { _ = srv.Serve(newLimitListener(l, lim.MaxConns)) }()
+	go func() { _ = srv.Serve(netutil.LimitListener(l, lim.MaxConns)) }()
 	return srv, nil
 }
 
@@ -233,56 +233,10 @@ func (b *Bridge) shimEvent(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), b.ShimLimits.withDefaults().Call)
 	defer cancel()
 	if err := b.publish(ctx, ev); err != nil {
-		shimError(w, http.StatusServiceUnavailable, protocol.Unavailable, "could not publish")
+		shimError(w, http.StatusServiceUnavailable, protocol.Unavailable, "could not publish: "+err.Error())
 		return
 	}
 	data, _ := protocol.Encode(true, nil)
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write(data)
-}
-
-// limitListener serves at most n connections at once: while n are open, Accept waits,
-// and the next connections wait in the kernel's accept queue (what
-// golang.org/x/net/netutil.LimitListener does, which the module does not require).
-type limitListener struct {
-	net.Listener
-	slots  chan struct{}
-	closed chan struct{}
-	once   sync.Once
-}
-
-func newLimitListener(l net.Listener, n int) *limitListener {
-	return &limitListener{Listener: l, slots: make(chan struct{}, n), closed: make(chan struct{})}
-}
-
-func (l *limitListener) Accept() (net.Conn, error) {
-	select {
-	case l.slots <- struct{}{}:
-	case <-l.closed:
-		return nil, net.ErrClosed
-	}
-	c, err := l.Listener.Accept()
-	if err != nil {
-		<-l.slots
-		return nil, err
-	}
-	return &limitConn{Conn: c, release: func() { <-l.slots }}, nil
-}
-
-func (l *limitListener) Close() error {
-	l.once.Do(func() { close(l.closed) })
-	return l.Listener.Close()
-}
-
-// limitConn gives its slot back when it is closed, once however often it is closed.
-type limitConn struct {
-	net.Conn
-	once    sync.Once
-	release func()
-}
-
-func (c *limitConn) Close() error {
-	err := c.Conn.Close()
-	c.once.Do(c.release)
-	return err
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/thatch-dev/thatch/internal/testkit"
 	"github.com/thatch-dev/thatch/runtime"
 )
 
@@ -30,7 +31,7 @@ func startShim(t *testing.T, lim ShimLimits) (b *Bridge, addr, tokenFile string)
 	must(t, os.WriteFile(tokenFile, []byte(testToken+"\n"), 0o600))
 	addr = freeAddr(t)
 	b = &Bridge{NC: nc, JS: js, Prefix: "opencode", APIPrefix: "thatch", HostID: "oc-test", ShimListen: addr,
-		TokenFile: tokenFile, ShimLimits: lim, Log: quiet()}
+		TokenFile: tokenFile, ShimLimits: lim, Log: testkit.Logger(t)}
 	srv, err := b.serveShim()
 	must(t, err)
 	t.Cleanup(func() { srv.Close() })

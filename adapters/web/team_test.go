@@ -35,7 +35,7 @@ func TestTeamSwitchAndCard(t *testing.T) {
 		t.Fatal(err)
 	}
 	since := time.Now().Add(-time.Minute)
-	srv := &web.Server{Listen: r.srv.Listen, Token: r.srv.Token, Loop: r.srv.Loop, Journal: r.srv.Journal, Sweep: r.srv.Sweep,
+	srv := &web.Server{Listen: r.srv.Listen, Loop: r.srv.Loop, Journal: r.srv.Journal, Sweep: r.srv.Sweep,
 		Metrics: r.srv.Metrics, Log: r.srv.Log, Memories: mem}
 	srv.Share = func(ctx context.Context, project string, shared bool) error {
 		return mem.Share(ctx, project, shared, time.Now())
@@ -51,6 +51,7 @@ func TestTeamSwitchAndCard(t *testing.T) {
 	}
 	r.ts = httptest.NewServer(h)
 	t.Cleanup(r.ts.Close)
+	r.srv = srv // the one-time links are the new server's
 	c := r.login()
 
 	page := r.page(c, "/memories?project="+key)

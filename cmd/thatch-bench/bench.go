@@ -102,7 +102,7 @@ func bench(ctx context.Context, args []string, out io.Writer, progress io.Writer
 	soakFor := fs.Duration("soak", 0, "instead of the figures, soak for this long, sampling memory and goroutines")
 	thatchBin := fs.String("thatch", "", "the thatch binary --soak runs (default: the thatch next to thatch-bench)")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: thatch-bench [flags]\n  measure thatch against the bare pipeline (see the README's Performance section)")
+		fmt.Fprintln(fs.Output(), "usage: thatch-bench [flags]\n  measure thatch against the bare pipeline (see docs/performance.md)")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -1061,6 +1061,7 @@ func benchRehydrate(path, profile string, out io.Writer) error {
 		return err
 	}
 	defer store.Close()
+	store.BeforeLoad = daemon.BoundLoadHeap // as thatch serve loads
 	t0 := time.Now()
 	st, _, _, err := store.Load()
 	if err != nil {

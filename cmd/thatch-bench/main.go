@@ -1,7 +1,7 @@
 // Command thatch-bench measures thatch: it starts its own broker, plays seeded fake hosts
 // against thatch's daemon wiring, and reports throughput, latencies, rehydrate time and
-// memory, the memory store and the operator's page against the bare pipeline (see the
-// README's Performance section). It is a tool of the repository, apart from thatch so that
+// memory, the memory store and the operator's page against the bare pipeline (see
+// docs/performance.md). It is a tool of the repository, apart from thatch so that
 // thatch's binary links no test double.
 package main
 

@@ -210,6 +210,8 @@ func TestAccessEmbeddedBroker(t *testing.T) {
 	if !strings.Contains(squash(out.String()), "broker token "+c.TokenPath()) {
 		t.Errorf("thatch status does not say where the token is:\n%s", out.String())
 	}
+	// Refused is not unreachable, even with a status file to fall back to.
+	waitFor(t, "the status file", func() bool { _, err := os.Stat(filepath.Join(c.DataDir, daemon.StatusFile)); return err == nil })
 	wrong := c
 	wrong.NATSToken = strings.Repeat("1", 64)
 	if err := client(ctx, wrong, "status", nil, &out); err == nil || !strings.Contains(err.Error(), "refused thatch's token") ||
@@ -397,7 +399,7 @@ func TestAccessLogsHideURLCredentials(t *testing.T) {
 	}
 }
 
-// permissionsConf is the README's external-broker configuration.
+// permissionsConf is the external-broker configuration of docs/security.md.
 const permissionsConf = "../../testdata/nats/permissions.conf"
 
 // asyncErrors collects a connection's asynchronous errors (permission violations).
@@ -427,7 +429,7 @@ func (a *asyncErrors) refused(t *testing.T, what, subject string) {
 	})
 }
 
-// TestAccessExternalPermissions runs the README's nats-server configuration
+// TestAccessExternalPermissions runs docs/security.md's nats-server configuration
 // (testdata/nats/permissions.conf), thatch on it by THATCH_NATS_URL, and two hosts: host-a
 // goes through a whole extraction (thatch calls its API, it calls thatch's tools and
 // session.context), host-b's events are applied; host-a cannot publish host-b's events,
@@ -481,7 +483,7 @@ func TestAccessExternalPermissions(t *testing.T) {
 	must(t, err)
 	defer logf.Close()
 	// The operator's CLI runs as thatch's user, with thatch's own configuration.
-	admin, err := dial(cfg)
+	admin, err := dialBroker(cfg)
 	must(t, err)
 	t.Cleanup(admin.Close)
 	r := &rig{t: t, url: thatchURL, dataDir: cfg.DataDir, nc: admin, host: hostA, cfg: cfg, log: daemon.NewLogger(logf, "debug", "json")}

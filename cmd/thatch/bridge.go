@@ -16,7 +16,7 @@ func (*bridgeCommand) Usage() usage {
 	return usage{Name: "bridge", Summary: "bridge THATCH_OPENCODE_URL to a running thatch (serve does it itself when set)",
 		Help: `bridge the opencode server at THATCH_OPENCODE_URL to a thatch that is already running
 (thatch serve does it itself when THATCH_OPENCODE_URL is set). It takes no arguments:
-configuration is by THATCH_* environment variables (see the README).`}
+configuration is by THATCH_* environment variables (see docs/configuration.md).`}
 }
 
 func (*bridgeCommand) Flags(*flag.FlagSet) {}

@@ -45,7 +45,7 @@ func allCommands() []command {
 		&memoriesCommand{}, &memoriesProjectsCommand{}, &memoriesShowCommand{}, &memoriesForgetCommand{},
 		&memoriesRestoreCommand{}, &memoriesExportCommand{}, &memoriesImportCommand{}, &memoriesHygieneCommand{},
 		&memoriesDismissCommand{}, &memoriesShareCommand{}, &memoriesShareCommand{unshare: true},
-		&uiCommand{}, &installCommand{}, &envCommand{}, &versionCommand{},
+		&uiCommand{}, &mcpCommand{}, &installCommand{}, &envCommand{}, &versionCommand{},
 	}
 }
 
@@ -217,7 +217,7 @@ func subcommands(all []command, name string) []command {
 // listUsage is thatch's usage: its list of commands.
 func listUsage(all []command) string {
 	return "thatch: the session-lifecycle sidecar for opencode-style hosts\n\nUsage:\n" + listLines(all) +
-		"\nthatch COMMAND --help describes one command. Configuration is by THATCH_* environment\nvariables: see the README.\n"
+		"\nthatch COMMAND --help describes one command. Configuration is by THATCH_* environment\nvariables: see docs/configuration.md.\n"
 }
 
 // listLines lists commands, a synopsis and a summary each.

@@ -34,7 +34,7 @@ func (k *costsCommand) Run(ctx context.Context, c daemon.Config, out io.Writer, 
 	if k.days < 1 || k.days > natsbus.MaxCostDays {
 		return fmt.Errorf("--days must be between 1 and %d, got %d", natsbus.MaxCostDays, k.days)
 	}
-	raw, err := request(ctx, c, protocol.APICosts, map[string]any{"days": k.days})
+	raw, err := readRequest(ctx, c, protocol.APICosts, map[string]any{"days": k.days})
 	if err != nil {
 		return err
 	}

@@ -39,7 +39,7 @@ func (*envCommand) Run(_ context.Context, c daemon.Config, out io.Writer, _ []st
 	w := &strings.Builder{}
 	if c.NATSURL != "" {
 		fmt.Fprintf(w, "# thatch uses the external broker at THATCH_NATS_URL: who connects is that broker's business.\n"+
-			"# Give each host a user of its own there (the README's permissions.conf) and put it in this URL.\n")
+			"# Give each host a user of its own there (docs/security.md, testdata/nats/permissions.conf) and put it in this URL.\n")
 		fmt.Fprintf(w, "THATCH_NATS_URL=%s\n", shellQuote(shownURL(c.NATSURL)))
 		if c.NATSTLSCA != "" {
 			fmt.Fprintf(w, "THATCH_NATS_TLS_CA=%s\n", shellQuote(c.NATSTLSCA))

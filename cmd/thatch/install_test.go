@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -92,5 +94,79 @@ func TestStreamBoundsConfig(t *testing.T) {
 	t.Setenv("THATCH_STREAM_MAX_MSG_BYTES", "2097152")
 	if c, err := daemon.LoadConfig(); err != nil || c.StreamMaxBytes != 100<<20 || c.StreamMaxMsgBytes != 2<<20 {
 		t.Fatalf("set: %d, %d (%v)", c.StreamMaxBytes, c.StreamMaxMsgBytes, err)
+	}
+}
+
+// TestInstallLeavesAnotherRunningThatchsPlugin: with the plugin installed by the running
+// thatch of data folder A, thatch install for data folder B refuses, naming A and
+// --force, and changes nothing; thatch serve on B leaves the plugin to A with a warning
+// naming it; --force takes it over and says so; a stopped thatch's plugin is taken over
+// and said so; the same folder's install is as before.
+func TestInstallLeavesAnotherRunningThatchsPlugin(t *testing.T) {
+	ctx := context.Background()
+	oc := t.TempDir()
+	pluginPath := filepath.Join(oc, "plugin", "thatch.js")
+	plugin := func() string {
+		data, err := os.ReadFile(pluginPath)
+		must(t, err)
+		return string(data)
+	}
+	tokenOf := func(c daemon.Config) string {
+		data, _ := json.Marshal(filepath.Join(c.DataDir, "shim.token"))
+		return "const TOKEN_FILE = " + string(data) + "\n"
+	}
+	a, b := embeddedConfig(t), embeddedConfig(t)
+	a.OpencodeDir, b.OpencodeDir = oc, oc
+	a.InstallCommands, b.InstallCommands = true, true
+	stopA := startServe(t, a, testLogger())
+	if !strings.Contains(plugin(), tokenOf(a)) {
+		t.Fatalf("thatch serve on %s did not install its plugin:\n%s", a.DataDir, plugin())
+	}
+	installedByA := plugin()
+
+	var out bytes.Buffer
+	err := client(ctx, b, "install", nil, &out)
+	if err == nil || !strings.Contains(err.Error(), "belongs to the thatch of the data folder "+a.DataDir+", which is running") ||
+		!strings.Contains(err.Error(), "thatch install --force") {
+		t.Fatalf("thatch install for %s while %s runs: %v\n%s; want a refusal naming %s and --force", b.DataDir, a.DataDir, err, out.String(), a.DataDir)
+	}
+	if plugin() != installedByA {
+		t.Fatal("a refused install changed the plugin")
+	}
+
+	logs := &syncBuf{}
+	stopB := startServe(t, b, slog.New(slog.NewTextHandler(logs, nil)))
+	stopB()
+	if plugin() != installedByA {
+		t.Fatal("thatch serve on another data folder took the running thatch's plugin")
+	}
+	if text := string(logs.Bytes()); !strings.Contains(text, "level=WARN msg=\"left opencode's plugin to the running thatch of another data folder") ||
+		!strings.Contains(text, "owner="+a.DataDir) {
+		t.Fatalf("thatch serve on %s logged:\n%s\nwant a warning naming %s", b.DataDir, text, a.DataDir)
+	}
+
+	out.Reset()
+	must(t, client(ctx, b, "install", []string{"--force"}, &out))
+	if !strings.Contains(plugin(), tokenOf(b)) {
+		t.Fatalf("thatch install --force did not take the plugin over:\n%s", plugin())
+	}
+	if want := "took the plugin over from the running thatch of the data folder " + a.DataDir + " (--force)"; !strings.Contains(out.String(), want) {
+		t.Errorf("thatch install --force printed:\n%s\nwant %q", out.String(), want)
+	}
+
+	// B is stopped: A's install takes the plugin back, and says from where.
+	stopA()
+	out.Reset()
+	must(t, client(ctx, a, "install", nil, &out))
+	if !strings.Contains(plugin(), tokenOf(a)) {
+		t.Fatalf("thatch install did not take over a stopped thatch's plugin:\n%s", plugin())
+	}
+	if want := "took the plugin over from the data folder " + b.DataDir + ", whose thatch is not running"; !strings.Contains(out.String(), want) {
+		t.Errorf("thatch install printed:\n%s\nwant %q", out.String(), want)
+	}
+	out.Reset()
+	must(t, client(ctx, a, "install", nil, &out))
+	if out.String() != "up to date in "+oc+"\n" {
+		t.Errorf("a second install for the same data folder printed %q, want it up to date", out.String())
 	}
 }

@@ -15,8 +15,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/thatch-dev/thatch/adapters/natsbus"
 	"github.com/thatch-dev/thatch/cmd/internal/daemon"
 	"github.com/thatch-dev/thatch/journal/memory"
@@ -43,10 +41,10 @@ func projectFlag(fs *flag.FlagSet, p *string) {
 	fs.StringVar(p, "project", "", "only the project `P`: its folder (. for the current one), a folder inside it, or its key")
 }
 
-// dialMemories connects to the daemon and makes *project, when set, a name of the
-// daemon's (projectName).
-func dialMemories(ctx context.Context, c daemon.Config, project *string) (*nats.Conn, error) {
-	nc, err := dial(c)
+// dialMemories connects to the daemon, or its files while it is not running (dialRead),
+// and makes *project, when set, a name of the daemon's (projectName).
+func dialMemories(ctx context.Context, c daemon.Config, project *string) (*conn, error) {
+	nc, err := dialRead(c)
 	if err != nil {
 		return nil, err
 	}
@@ -173,7 +171,7 @@ func (*memoriesShowCommand) Usage() usage {
 func (s *memoriesShowCommand) Flags(fs *flag.FlagSet) { jsonFlag(fs, &s.json) }
 
 func (s *memoriesShowCommand) Run(ctx context.Context, c daemon.Config, out io.Writer, args []string) error {
-	nc, err := dial(c)
+	nc, err := dialRead(c)
 	if err != nil {
 		return err
 	}
@@ -189,6 +187,8 @@ func (s *memoriesShowCommand) Run(ctx context.Context, c daemon.Config, out io.W
 		Memory        memory.Memory  `json:"memory"`
 		Audit         []memory.Audit `json:"audit"`
 		ExtractedFrom string         `json:"extractedFrom"`
+		// Provenance: the calls each extraction that wrote it completed (issue 29).
+		Provenance []runtime.Provenance `json:"provenance"`
 	}
 	if err := json.Unmarshal(raw, &r); err != nil {
 		return err
@@ -200,7 +200,7 @@ func (s *memoriesShowCommand) Run(ctx context.Context, c daemon.Config, out io.W
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	rows := [][2]string{{"id", m.ID}, {"project", m.Project}, {"folder", m.Folder}, {"kind", m.Kind}, {"tags", strings.Join(m.Tags, ", ")},
 		{"branch", m.Branch}, {"author", m.Author}, {"shared", map[bool]string{true: "with the team"}[m.Shared]}, {"created", stamp(&m.CreatedAt)}, {"updated", stamp(&m.UpdatedAt)}, {"used", stamp(m.UsedAt)},
-		{"source", strings.TrimSuffix(m.Source.SessionID+" "+m.Source.CallID, " ")}, {"extracted from", r.ExtractedFrom}, {"forgotten", stamp(m.ForgottenAt)}}
+		{"source", source(m.Source)}, {"extracted from", r.ExtractedFrom}, {"forgotten", stamp(m.ForgottenAt)}}
 	for _, row := range rows {
 		if row[1] != "" {
 			fmt.Fprintf(tw, "%s\t%s\n", row[0], row[1])
@@ -208,6 +208,7 @@ func (s *memoriesShowCommand) Run(ctx context.Context, c daemon.Config, out io.W
 	}
 	tw.Flush()
 	fmt.Fprintf(out, "\n%s\n", m.Content)
+	writeProvenance(out, r.Provenance, r.Audit)
 	if len(r.Audit) > 0 {
 		fmt.Fprintln(out, "\nhistory:")
 		for _, a := range r.Audit {
@@ -228,6 +229,39 @@ func (s *memoriesShowCommand) Run(ctx context.Context, c daemon.Config, out io.W
 		}
 	}
 	return nil
+}
+
+// writeProvenance writes which tool calls fed a memory: for each extraction that wrote it
+// (ps, the journal's), what it did to the memory (audit), the session it extracted and the
+// calls it completed, "<tool> <title> (<callID>)" a line.
+func writeProvenance(out io.Writer, ps []runtime.Provenance, audit []memory.Audit) {
+	for i, p := range ps {
+		verb := "extracted from session " + p.Session + " by extraction " + p.Extraction
+		switch memory.WroteAs(audit, p.Extraction) {
+		case "update":
+			verb = "updated" + strings.TrimPrefix(verb, "extracted")
+		case "forget":
+			verb = "forgotten" + strings.TrimPrefix(verb, "extracted")
+		}
+		if i == 0 {
+			fmt.Fprintln(out)
+		}
+		if len(p.Calls) == 0 {
+			fmt.Fprintf(out, "%s, from no call thatch kept\n", verb)
+			continue
+		}
+		fmt.Fprintf(out, "%s, from calls:\n", verb)
+		for _, c := range p.Calls {
+			line := "  " + c.Tool
+			if t := oneLine(c.Title, 120); t != "" {
+				line += " " + t
+			}
+			fmt.Fprintf(out, "%s (%s)\n", line, c.ID)
+		}
+		if p.More > 0 {
+			fmt.Fprintf(out, "  … and %d more\n", p.More)
+		}
+	}
 }
 
 // memoriesForgetCommand is thatch memories forget.
@@ -339,7 +373,16 @@ func (e *memoriesExportCommand) Run(ctx context.Context, c daemon.Config, out io
 		return err
 	}
 	defer nc.Close()
-	w := bufio.NewWriter(out)
+	// The export is written to a private temporary file first, and to out only once every
+	// page came: a failure half-way (the daemon stopping, a page refused) leaves nothing
+	// on out, rather than a truncated export that looks whole.
+	tmp, err := os.CreateTemp("", "thatch-export-*.jsonl")
+	if err != nil {
+		return fmt.Errorf("export: a temporary file for the export: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	defer tmp.Close()
+	w := bufio.NewWriter(tmp)
 	after, total := "", 0
 	for {
 		// cursor asks for a page (cut to fit the broker, nextCursor saying whether
@@ -379,7 +422,13 @@ func (e *memoriesExportCommand) Run(ctx context.Context, c daemon.Config, out io
 		}
 	}
 	if err := w.Flush(); err != nil {
+		return fmt.Errorf("export: write %s: %w", tmp.Name(), err)
+	}
+	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
 		return err
+	}
+	if _, err := io.Copy(out, tmp); err != nil {
+		return fmt.Errorf("export: %w", err)
 	}
 	fmt.Fprintf(os.Stderr, "exported %d %s\n", total, runtime.Plural(total, "memory", "memories"))
 	return nil
@@ -408,6 +457,7 @@ func (*memoriesImportCommand) Run(ctx context.Context, c daemon.Config, out io.W
 type memoriesHygieneCommand struct {
 	json    bool
 	limit   int
+	offset  int
 	project string
 }
 
@@ -417,7 +467,8 @@ func (*memoriesHygieneCommand) Usage() usage {
 
 func (h *memoriesHygieneCommand) Flags(fs *flag.FlagSet) {
 	jsonFlag(fs, &h.json)
-	fs.IntVar(&h.limit, "limit", 100, "at most `N` findings")
+	fs.IntVar(&h.limit, "limit", 100, "at most `N` findings: 1 to 100")
+	fs.IntVar(&h.offset, "offset", 0, "skip the first `N` findings (the next page: the offset plus the limit)")
 	projectFlag(fs, &h.project)
 }
 
@@ -427,26 +478,58 @@ func (h *memoriesHygieneCommand) Run(ctx context.Context, c daemon.Config, out i
 		return err
 	}
 	defer nc.Close()
-	raw, err := call(ctx, nc, c, protocol.APIMemorySignals, map[string]any{"project": h.project, "limit": h.limit})
+	if h.limit < 1 || h.limit > 100 {
+		return fmt.Errorf("--limit must be 1 to 100, got %d (--offset pages through more)", h.limit)
+	}
+	if h.offset < 0 {
+		return fmt.Errorf("--offset must be 0 or more, got %d", h.offset)
+	}
+	raw, err := call(ctx, nc, c, protocol.APIMemorySignals, map[string]any{"project": h.project, "limit": h.limit, "offset": h.offset})
 	if err != nil {
 		return err
 	}
-	if h.json {
-		return printJSON(out, raw)
+	var page memory.SignalPage
+	if t := strings.TrimSpace(string(raw)); strings.HasPrefix(t, "[") {
+		// A daemon from before pages answers the first signals, without a total.
+		if h.json {
+			return printJSON(out, raw)
+		}
+		if err := json.Unmarshal(raw, &page.Signals); err != nil {
+			return err
+		}
+		page.Total = len(page.Signals)
+	} else {
+		if h.json {
+			return printJSON(out, raw)
+		}
+		if err := json.Unmarshal(raw, &page); err != nil {
+			return err
+		}
 	}
-	var sigs []memory.Signal
-	if err := json.Unmarshal(raw, &sigs); err != nil {
-		return err
-	}
-	if len(sigs) == 0 {
+	if page.Total == 0 {
 		fmt.Fprintln(out, "nothing to tidy: no duplicate pairs, stale memories or memories of deleted branches")
 		return nil
 	}
-	for _, s := range sigs {
+	head := fmt.Sprintf("%d %s", page.Total, runtime.Plural(page.Total, "finding", "findings"))
+	if kinds := page.Kinds(); kinds != "" {
+		head += ": " + kinds
+	}
+	fmt.Fprintln(out, head)
+	for _, s := range page.Signals {
 		fmt.Fprintln(out, s.Kind+":")
 		for _, m := range s.Memories {
 			fmt.Fprintf(out, "  %s (%s) %s\n", m.ID, m.Kind, oneLine(m.Content, 100))
 		}
+	}
+	switch shown := len(page.Signals); {
+	case shown == 0:
+		fmt.Fprintf(out, "no findings from %d on: --offset 0 shows the first\n", page.Offset+1)
+	case shown < page.Total:
+		fmt.Fprintf(out, "shown: %d to %d of %d", page.Offset+1, page.Offset+shown, page.Total)
+		if next := page.Offset + shown; next < page.Total {
+			fmt.Fprintf(out, "; the next: thatch memories hygiene --offset %d", next)
+		}
+		fmt.Fprintln(out)
 	}
 	fmt.Fprintln(out, "\nthe next extraction of each project is asked to resolve them; by hand: thatch memories forget ID, thatch memories dismiss ID OTHER, thatch memories restore ID")
 	return nil
@@ -482,7 +565,7 @@ const knownShown = 10
 // project (a key, a folder or a folder inside one), else the absolute path of the folder it
 // names here (relative, or through a symbolic link), else an error that lists the projects
 // there are. A daemon from before memory.projects gets name as it is.
-func projectName(ctx context.Context, nc *nats.Conn, c daemon.Config, name string) (string, error) {
+func projectName(ctx context.Context, nc *conn, c daemon.Config, name string) (string, error) {
 	tries := []string{name}
 	if abs, err := filepath.Abs(name); err == nil {
 		if fi, err := os.Stat(abs); err == nil && fi.IsDir() {
@@ -543,7 +626,7 @@ func projectName(ctx context.Context, nc *nats.Conn, c daemon.Config, name strin
 
 // importMemories sends the memories of a JSON Lines file in batches. A bad line stops the
 // import before anything of it is sent, naming the line.
-func importMemories(ctx context.Context, nc *nats.Conn, c daemon.Config, path string, out io.Writer) error {
+func importMemories(ctx context.Context, nc *conn, c daemon.Config, path string, out io.Writer) error {
 	var in io.Reader = os.Stdin
 	if path != "-" {
 		f, err := os.Open(path)
@@ -606,4 +689,16 @@ func stamp(t *time.Time) string {
 		return ""
 	}
 	return t.Local().Format("2006-01-02 15:04:05")
+}
+
+// source says where a memory came from: the session and call that wrote it, or the host
+// and client of a write from outside a session (thatch mcp: "mcp, client claude-code").
+func source(s memory.Source) string {
+	if s.Host != "" && s.SessionID == "" {
+		if s.Client != "" {
+			return s.Host + ", client " + s.Client
+		}
+		return s.Host
+	}
+	return strings.TrimSuffix(s.SessionID+" "+s.CallID, " ")
 }

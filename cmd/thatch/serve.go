@@ -17,7 +17,7 @@ func (*serveCommand) Usage() usage {
 		Help: `run the daemon: the embedded NATS broker on THATCH_NATS_LISTEN (none with THATCH_NATS_URL),
 the journal and memories in THATCH_DATA_DIR, the sweeps, and the opencode bridge when
 THATCH_OPENCODE_URL is set. It takes no arguments: configuration is by THATCH_*
-environment variables (see the README).`}
+environment variables (see docs/configuration.md).`}
 }
 
 func (*serveCommand) Flags(*flag.FlagSet) {}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -12,28 +13,41 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/thatch-dev/thatch/cmd/internal/daemon"
 	"github.com/thatch-dev/thatch/runtime"
 	"github.com/thatch-dev/thatch/runtime/protocol"
 )
 
 // statusCommand is thatch status: the running daemon's counters, else the status it last
-// wrote.
+// wrote, as it was then.
 type statusCommand struct{ json bool }
 
 func (*statusCommand) Usage() usage {
 	return usage{Name: "status", Summary: "the daemon's counters",
 		Help: `the running daemon's counters: hosts, sessions, entries, events, host calls, memories,
 redactions, and what extraction cost today and over the last 7 days, its daily budget
-and its model. When the daemon cannot be reached, it prints the status the daemon last
-wrote to $THATCH_DATA_DIR/status.json, with its age, and exits 1.`}
+and its model. A host online whose opencode the bridge cannot reach is named beside the
+count. When the daemon is not running (no thatch serve holds $THATCH_DATA_DIR) or cannot
+be reached, it prints the status the daemon last wrote to $THATCH_DATA_DIR/status.json as
+it was then (when it was written, the bridge connected until then), and exits 1.`}
 }
 
 func (s *statusCommand) Flags(fs *flag.FlagSet) { jsonFlag(fs, &s.json) }
 
 func (s *statusCommand) Run(ctx context.Context, c daemon.Config, out io.Writer, _ []string) error {
-	raw, err := request(ctx, c, protocol.APIStatus, map[string]any{})
+	// A data folder whose lock no thatch serve holds has no daemon to ask: its status file
+	// says at once what it was.
+	var raw json.RawMessage
+	err := daemon.NotRunning(c)
+	running, lerr := daemon.Running(c.DataDir)
+	notRunning := lerr == nil && !running && daemon.Served(c.DataDir)
+	if !notRunning {
+		raw, err = brokerRequest(ctx, c, protocol.APIStatus, map[string]any{})
+	}
 	var stale error // set when status falls back to the status file
+	var asOf *time.Time
 	if err != nil {
 		// The broker (or thatch) is unreachable: report what thatch last wrote.
 		f, ferr := daemon.ReadStatusFile(c.DataDir)
@@ -44,26 +58,44 @@ func (s *statusCommand) Run(ctx context.Context, c daemon.Config, out io.Writer,
 			}
 			return err
 		}
-		stale = fmt.Errorf("thatch is unreachable: the status above is from %s", f.At.Format(time.RFC3339))
-		if f.Stopped != nil {
+		when := fmt.Sprintf("last status written %s ago at %s", time.Since(f.At).Round(time.Second), f.At.Local().Format(time.TimeOnly))
+		header := fmt.Sprintf("thatch is unreachable (%v); %s, as it was then:", err, when)
+		stale = fmt.Errorf("thatch is unreachable: the status above is from %s", f.At.Local().Format(time.RFC3339))
+		switch {
+		case f.Stopped != nil:
 			err = fmt.Errorf("thatch is not running: it stopped at %s", f.Stopped.Local().Format(time.RFC3339))
+			header = fmt.Sprintf("thatch is not running (it stopped at %s); %s, as it was then:", f.Stopped.Local().Format(time.TimeOnly), when)
+			stale = err
+			f.Status.Consuming = false
+		case notRunning:
+			err = fmt.Errorf("thatch is not running (data folder %s): it ended without a clean stop", c.DataDir)
+			header = fmt.Sprintf("thatch is not running (it ended without a clean stop); %s, as it was then:", when)
 			stale = err
 			f.Status.Consuming = false
 		}
-		if s.json { // one document, marked stale, with its age and why
+		if s.json { // one document, marked stale, with its age, when it was written and why
 			doc := struct {
 				runtime.StatusView
 				Stale      bool       `json:"stale"`
+				Running    bool       `json:"running"`
+				WrittenAt  time.Time  `json:"writtenAt"`
 				AgeSeconds float64    `json:"ageSeconds"`
 				Error      string     `json:"error"`
 				Stopped    *time.Time `json:"stopped,omitempty"`
-			}{f.Status, true, time.Since(f.At).Seconds(), err.Error(), f.Stopped}
+			}{f.Status, true, !notRunning && f.Stopped == nil, f.At, time.Since(f.At).Seconds(), err.Error(), f.Stopped}
 			data, _ := json.Marshal(doc)
 			fmt.Fprintln(out, string(data))
+			if errors.Is(err, nats.ErrAuthorization) {
+				return err
+			}
 			return stale
 		}
-		fmt.Fprintf(out, "%v\nlast status thatch wrote, %s ago (%s):\n", err, time.Since(f.At).Round(time.Second), filepath.Join(c.DataDir, daemon.StatusFile))
+		fmt.Fprintf(out, "%s\n(%s)\n", header, filepath.Join(c.DataDir, daemon.StatusFile))
 		raw, _ = json.Marshal(f.Status)
+		asOf = &f.At
+		if errors.Is(err, nats.ErrAuthorization) {
+			stale = err // not unreachable: refused, and the error says which token to present
+		}
 	}
 	if s.json {
 		return printJSON(out, raw)
@@ -88,10 +120,14 @@ func (s *statusCommand) Run(ctx context.Context, c daemon.Config, out io.Writer,
 		if row[0] == "version" && len(st.HostsMissingTools) > 0 {
 			fmt.Fprintf(tw, "TOOLS MISSING\t%s: opencode has not loaded thatch's plugin, so its sessions get no memories and no extraction runs (entries wait); run thatch install if needed, then restart opencode or POST /instance/dispose to it\n", strings.Join(st.HostsMissingTools, ", "))
 		}
+		if row[0] == "hosts online" && st.Bridge != nil && !st.Bridge.Connected {
+			// A host counts as online until its goodbye, and an opencode that went away
+			// sends none: the count says which one it may hold that is not there.
+			row[1] += " (" + bridgeAway(st.Bridge) + ")"
+		}
 		fmt.Fprintf(tw, "%s\t%s\n", row[0], row[1])
 		if row[0] == "hosts online" && st.Bridge != nil {
-			// A host counts as online until its goodbye, and an opencode that went away sends none.
-			fmt.Fprintf(tw, "opencode bridge\t%s\n", bridgeRow(st.Bridge, time.Now()))
+			fmt.Fprintf(tw, "opencode bridge\t%s\n", bridgeRow(st.Bridge, time.Now(), asOf))
 		}
 	}
 	if c.NATSURL == "" {
@@ -145,13 +181,21 @@ func (s *statusCommand) Run(ctx context.Context, c daemon.Config, out io.Writer,
 }
 
 // bridgeRow is status's line for the in-process opencode bridge: the server, as which
-// host, and whether its event stream is open, since when (as of now).
-func bridgeRow(b *runtime.BridgeStatus, now time.Time) string {
+// host, and whether its event stream is open, since when, as of now; or, for the status of
+// a thatch that cannot be asked (asOf: when its status file was written), as it was then:
+// "connected until" that time, for how long.
+func bridgeRow(b *runtime.BridgeStatus, now time.Time, asOf *time.Time) string {
 	at := func() string {
-		if b.Since.IsZero() {
+		switch {
+		case b.Since.IsZero() && asOf == nil:
 			return ""
+		case b.Since.IsZero():
+			return " until " + asOf.Local().Format(time.RFC3339)
+		case asOf == nil:
+			return fmt.Sprintf(" since %s (%s ago)", b.Since.Local().Format(time.RFC3339), now.Sub(b.Since).Round(time.Second))
 		}
-		return fmt.Sprintf(" since %s (%s ago)", b.Since.Local().Format(time.RFC3339), now.Sub(b.Since).Round(time.Second))
+		return fmt.Sprintf(" until %s (for %s, since %s)", asOf.Local().Format(time.RFC3339), asOf.Sub(b.Since).Round(time.Second),
+			b.Since.Local().Format(time.RFC3339))
 	}
 	state := "connected" + at()
 	switch {
@@ -161,6 +205,20 @@ func bridgeRow(b *runtime.BridgeStatus, now time.Time) string {
 		state = "connecting" + at()
 	}
 	return fmt.Sprintf("%s (host %s): %s", b.URL, b.HostID, state)
+}
+
+// bridgeAway says which host the bridge's opencode is while its event stream is closed,
+// and since when: "opencode oc-1 unreachable since 12:01:02".
+func bridgeAway(b *runtime.BridgeStatus) string {
+	state := "connecting"
+	if b.Error != "" {
+		state = "unreachable"
+	}
+	text := "opencode " + b.HostID + " " + state
+	if !b.Since.IsZero() {
+		text += " since " + b.Since.Local().Format(time.TimeOnly)
+	}
+	return text
 }
 
 func itoa(n int) string  { return strconv.Itoa(n) }

@@ -2,11 +2,14 @@ package checkpoint
 
 import (
 	"database/sql"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/thatch-dev/thatch/internal/testkit"
 )
 
 // open opens a writer as the stores do: WAL, and no checkpoint of its own.
@@ -76,13 +79,12 @@ func TestCheckpointsBesideTheWriter(t *testing.T) {
 // waitRuns waits until the checkpointer has served n kicks.
 func waitRuns(t *testing.T, c *Checkpointer, n int64) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for kicks, _ := c.Runs(); kicks < n; kicks, _ = c.Runs() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d kicks served after 10 s, want %d", kicks, n)
+	testkit.WaitFor(t, 30*time.Second, fmt.Sprintf("%d kicks served", n), func() error {
+		if kicks, _ := c.Runs(); kicks < n {
+			return fmt.Errorf("%d served", kicks)
 		}
-		time.Sleep(100 * time.Microsecond)
-	}
+		return nil
+	})
 }
 
 // TestRestartBoundsTheWAL: a WAL at maxFrames gets a RESTART checkpoint, after which the
@@ -105,13 +107,10 @@ func TestRestartBoundsTheWAL(t *testing.T) {
 		t.Fatalf("the WAL holds %d pages only", before)
 	}
 	c.Kick()
-	deadline := time.Now().Add(10 * time.Second)
-	for _, restarts := c.Runs(); restarts == 0; _, restarts = c.Runs() {
-		if time.Now().After(deadline) {
-			t.Fatal("no RESTART checkpoint at maxFrames")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.WaitFor(t, 30*time.Second, "a RESTART checkpoint at maxFrames", func() bool {
+		_, restarts := c.Runs()
+		return restarts > 0
+	})
 	// The next write starts the WAL over: writes after it land at its beginning.
 	for range 10 {
 		if _, err := db.Exec(`INSERT INTO t (v) VALUES (?)`, row); err != nil {

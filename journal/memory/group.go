@@ -48,6 +48,9 @@ func (s *Store) withBulkTx(ctx context.Context, fn func(cachedTx) error) error {
 }
 
 func (s *Store) queueWrite(ctx context.Context, w *write) error {
+	if s.readOnly {
+		return ErrReadOnly
+	}
 	select {
 	case s.queue <- w:
 	case <-s.stop:

@@ -243,7 +243,7 @@ func writeWords(ctx context.Context, tx cachedTx, counts map[string]int) error {
 // rankCandidates bounds the matches rank scores: the newest ones when more match (a word
 // so common that more match says little about which memory is meant). Reading and
 // tokenizing each candidate is most of a search's cost: 300 made a search's p99 over
-// 10 ms and a look-alike check's over 20 ms at 100,000 memories (README, Performance).
+// 10 ms and a look-alike check's over 20 ms at 100,000 memories (docs/performance.md).
 const rankCandidates = 100
 
 // rank is the live memories of projects (none = every project) matching any of terms, best

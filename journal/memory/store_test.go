@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -1378,5 +1379,88 @@ func TestSectionMatchesItsDefinition(t *testing.T) {
 		if got != want {
 			t.Fatalf("round %d, budget %d: section\n%s\nwant\n%s", round, budget, got, want)
 		}
+	}
+}
+
+// TestOpenReadOnly: a store opened read-only reads what the store holds, refuses every
+// write with ErrReadOnly, and leaves the file as it was; a missing file is an error, not
+// a new store.
+func TestOpenReadOnly(t *testing.T) {
+	s := setup(t)
+	r := remember(t, s, alice, "The staging database is pg-staging-3")
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(s.Close())
+	before, err := os.ReadFile(s.Path())
+	must(err)
+	ro, err := OpenReadOnly(s.Path(), Options{})
+	must(err)
+	ctx := context.Background()
+	if m, _, err := ro.Get(ctx, r.Memory.ID); err != nil || m.Content != r.Memory.Content {
+		t.Fatalf("read-only Get: %+v, %v", m, err)
+	}
+	if ms, err := ro.List(ctx, ListQuery{Query: "staging"}); err != nil || len(ms) != 1 {
+		t.Fatalf("read-only search: %+v, %v", ms, err)
+	}
+	if _, err := ro.Remember(ctx, alice, RememberArgs{Content: "another"}, t0); !errors.Is(err, ErrReadOnly) {
+		t.Errorf("read-only Remember: %v, want ErrReadOnly", err)
+	}
+	if _, err := ro.Forget(ctx, Caller{}, r.Memory.ID, "", t0); !errors.Is(err, ErrReadOnly) {
+		t.Errorf("read-only Forget: %v, want ErrReadOnly", err)
+	}
+	must(ro.Close())
+	if after, err := os.ReadFile(s.Path()); err != nil || !bytes.Equal(after, before) {
+		t.Errorf("the file changed under a read-only store (%v)", err)
+	}
+	missing := filepath.Join(t.TempDir(), "memories.db")
+	if _, err := OpenReadOnly(missing, Options{}); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("read-only open of a missing file: %v, want ErrNotExist", err)
+	}
+	if _, err := os.Stat(missing); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a read-only open created %s", missing)
+	}
+}
+
+// TestSourceHost: a memory written outside a tracked session (thatch mcp, protocol §10)
+// keeps the host and the client it came through as its source, through a reopen, Get,
+// List, and an export imported into another store.
+func TestSourceHost(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "data", "memories.db")
+	s := openAt(t, path, Options{})
+	mcp := Caller{Project: "proj-1", Host: "mcp", Client: "claude-code"}
+	r := remember(t, s, mcp, "The CI runs make check before make test.")
+	want := Source{Host: "mcp", Client: "claude-code"}
+	if r.Memory.Source != want {
+		t.Fatalf("remembered with source %+v, want %+v", r.Memory.Source, want)
+	}
+	data, _ := json.Marshal(r.Memory)
+	if !strings.Contains(string(data), `"source":{"sessionID":"","host":"mcp","client":"claude-code"}`) {
+		t.Errorf("the memory's JSON is %s", data)
+	}
+	s.Close()
+	s = openAt(t, path, Options{})
+	m, _, err := s.Get(ctx, r.Memory.ID)
+	if err != nil || m.Source != want {
+		t.Fatalf("after a reopen Get gives %+v, %v; want source %+v", m.Source, err, want)
+	}
+	ms, err := s.Export(ctx, []string{"proj-1"}, "", 0)
+	if err != nil || len(ms) != 1 {
+		t.Fatalf("export: %v, %d memories", err, len(ms))
+	}
+	other := setup(t)
+	if _, err := other.Import(ctx, ms, t0); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, err := other.Get(ctx, r.Memory.ID); err != nil || got.Source != want {
+		t.Errorf("imported with source %+v, %v; want %+v", got.Source, err, want)
+	}
+	// A session's memory has no host.
+	if r := remember(t, s, alice, "A session's memory."); r.Memory.Source.Host != "" || r.Memory.Source.Client != "" {
+		t.Errorf("a session's memory has source %+v", r.Memory.Source)
 	}
 }

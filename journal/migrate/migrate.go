@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
@@ -23,6 +24,20 @@ func Damaged(err error) bool {
 	}
 	code := e.Code() & 0xff
 	return code == sqlite3.SQLITE_CORRUPT || code == sqlite3.SQLITE_NOTADB
+}
+
+// DiskFull tells whether err says the disk is full: SQLite's SQLITE_FULL (which it also
+// answers when a database reaches its max_page_count), or the system's ENOSPC or EDQUOT
+// (over quota) from a write.
+func DiskFull(err error) bool {
+	if err == nil {
+		return false
+	}
+	var e *sqlite.Error
+	if errors.As(err, &e) && e.Code()&0xff == sqlite3.SQLITE_FULL {
+		return true
+	}
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
 }
 
 // Apply runs the migrations of fsys matching pattern (e.g. "migrations/*.sql") that db has
@@ -72,4 +87,32 @@ func apply(db *sql.DB, script string, version int) error {
 		return err
 	}
 	return tx.Commit()
+}
+
+// Check tells whether db, opened read-only, has exactly the migrations of fsys matching
+// pattern, without changing it: a file an older thatch wrote has not had the newer ones
+// yet (thatch serve applies them at start), and one a newer thatch wrote has some this
+// build does not know. what names the database in errors.
+func Check(db *sql.DB, fsys fs.FS, pattern, what string) error {
+	var current int
+	if err := db.QueryRow(`SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&current); err != nil {
+		return fmt.Errorf("read the version of %s: %w", what, err)
+	}
+	names, err := fs.Glob(fsys, pattern)
+	if err != nil {
+		return err
+	}
+	latest := 0
+	for _, name := range names {
+		if v, err := strconv.Atoi(strings.SplitN(path.Base(name), "_", 2)[0]); err == nil && v > latest {
+			latest = v
+		}
+	}
+	switch {
+	case current < latest:
+		return fmt.Errorf("%s is at version %d, older than this thatch's %d: start thatch serve once to bring it up to date", what, current, latest)
+	case current > latest:
+		return fmt.Errorf("%s is at version %d, written by a newer thatch than this one (%d): use that thatch", what, current, latest)
+	}
+	return nil
 }

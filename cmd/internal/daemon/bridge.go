@@ -40,7 +40,7 @@ func Bridge(ctx context.Context, c Config, log *slog.Logger) error {
 		return err
 	}
 	// Its own inboxes, so that a broker's permissions can keep each host's replies to it
-	// (the README's permissions.conf).
+	// (docs/security.md's permissions.conf).
 	nc, err := natsbus.Connect(natsbus.ConnectOptions{URL: c.BrokerURL(), CredsFile: c.NATSCreds, Token: token, TLS: clientTLS,
 		Name: "thatch-bridge", InboxPrefix: "_INBOX." + opencode.HostIDFor(c.OpencodeURL)}, log.With("component", "nats"))
 	if err != nil {

@@ -60,8 +60,8 @@ func ServeWith(ctx context.Context, c Config, log *slog.Logger, tune func(*runti
 			log.Info("stopped", "took", time.Since(stopBegan).Round(time.Millisecond).String())
 		}
 	}()
-	// The broker token exists from the first start, embedded broker or not: the operator's
-	// web page (§8) takes it too.
+	// The broker token exists from the first start, embedded broker or not, as §7 asks
+	// (the web page no longer takes it: thatch ui gets a one-time link over the API).
 	fileToken, fixed, err := natsbus.EnsureToken(c.TokenPath())
 	if err != nil {
 		return err
@@ -79,6 +79,7 @@ func ServeWith(ctx context.Context, c Config, log *slog.Logger, tune func(*runti
 		return err
 	}
 	defer store.Close()
+	store.BeforeLoad = BoundLoadHeap
 	memories := &natsbus.Memories{InjectChars: c.MemoryInjectChars}
 	memStore, err := memory.Open(filepath.Join(c.DataDir, "memories.db"), memory.Options{Redact: memories.Redact,
 		StaleAfter: time.Duration(c.MemoryStaleDays) * 24 * time.Hour, Author: c.TeamAuthor})
@@ -92,10 +93,23 @@ func ServeWith(ctx context.Context, c Config, log *slog.Logger, tune func(*runti
 	var watch *natsbus.JetStreamWatch // the embedded broker's JetStream health
 	// The token thatch presents: an external broker's, else the embedded broker's (§7).
 	token := c.NATSToken
+	var purgeApplied time.Duration
 	if c.NATSURL == "" {
 		token = cmp.Or(c.NATSToken, fileToken)
-		ns, err = natsbus.StartBroker(natsbus.BrokerConfig{Listen: c.NATSListen, Dir: filepath.Join(c.DataDir, "nats"),
-			Token: token, TLS: c.tlsFiles()})
+		// The store is encrypted at rest with a key of the data folder: nothing a host
+		// published is readable in its files (an earlier, plain store is encrypted as the
+		// broker recovers it), and events thatch applied are purged from the stream.
+		storeDir := filepath.Join(c.DataDir, "nats")
+		storeKey, fixed, err := natsbus.EnsureStoreKey(filepath.Join(c.DataDir, natsbus.StoreKeyFile), storeDir)
+		if err != nil {
+			return err
+		}
+		if fixed != "" {
+			log.Warn(fixed)
+		}
+		purgeApplied = time.Duration(c.StreamPurgeMS) * time.Millisecond
+		ns, err = natsbus.StartBroker(natsbus.BrokerConfig{Listen: c.NATSListen, Dir: storeDir,
+			Token: token, TLS: c.tlsFiles(), StoreKey: storeKey})
 		if err != nil {
 			return err
 		}
@@ -134,13 +148,14 @@ func ServeWith(ctx context.Context, c Config, log *slog.Logger, tune func(*runti
 	})
 	caller := metrics.Caller(&host.Client{NC: nc, Prefix: c.SubjectPrefix, Timeout: c.HostTimeout(), Log: log.With("component", "host")})
 	loop := runtime.NewLoop(store, natsbus.Injecting{Caller: caller, Memories: memories, Log: log.With("component", "memory")}, log.With("component", "runtime"))
-	loop.Rules, loop.Prefix, loop.MaxBatch, loop.WaitApplied = c.Rules(), c.SubjectPrefix, c.BatchMax, c.HostTimeout()
+	loop.Rules, loop.Prefix, loop.MaxBatch, loop.WaitApplied, loop.CommitWait = c.Rules(), c.SubjectPrefix, c.BatchMax, c.HostTimeout(), c.HostTimeout()
 	loop.CommitTook = metrics.CommitTook
 	if tune != nil {
 		tune(loop)
 	}
 	consumer := natsbus.NewConsumer(js, natsbus.StreamConfig{Stream: c.Stream, Consumer: c.Consumer, Prefix: c.SubjectPrefix,
 		MaxBytes: c.StreamMaxBytes, MaxMsgBytes: int32(c.StreamMaxMsgBytes), Log: log.With("component", "consumer"),
+		PurgeApplied: purgeApplied,
 		Committed: func(ctx context.Context) (string, uint64, bool) {
 			select { // the journal is loaded: its position is known
 			case <-loop.Ready():
@@ -160,11 +175,14 @@ func ServeWith(ctx context.Context, c Config, log *slog.Logger, tune func(*runti
 		log.Info("no opencode to bridge: set THATCH_OPENCODE_URL to a running opencode serve (e.g. http://127.0.0.1:4096), or connect a host to the broker (thatch env)")
 	} else {
 		ocBridge = newBridge(c, nc, js, log)
+		if watch != nil {
+			ocBridge.Broker = watch.Err
+		}
 		redactions = append(redactions, &ocBridge.Redacted)
 	}
 	srv = &natsbus.Server{ToolTook: metrics.ToolTook, Redactions: redactions, NC: nc, JS: js, Stream: c.Stream, Prefix: c.APIPrefix, Loop: loop, Consumer: consumer,
 		Log: log.With("component", "api"), Sweep: sweepAPI(sweeper), Memories: memories, Costs: store.Costs, Extract: c.Rules(),
-		DeadLetters: store.DeadLetterPage, ExtractedFrom: store.ExtractedFrom}
+		DeadLetters: store.DeadLetterPage, ExtractedFrom: store.ExtractedFrom, Provenance: store.Provenance}
 	if watch != nil {
 		srv.Broker = watch
 	}
@@ -203,9 +221,16 @@ func ServeWith(ctx context.Context, c Config, log *slog.Logger, tune func(*runti
 			return err
 		}
 		defer pageLn.Close()
-		page = &web.Server{Listen: c.HTTPListen, Token: fileToken, TLSCert: c.HTTPTLSCert, TLSKey: c.HTTPTLSKey,
+		page = &web.Server{Listen: pageLn.Addr().String(), TLSCert: c.HTTPTLSCert, TLSKey: c.HTTPTLSKey,
 			Loop: loop, Status: srv.Status, Journal: store, Memories: memStore, Sweep: sweeper.Sweep, Metrics: metrics,
 			Log: log.With("component", "web")}
+		// thatch ui asks for the page's one-time link over the API, which the broker's
+		// token guards: the token itself never goes into a link.
+		pageURL := PageURL(pageLn.Addr().String(), c.HTTPTLSCert != "")
+		srv.Login = func() (string, time.Time) {
+			code, expires := page.NewLogin()
+			return web.LoginURL(pageURL, code), expires
+		}
 		if mates != nil {
 			page.Share = func(ctx context.Context, project string, shared bool) error {
 				if err := memStore.Share(ctx, project, shared, time.Now()); err != nil {
@@ -361,16 +386,32 @@ func memorySweep(m *natsbus.Memories, c Config, log *slog.Logger) func(context.C
 	}
 }
 
+// lockFile is the file of the data folder whose lock thatch serve holds while it runs.
+const lockFile = "thatch.lock"
+
+// lockWait is how long a start waits for the data folder's lock before it says another
+// thatch serve holds it: Running takes it shared for an instant, and a start must not
+// fail for that.
+const lockWait = time.Second
+
 // lockDataDir takes the data folder for this process alone (rule 12): two daemons on one
 // folder would share one journal, one broker store and one plugin shim. The kernel releases
 // the lock when the process dies, however it dies.
 func lockDataDir(dir string) (func(), error) {
-	path := filepath.Join(dir, "thatch.lock")
+	path := filepath.Join(dir, lockFile)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("lock the data folder: %w", err)
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+	deadline := time.Now().Add(lockWait)
+	for {
+		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if !errors.Is(err, syscall.EWOULDBLOCK) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond) // a CLI's Running holds it for an instant
+	}
+	if err != nil {
 		f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
 			return nil, fmt.Errorf("another thatch serve is running on the data folder %s: stop it, or give this one its own THATCH_DATA_DIR", dir)
@@ -378,6 +419,37 @@ func lockDataDir(dir string) (func(), error) {
 		return nil, fmt.Errorf("lock the data folder %s: %w", dir, err)
 	}
 	return func() { f.Close() }, nil
+}
+
+// Served tells whether a thatch serve ever ran on the data folder dir: its lock file is
+// there.
+func Served(dir string) bool {
+	_, err := os.Stat(filepath.Join(dir, lockFile))
+	return err == nil
+}
+
+// Running tells whether a thatch serve runs on the data folder dir: whether it holds the
+// folder's lock. It is known at once, where a broker that does not answer is known only
+// after a timeout. The lock is tried shared and let go at once, and nothing is created:
+// a folder without its lock file has never been served.
+func Running(dir string) (bool, error) {
+	f, err := os.Open(filepath.Join(dir, lockFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("read the lock of the data folder %s: %w", dir, err)
+	}
+	defer f.Close()
+	err = syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB)
+	if errors.Is(err, syscall.EWOULDBLOCK) {
+		return true, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("read the lock of the data folder %s: %w", dir, err)
+	}
+	_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	return false, nil
 }
 
 // sweepAPI answers the sweep method with one strand sweep.

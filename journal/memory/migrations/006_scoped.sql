@@ -3,7 +3,7 @@
 -- related memories) matches the scoped words: "scope : p… AND (…)" walked each word's
 -- postings in every project before the scope cut them down, and an identifier or a path
 -- (svc-12-04, src/x/y.go) is a phrase of words that most memories hold: 5–8 ms a search at
--- 100,000 memories of 100 projects, against about 1 ms scoped (README, Performance).
+-- 100,000 memories of 100 projects, against about 1 ms scoped (docs/performance.md).
 -- thatch_scoped(scope, content, tags) is the store's SQL function (scoped.go): the words
 -- as the index's tokenizer sees them, each prefixed with the project's scope token. The
 -- index holds no text of its own (contentless, rows deleted by rowid): the memories table

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+
+	"github.com/thatch-dev/thatch/journal"
 )
 
 // HeapFloor is the heap below which thatch does not let the garbage collector start a cycle.
@@ -16,7 +18,7 @@ import (
 // broker's record of the last two minutes' event ids after a burst: answering 1,000 tool
 // calls a second it was collected 7 to 50 times a second. A cycle stops the world for up
 // to 3 ms and takes half of one of two cores for 2-20 ms, and two thirds of the tool calls
-// over 3 ms overlapped one (README, Performance). The floor costs at most its size in
+// over 3 ms overlapped one (docs/performance.md). The floor costs at most its size in
 // memory; once the live heap is half of it, collection is Go's default.
 const HeapFloor = 64 << 20
 
@@ -89,4 +91,45 @@ func heapFloorState() string {
 		return "off (GOGC or GOMEMLIMIT is set)"
 	}
 	return strconv.Itoa(HeapFloor>>20) + " MiB"
+}
+
+// BoundLoadHeap bounds the heap while the journal loads (journal.Store.BeforeLoad) and
+// returns what puts the collector back. Load allocates most of what it keeps early, then
+// reads rows whose strings are garbage at once: at Go's default GOGC the heap grew to
+// twice what it keeps, and a low GOGC collected at every tenth of growth. So the collector
+// is off and a soft memory limit of what the process holds now plus a tenth more than the
+// state should take (at least 64 MiB) makes it collect only as the heap nears that, and
+// give freed pages back. A state larger than expected is not an error: over the limit
+// the collector runs more often, and Go caps its share of the CPU at half. With GOGC or
+// GOMEMLIMIT in the environment the operator's setting stands, and the load only lowers
+// GOGC to loadGCPercent. It is the process's setting: whatever else runs meanwhile
+// collects under the same bound.
+func BoundLoadHeap(z journal.LoadSize) func() {
+	if gcSetByEnvironment() {
+		return lowerGC(loadGCPercent)
+	}
+	m := []metrics.Sample{{Name: "/memory/classes/total:bytes"}, {Name: "/memory/classes/heap/released:bytes"}}
+	metrics.Read(m)
+	inUse := int64(m[0].Value.Uint64() - m[1].Value.Uint64())
+	state := max(z.Bytes(), 64<<20)
+	pct := debug.SetGCPercent(-1)
+	limit := debug.SetMemoryLimit(inUse + state*110/100)
+	return func() {
+		debug.SetMemoryLimit(limit)
+		debug.SetGCPercent(pct)
+	}
+}
+
+// loadGCPercent is the collector's target while the journal loads when the operator set
+// GOGC or GOMEMLIMIT (BoundLoadHeap): lower keeps the peak smaller and takes longer.
+const loadGCPercent = 10
+
+// lowerGC lowers the GC's target percentage to pct until the returned function runs,
+// unless it is lower already (GOGC) or the GC is off.
+func lowerGC(pct int) func() {
+	prev := debug.SetGCPercent(pct)
+	if prev < pct {
+		debug.SetGCPercent(prev)
+	}
+	return func() { debug.SetGCPercent(prev) }
 }

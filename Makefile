@@ -57,6 +57,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzToolCall$$' -fuzztime $(or $(FUZZTIME),100000x) ./runtime
 	$(GO) test -run '^$$' -fuzz '^FuzzText$$' -fuzztime $(or $(FUZZTIME),60000x) ./runtime/redact
 	$(GO) test -run '^$$' -fuzz '^FuzzJSON$$' -fuzztime $(or $(FUZZTIME),400000x) ./runtime/redact
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeVersion$$' -fuzztime $(or $(FUZZTIME),100000x) ./journal/memory
 
 ## check: formatting, vet, staticcheck and the tests
 check: fmt vet staticcheck test

@@ -50,8 +50,8 @@ var depRules = []struct {
 	// Test doubles stay out of every binary but the benchmark's, and the scenario harness
 	// and the test kit (they import testing) out of every binary.
 	{pkg: "...", forbid: []string{"adapters/fakehost", "adapters/fakellm", "runtime/scenario", "runtime/redact/redacttest",
-		"internal/testkit"}},
-	{pkg: "cmd/thatch-bench", allow: []string{"adapters/fakehost", "adapters/fakellm"}},
+		"internal/testkit", "adapters/team/teamtest"}},
+	{pkg: "cmd/thatch-bench", allow: []string{"adapters/fakehost", "adapters/fakellm", "adapters/team/teamtest"}},
 }
 
 // depAreas are the top-level folders a package may live in; a package elsewhere has no

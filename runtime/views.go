@@ -53,6 +53,23 @@ type StatusView struct {
 	// writes it (adapters/opencode's BridgeStatus); absent without one. Each reader
 	// decodes the fields it shows.
 	Bridge json.RawMessage `json:"bridge,omitempty"`
+	// Team is team memory's connection (protocol §9); absent without THATCH_TEAM_URL.
+	Team *TeamStatus `json:"team,omitempty"`
+}
+
+// TeamStatus is status.team (protocol §9): the team's URL without credentials, whether
+// thatch is connected to it and since when that holds, the author of this thatch's
+// versions, the shared projects, the versions waiting to be sent, the records refused and
+// when a version was last applied.
+type TeamStatus struct {
+	URL            string     `json:"url"`
+	Connected      bool       `json:"connected"`
+	Since          time.Time  `json:"since"`
+	Author         string     `json:"author"`
+	SharedProjects []string   `json:"sharedProjects"`
+	Outbox         int        `json:"outbox"`
+	Rejected       int        `json:"rejected"`
+	LastApplied    *time.Time `json:"lastApplied,omitempty"`
 }
 
 // ExtractionView is the status's account of extraction's cost.

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -34,6 +35,9 @@ type Service struct {
 	// Provenance, when set, reads what extractions completed (the journal's): memory.get
 	// adds it for the extractions that created, updated or forgot the memory.
 	Provenance func(extractions []string) ([]runtime.Provenance, error)
+	// Team, when set, is team memory (§9), woken when a project is shared or unshared;
+	// nil (THATCH_TEAM_URL unset) refuses memory.share.
+	Team interface{ Wake() }
 }
 
 // Redact is the memory store's redactor (rule 13), counting what it redacts.
@@ -55,6 +59,37 @@ func (m *Service) now() time.Time {
 
 // RelatedMax is how many related memories an extraction payload lists.
 const RelatedMax = 10
+
+// shareKey is the project key memory.share names: a key itself, or the one key of a
+// folder (the CLI passes the working directory when no --project is given).
+func (s *Service) shareKey(ctx context.Context, project string) (string, *runtime.HostError) {
+	if project == "" {
+		return "", badRequest("memory.share: give project, a project key (memory.projects lists them)")
+	}
+	if !strings.HasPrefix(project, "/") {
+		return project, nil
+	}
+	keys, err := s.Store.Resolve(ctx, project)
+	if err != nil {
+		return "", storeError(err)
+	}
+	var ids []string // the keys that are not folders themselves
+	for _, k := range keys {
+		if !strings.HasPrefix(k, "/") {
+			ids = append(ids, k)
+		}
+	}
+	switch {
+	case len(ids) == 1:
+		return ids[0], nil
+	case len(ids) > 1:
+		return "", badRequest(fmt.Sprintf("memory.share: the folder %s holds the projects %s; give one with --project", project, strings.Join(ids, ", ")))
+	}
+	if slices.Contains(keys, project) {
+		return project, nil // a directory key: the store says why it cannot be shared
+	}
+	return "", badRequest(fmt.Sprintf("memory.share: thatch knows no project in %s yet (it learns a folder's project from its sessions' memories there); give the project's key with --project (thatch memories projects lists them)", project))
+}
 
 // storeError maps a store error to the protocol's error names.
 func storeError(err error) *runtime.HostError {
@@ -391,6 +426,7 @@ func (s *Service) API(ctx context.Context, method string, data []byte) (any, *ru
 		Reason   string          `json:"reason"`
 		Other    string          `json:"distinctFrom"`
 		Memories []memory.Memory `json:"memories"`
+		Shared   *bool           `json:"shared"`
 	}
 	if len(bytes.TrimSpace(data)) > 0 {
 		if err := json.Unmarshal(data, &p); err != nil {
@@ -398,7 +434,7 @@ func (s *Service) API(ctx context.Context, method string, data []byte) (any, *ru
 		}
 	}
 	var keys []string // the project keys p.Project names; none is every project
-	if p.Project != "" && method != protocol.APIMemoryProjects {
+	if p.Project != "" && method != protocol.APIMemoryProjects && method != protocol.APIMemoryShare {
 		var err error
 		if keys, err = st.Resolve(ctx, p.Project); err != nil {
 			return nil, storeError(err)
@@ -410,6 +446,22 @@ func (s *Service) API(ctx context.Context, method string, data []byte) (any, *ru
 		}
 	}
 	switch method {
+	case protocol.APIMemoryShare:
+		if s.Team == nil {
+			return nil, badRequest("memory.share: team memory is off: set THATCH_TEAM_URL (and THATCH_TEAM_AUTHOR) to the team's NATS server and restart thatch")
+		}
+		if p.Shared == nil {
+			return nil, badRequest("memory.share: give shared: true to share the project with the team, false to stop")
+		}
+		key, herr := s.shareKey(ctx, p.Project)
+		if herr != nil {
+			return nil, herr
+		}
+		if err := st.Share(ctx, key, *p.Shared, now); err != nil {
+			return nil, storeError(err)
+		}
+		s.Team.Wake()
+		return map[string]any{"project": key, "shared": *p.Shared}, nil
 	case protocol.APIMemoryProjects:
 		ps, err := st.Projects(ctx, p.Project)
 		if err != nil {

@@ -59,6 +59,7 @@ var apiMethods = []apiMethod{
 	{name: protocol.APIMemoryDismiss, memories: true},
 	{name: protocol.APIMemoryRestore, memories: true},
 	{name: protocol.APIMemoryProjects, memories: true},
+	{name: protocol.APIMemoryShare, memories: true},
 	{name: protocol.APIMemoryExport, paged: true, memories: true},
 	{name: protocol.APIMemoryImport, memories: true},
 	{name: protocol.APIUILink, answer: (*Server).apiUILink},

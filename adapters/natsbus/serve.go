@@ -55,6 +55,12 @@ type Server struct {
 	// Bridge, when set, is the in-process opencode bridge's row of status, which status
 	// holds as it marshals; nil (no bridge) leaves bridge out of status.
 	Bridge func() any
+	// Team is team memory (§9); nil (THATCH_TEAM_URL unset) leaves team out of status
+	// and refuses memory.share.
+	Team interface {
+		TeamStatus(context.Context) (*runtime.TeamStatus, error)
+		Wake()
+	}
 	// DeadLetters reads a page of the journal's dead letters, newest first, those older
 	// than the row before (0: from the newest); nil answers the deadletters method with
 	// NotImplementedError.
@@ -397,6 +403,11 @@ func (s *Server) Status(ctx context.Context) (runtime.StatusView, error) {
 	if s.Bridge != nil {
 		if b, err := json.Marshal(s.Bridge()); err == nil {
 			st.Bridge = b
+		}
+	}
+	if s.Team != nil {
+		if ts, err := s.Team.TeamStatus(ctx); err == nil {
+			st.Team = ts
 		}
 	}
 	if s.Memories != nil {

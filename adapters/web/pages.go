@@ -340,6 +340,20 @@ func (s *Server) memories(w http.ResponseWriter, r *http.Request) error {
 	}
 	data := map[string]any{"Title": "Memories", "Memories": ms, "Projects": projects, "Project": project, "Kind": kind,
 		"Query": search, "Next": next, "After": after, "State": state, "Filtered": project != "" || kind != "" || after != "", "NoWords": noWords}
+	// The team switch (§9), for one project key: shareable or why not, shared or not.
+	if s.Share != nil && len(keys) == 1 {
+		sw := map[string]any{"Key": keys[0]}
+		if err := memory.ShareableProject(keys[0]); err != nil {
+			sw["Refused"] = "A project keyed by its folder names a folder of this machine only, so it cannot be shared: only a project keyed by its host's projectID (a git repository under opencode) can."
+		} else {
+			shared, err := s.Memories.SharedProjects(ctx)
+			if err != nil {
+				return err
+			}
+			sw["Shared"] = slices.ContainsFunc(shared, func(p memory.SharedProject) bool { return p.Project == keys[0] })
+		}
+		data["Team"] = sw
+	}
 	if id := q.Get("restored"); id != "" { // a restore just done says so
 		if m, _, err := s.Memories.Get(ctx, id); err == nil && m.ForgottenAt == nil {
 			data["Restored"] = m
@@ -456,6 +470,23 @@ func (s *Server) forgetMemory(w http.ResponseWriter, r *http.Request) error {
 	q.Set("forgot", id)
 	to.RawQuery = q.Encode()
 	http.Redirect(w, r, to.String(), http.StatusSeeOther)
+	return nil
+}
+
+// share is the team switch: shared "on" shares the project with the team, anything else
+// stops sharing it.
+func (s *Server) share(w http.ResponseWriter, r *http.Request) error {
+	if s.Share == nil {
+		return httpError{http.StatusNotFound, "team memory is off: set THATCH_TEAM_URL and restart thatch"}
+	}
+	project := r.PostFormValue("project")
+	if err := s.Share(r.Context(), project, r.PostFormValue("shared") == "on"); err != nil {
+		if errors.Is(err, memory.ErrBadRequest) {
+			return httpError{http.StatusBadRequest, err.Error()}
+		}
+		return err
+	}
+	http.Redirect(w, r, back(r, "/memories?project="+url.QueryEscape(project)), http.StatusSeeOther)
 	return nil
 }
 

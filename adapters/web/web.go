@@ -50,6 +50,9 @@ type Server struct {
 	Log   *slog.Logger
 	// Now is the clock of the memory changes (tests); nil is time.Now.
 	Now func() time.Time
+	// Share starts or stops sharing a project with the team (§9); nil (team memory off)
+	// hides the switch.
+	Share func(ctx context.Context, project string, shared bool) error
 
 	pages map[string]*template.Template
 	// csrfMark stands for the CSRF field in the parsed templates; render puts the
@@ -106,6 +109,7 @@ func (s *Server) Handler() (http.Handler, error) {
 	memoryPage("POST /memories/{id}", s.editMemory)
 	memoryPage("POST /memories/{id}/forget", s.forgetMemory)
 	memoryPage("POST /memories/{id}/restore", s.restoreMemory)
+	memoryPage("POST /share", s.share)
 	memoryPage("GET /hygiene", s.hygiene)
 	memoryPage("POST /hygiene/merge", s.merge)
 	memoryPage("POST /hygiene/unmerge", s.unmerge)

@@ -53,11 +53,13 @@ type benchSize struct {
 	MemoryCalls         int // per caller and phase
 	UISessions          int // the operator's page: live sessions
 	UIMemories          int // and memories
+	TeamSeconds         int // of replication at TeamRate changes/s
+	TeamBackfill        int // memories a new teammate receives
 }
 
 var (
-	fullSize  = benchSize{4, 2000, 10, 200, 100_000, 1_000_000, 100_000, 5000, 50, 100_000, 100, 10, 100, 10_000, 10_000}
-	quickSize = benchSize{2, 60, 1, 10, 2_000, 20_000, 2_000, 2000, 10, 2_000, 10, 2, 10, 500, 500}
+	fullSize  = benchSize{4, 2000, 10, 200, 100_000, 1_000_000, 100_000, 5000, 50, 100_000, 100, 10, 100, 10_000, 10_000, 20, 100_000}
+	quickSize = benchSize{2, 60, 1, 10, 2_000, 20_000, 2_000, 2000, 10, 2_000, 10, 2, 10, 500, 500, 2, 500}
 )
 
 // Figure is one measured figure with its definition.
@@ -92,7 +94,7 @@ func bench(ctx context.Context, args []string, out io.Writer, progress io.Writer
 	quick := fs.Bool("quick", false, "a short run that checks correctness only")
 	outPath := fs.String("out", "", "write the JSON report here")
 	seed := fs.Uint64("seed", 1, "workload seed")
-	only := fs.String("only", "", "run some parts, comma-separated: throughput, latency, tools, rehydrate, status, sweep, memory, ui")
+	only := fs.String("only", "", "run some parts, comma-separated: throughput, latency, tools, rehydrate, status, sweep, memory, ui, team")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the run here")
 	blockprofile := fs.String("blockprofile", "", "write a blocking profile (where goroutines waited) of the run here")
 	mutexprofile := fs.String("mutexprofile", "", "write a mutex contention profile of the run here")
@@ -236,6 +238,7 @@ func (b *benchRun) run(ctx context.Context) error {
 		{"sweep", "strand-sweep planning", b.sweepPlanning},
 		{"memory", "memory store", b.memoryBench},
 		{"ui", "the operator's page", b.uiBench},
+		{"team", "team memory over a 3-node cluster", b.teamBench},
 	}
 	for _, s := range steps {
 		if b.only != "" && !slices.Contains(strings.Split(b.only, ","), s.key) {

@@ -43,7 +43,7 @@ func allCommands() []command {
 		&statusCommand{}, &sessionsCommand{}, &entriesCommand{}, &sweepCommand{}, &costsCommand{}, &deadLettersCommand{},
 		&memoriesCommand{}, &memoriesProjectsCommand{}, &memoriesShowCommand{}, &memoriesForgetCommand{},
 		&memoriesRestoreCommand{}, &memoriesExportCommand{}, &memoriesImportCommand{}, &memoriesHygieneCommand{},
-		&memoriesDismissCommand{},
+		&memoriesDismissCommand{}, &memoriesShareCommand{}, &memoriesShareCommand{unshare: true},
 		&uiCommand{}, &mcpCommand{}, &installCommand{}, &envCommand{}, &versionCommand{},
 	}
 }

@@ -108,10 +108,11 @@ func (m *memoriesCommand) Run(ctx context.Context, c daemon.Config, out io.Write
 		return nil
 	}
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tKIND\tPROJECT\tUPDATED\tCONTENT")
+	fmt.Fprintln(tw, "ID\tKIND\tPROJECT\tUPDATED\tAUTHOR\tCONTENT")
 	for _, mem := range ms {
 		// The key is most often opencode's project id, a hash: the folder says more.
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", mem.ID, mem.Kind, cmp.Or(mem.Folder, mem.Project), mem.UpdatedAt.Local().Format("2006-01-02 15:04"), oneLine(mem.Content, 80))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", mem.ID, mem.Kind, cmp.Or(mem.Folder, mem.Project), mem.UpdatedAt.Local().Format("2006-01-02 15:04"),
+			cmp.Or(mem.Author, "-"), oneLine(mem.Content, 80))
 	}
 	return tw.Flush()
 }
@@ -198,7 +199,7 @@ func (s *memoriesShowCommand) Run(ctx context.Context, c daemon.Config, out io.W
 	}
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	rows := [][2]string{{"id", m.ID}, {"project", m.Project}, {"folder", m.Folder}, {"kind", m.Kind}, {"tags", strings.Join(m.Tags, ", ")},
-		{"branch", m.Branch}, {"created", stamp(&m.CreatedAt)}, {"updated", stamp(&m.UpdatedAt)}, {"used", stamp(m.UsedAt)},
+		{"branch", m.Branch}, {"author", m.Author}, {"shared", map[bool]string{true: "with the team"}[m.Shared]}, {"created", stamp(&m.CreatedAt)}, {"updated", stamp(&m.UpdatedAt)}, {"used", stamp(m.UsedAt)},
 		{"source", source(m.Source)}, {"extracted from", r.ExtractedFrom}, {"forgotten", stamp(m.ForgottenAt)}}
 	for _, row := range rows {
 		if row[1] != "" {
@@ -217,6 +218,9 @@ func (s *memoriesShowCommand) Run(ctx context.Context, c daemon.Config, out io.W
 			}
 			if a.Reason != "" {
 				line += ": " + a.Reason
+			}
+			if a.Author != "" { // who made the change (§9): this thatch's author or a teammate
+				line += " [" + a.Author + "]"
 			}
 			fmt.Fprintln(out, line)
 			if a.Before != "" {
@@ -303,6 +307,54 @@ func (*memoriesRestoreCommand) Run(ctx context.Context, c daemon.Config, out io.
 		return err
 	}
 	fmt.Fprintf(out, "restored %s\n", args[0])
+	return nil
+}
+
+// memoriesShareCommand is thatch memories share and thatch memories unshare (§9).
+type memoriesShareCommand struct {
+	unshare bool
+	project string
+}
+
+func (s *memoriesShareCommand) Usage() usage {
+	if s.unshare {
+		return usage{Name: "memories unshare", Summary: "stop sharing a project's memories with the team (those already here stay)"}
+	}
+	return usage{Name: "memories share", Summary: "share a project's memories with the team (THATCH_TEAM_URL)"}
+}
+
+func (s *memoriesShareCommand) Flags(fs *flag.FlagSet) {
+	fs.StringVar(&s.project, "project", "", "the project `P`: its key, or its folder (default: the current folder's project)")
+}
+
+func (s *memoriesShareCommand) Run(ctx context.Context, c daemon.Config, out io.Writer, _ []string) error {
+	nc, err := dial(c)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	project := s.project
+	if project == "" || project == "." || strings.HasPrefix(project, "./") || strings.HasPrefix(project, "../") {
+		if project, err = filepath.Abs(cmp.Or(project, ".")); err != nil {
+			return err
+		}
+	}
+	raw, err := call(ctx, nc, c, protocol.APIMemoryShare, map[string]any{"project": project, "shared": !s.unshare})
+	if err != nil {
+		return err
+	}
+	var r struct {
+		Project string `json:"project"`
+		Shared  bool   `json:"shared"`
+	}
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return err
+	}
+	if r.Shared {
+		fmt.Fprintf(out, "sharing project %s with the team (thatch status shows the team)\n", r.Project)
+	} else {
+		fmt.Fprintf(out, "no longer sharing project %s; its memories stay here\n", r.Project)
+	}
 	return nil
 }
 

@@ -137,6 +137,22 @@ func (s *statusCommand) Run(ctx context.Context, c daemon.Config, out io.Writer,
 	} else {
 		fmt.Fprintf(tw, "broker token\t%s\n", c.TokenSource())
 	}
+	if tm := st.Team; tm != nil {
+		state := "connected"
+		if !tm.Connected {
+			state = "NOT CONNECTED (changes wait in the outbox)"
+		}
+		last := "never"
+		if tm.LastApplied != nil {
+			last = tm.LastApplied.Local().Format(time.RFC3339)
+		}
+		shared := strings.Join(tm.SharedProjects, ", ")
+		if shared == "" {
+			shared = "none (thatch memories share)"
+		}
+		fmt.Fprintf(tw, "team\t%s as %s: %s since %s; outbox %d, refused %d, last applied %s; sharing %s\n", tm.URL, tm.Author, state,
+			tm.Since.Local().Format(time.RFC3339), tm.Outbox, tm.Rejected, last, shared)
+	}
 	if x := st.Extraction; x != nil {
 		spend := func(p runtime.Spend) string {
 			return fmt.Sprintf("%d %s, %s %s (%s in, %s out), %s", p.Extractions, plural(p.Extractions, "extraction", "extractions"),

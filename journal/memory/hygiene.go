@@ -620,7 +620,7 @@ func (s *Store) Restore(ctx context.Context, c Caller, id string, now time.Time)
 		if !errors.Is(err, ErrNotFound) {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE memories SET forgotten_at = 0, branch_verdict = '' WHERE id = ?`, m.ID); err != nil {
+		if _, err := tx.ExecContext(ctx, `UPDATE memories SET forgotten_at = 0, forgot_reason = '', branch_verdict = '' WHERE id = ?`, m.ID); err != nil {
 			return err
 		}
 		if err := countWords(ctx, tx, m.Content, 1); err != nil {
@@ -629,6 +629,10 @@ func (s *Store) Restore(ctx context.Context, c Caller, id string, now time.Time)
 		if err := audit(ctx, tx, m.ID, now, "restore", c, "", ""); err != nil {
 			return err
 		}
+		if err := s.stamp(ctx, tx, m.ID, "restore", now); err != nil {
+			return err
+		}
+		m.Author = s.author
 		m.ForgottenAt = nil
 		if err := pairUp(ctx, tx, m, similar, now); err != nil {
 			return err

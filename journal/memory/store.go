@@ -86,6 +86,11 @@ type Memory struct {
 	// by List, Export and Get, not kept with the memory; an import records it for the
 	// project when the store knows none.
 	Folder string `json:"folder,omitempty"`
+	// Author made the memory's current version (protocol §9): this thatch's author for a
+	// local change, a teammate's for a version received; "" before team memory existed.
+	Author string `json:"author,omitempty"`
+	// Shared says the memory's project is shared with the team.
+	Shared bool `json:"shared,omitempty"`
 }
 
 // Caller is who acts: Project is the caller's project key, SessionID and CallID identify the
@@ -148,6 +153,7 @@ type Audit struct {
 	CallID    string    `json:"callID,omitempty"`
 	Reason    string    `json:"reason,omitempty"`
 	Before    string    `json:"before,omitempty"`
+	Author    string    `json:"author,omitempty"` // who made the change ("" before team memory existed)
 }
 
 // The limits List and Export take when given none.
@@ -177,6 +183,8 @@ type Options struct {
 	// StaleAfter is how long a live memory may go neither used nor updated before it is
 	// stale: it leaves injection (Section) but stays searchable. 0 is DefaultStaleAfter.
 	StaleAfter time.Duration
+	// Author is the name on this thatch's changes (THATCH_TEAM_AUTHOR); needed to share.
+	Author string
 }
 
 // DefaultStaleAfter is Options.StaleAfter when zero (THATCH_MEMORY_STALE_DAYS' default).
@@ -201,6 +209,9 @@ type Store struct {
 	closeOnce sync.Once
 	closeErr  error
 	readOnly  bool // a store of OpenReadOnly: no writer, no checkpointer
+
+	author string // Options.Author
+	team   teamState
 }
 
 // Open opens (creating when absent) the memory store at path.
@@ -253,6 +264,11 @@ func Open(path string, opts Options) (*Store, error) {
 		if migrate.Damaged(err) {
 			return nil, fmt.Errorf("memories %s is damaged (%v): move it aside and start thatch again; the old file is kept", path, err)
 		}
+		return nil, fmt.Errorf("open memories %s: %w", path, err)
+	}
+	s.author = strings.TrimSpace(opts.Author)
+	if err := s.loadTeam(); err != nil {
+		s.Close()
 		return nil, fmt.Errorf("open memories %s: %w", path, err)
 	}
 	return s, nil
@@ -351,6 +367,10 @@ func (s *Store) Remember(ctx context.Context, c Caller, a RememberArgs, now time
 			if err := audit(ctx, tx, m.ID, now, "create", c, "", ""); err != nil {
 				return err
 			}
+			if err := s.stamp(ctx, tx, m.ID, "create", now); err != nil {
+				return err
+			}
+			m.Author = s.author
 			if err := pairUp(ctx, tx, m, similar, now); err != nil {
 				return err
 			}
@@ -501,6 +521,10 @@ func (s *Store) Update(ctx context.Context, c Caller, id string, a UpdateArgs, n
 		if err := audit(ctx, tx, m.ID, now, "update", c, "", before); err != nil {
 			return err
 		}
+		if err := s.stamp(ctx, tx, m.ID, "update", now); err != nil {
+			return err
+		}
+		m.Author = s.author
 		if err := recordFolder(ctx, tx, m.Project, c.Directory, now); err != nil {
 			return err
 		}
@@ -538,6 +562,13 @@ func (s *Store) Forget(ctx context.Context, c Caller, id, reason string, now tim
 		if err := audit(ctx, tx, m.ID, now, "forget", c, s.redact(reason), m.Content); err != nil {
 			return err
 		}
+		if _, err := tx.ExecContext(ctx, `UPDATE memories SET forgot_reason = ? WHERE id = ?`, s.redact(reason), m.ID); err != nil {
+			return err
+		}
+		if err := s.stamp(ctx, tx, m.ID, "forget", now); err != nil {
+			return err
+		}
+		m.Author = s.author
 		at := toTime(toMS(now))
 		m.ForgottenAt = &at
 		out = Changed{Memory: m}
@@ -558,7 +589,7 @@ func (s *Store) Get(ctx context.Context, id string) (Memory, []Audit, error) {
 	if err != nil {
 		return Memory{}, nil, fmt.Errorf("get %s: %w", id, err)
 	}
-	rows, err := s.r.QueryContext(ctx, `SELECT at, op, session_id, call_id, reason, before FROM memory_log WHERE memory_id = ? ORDER BY id`, id)
+	rows, err := s.r.QueryContext(ctx, `SELECT at, op, session_id, call_id, reason, before, author FROM memory_log WHERE memory_id = ? ORDER BY id`, id)
 	if err != nil {
 		return Memory{}, nil, fmt.Errorf("get %s: %w", id, err)
 	}
@@ -567,7 +598,7 @@ func (s *Store) Get(ctx context.Context, id string) (Memory, []Audit, error) {
 	for rows.Next() {
 		var a Audit
 		var at int64
-		if err := rows.Scan(&at, &a.Op, &a.SessionID, &a.CallID, &a.Reason, &a.Before); err != nil {
+		if err := rows.Scan(&at, &a.Op, &a.SessionID, &a.CallID, &a.Reason, &a.Before, &a.Author); err != nil {
 			return Memory{}, nil, fmt.Errorf("get %s: %w", id, err)
 		}
 		a.At = toTime(at)
@@ -694,6 +725,7 @@ func (s *Store) Import(ctx context.Context, ms []Memory, now time.Time) (added i
 		// The words' counts are added up here and written once: a write per memory was
 		// half of an import's time.
 		counts := map[string]int{}
+		sharedIn := map[string]bool{}
 		for _, m := range clean {
 			// The export's folder (else the memory's directory) labels a project the store
 			// has no folder for; a folder learned from a session here is kept.
@@ -716,9 +748,29 @@ func (s *Store) Import(ctx context.Context, ms []Memory, now time.Time) (added i
 			if err := insertRow(ctx, tx, m); err != nil {
 				return err
 			}
+			if m.Author != "" {
+				if _, err := tx.ExecContext(ctx, `UPDATE memories SET author = ? WHERE id = ?`, m.Author, m.ID); err != nil {
+					return err
+				}
+			}
 			addWords(counts, m.Content, 1)
 			if err := audit(ctx, tx, m.ID, now, "import", Caller{}, "", ""); err != nil {
 				return err
+			}
+			// An import into a shared project is sent like any change; one into a project
+			// not shared gets its version when the project is shared (Share), which keeps
+			// a large import as fast as before.
+			shared, ok := sharedIn[m.Project]
+			if !ok {
+				if shared, err = isShared(ctx, tx, m.Project); err != nil {
+					return err
+				}
+				sharedIn[m.Project] = shared
+			}
+			if shared {
+				if err := s.stamp(ctx, tx, m.ID, "import", now); err != nil {
+					return err
+				}
 			}
 			added++
 		}
@@ -766,6 +818,10 @@ func (s *Store) cleanImported(m *Memory, now time.Time) error {
 	}
 	if m.BranchTip, err = cleanTip(m.BranchTip); err != nil {
 		return err
+	}
+	// The author of the version exported (§9): a name, kept as it is when it is one.
+	if m.Author = strings.TrimSpace(strings.ToValidUTF8(m.Author, "")); utf8.RuneCountInString(m.Author) > 200 {
+		return fmt.Errorf("%w: author is %d characters, over the limit of 200", ErrBadRequest, utf8.RuneCountInString(m.Author))
 	}
 	if m.CreatedAt.IsZero() {
 		m.CreatedAt = now
@@ -916,7 +972,7 @@ func liveByNorm(ctx context.Context, q queryer, project, norm string) (Memory, e
 }
 
 // memoryCols are the columns scanMemory reads, of the memories table aliased m.
-const memoryCols = `m.id, m.project, m.branch, m.directory, m.branch_tip, m.kind, m.content, m.tags, m.created_at, m.updated_at, m.used_at, m.forgotten_at, m.source_session, m.source_call, m.source_host, m.source_client`
+const memoryCols = `m.id, m.project, m.branch, m.directory, m.branch_tip, m.kind, m.content, m.tags, m.created_at, m.updated_at, m.used_at, m.forgotten_at, m.source_session, m.source_call, m.source_host, m.source_client, m.author, m.project IN (SELECT project FROM team_shared)`
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -924,7 +980,7 @@ func scanMemory(row scanner, extra ...any) (Memory, error) {
 	var m Memory
 	var tags string
 	var created, updated, used, forgotten int64
-	dest := append([]any{&m.ID, &m.Project, &m.Branch, &m.Directory, &m.BranchTip, &m.Kind, &m.Content, &tags, &created, &updated, &used, &forgotten, &m.Source.SessionID, &m.Source.CallID, &m.Source.Host, &m.Source.Client}, extra...)
+	dest := append([]any{&m.ID, &m.Project, &m.Branch, &m.Directory, &m.BranchTip, &m.Kind, &m.Content, &tags, &created, &updated, &used, &forgotten, &m.Source.SessionID, &m.Source.CallID, &m.Source.Host, &m.Source.Client, &m.Author, &m.Shared}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return Memory{}, err
 	}

@@ -127,4 +127,6 @@ const (
 	APIMemoryProjects = "memory.projects"
 	// APIUILink mints a one-time link to the web page (an extension: thatch ui).
 	APIUILink = "ui.link"
+	// APIMemoryShare starts or stops sharing a project with the team (§9).
+	APIMemoryShare = "memory.share"
 )

@@ -1,6 +1,9 @@
 package daemon
 
 import (
+	"cmp"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -9,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -16,6 +20,7 @@ import (
 	"github.com/kelseyhightower/envconfig"
 	"github.com/lmittmann/tint"
 
+	"github.com/thatch-dev/thatch/adapters/team"
 	"github.com/thatch-dev/thatch/runtime"
 )
 
@@ -60,6 +65,13 @@ type Config struct {
 	// OpencodePassword is THATCH_OPENCODE_SERVER_PASSWORD, else opencode's own
 	// OPENCODE_SERVER_PASSWORD (envconfig reads the unprefixed name when the prefixed one is unset).
 	OpencodePassword string `envconfig:"OPENCODE_SERVER_PASSWORD" desc:"the opencode server's password (HTTP basic auth)"`
+
+	// Team memory (protocol §9, docs/team.md).
+	TeamURL    string `envconfig:"TEAM_URL" desc:"the team's NATS server or cluster, comma-separated URLs; unset: nothing leaves the machine"`
+	TeamCreds  string `envconfig:"TEAM_CREDS" desc:"NATS credentials file for THATCH_TEAM_URL"`
+	TeamToken  string `envconfig:"TEAM_TOKEN" desc:"token for THATCH_TEAM_URL"`
+	TeamTLSCA  string `envconfig:"TEAM_TLS_CA" desc:"PEM authority that signed the team server's TLS certificate"`
+	TeamAuthor string `envconfig:"TEAM_AUTHOR" desc:"the name on this thatch's memory versions (default <user>@<hostname>)"`
 
 	// OpencodeDir is opencode's config folder, $XDG_CONFIG_HOME/opencode (else
 	// ~/.config/opencode): the commands are installed under it.
@@ -165,6 +177,9 @@ func LoadConfig() (Config, error) {
 		}
 	}
 	if err := c.checkAccess(); err != nil {
+		return c, err
+	}
+	if err := c.checkTeam(); err != nil {
 		return c, err
 	}
 	if _, err := parseLevel(c.LogLevel); err != nil {
@@ -289,4 +304,53 @@ func NewLogger(w *os.File, level, format string) *slog.Logger {
 func IsTerminal(f *os.File) bool {
 	fi, err := f.Stat()
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// checkTeam checks the team settings and gives THATCH_TEAM_AUTHOR its default,
+// <user>@<hostname>.
+func (c *Config) checkTeam() error {
+	c.TeamAuthor = strings.TrimSpace(c.TeamAuthor)
+	if c.TeamAuthor == "" {
+		user := cmp.Or(os.Getenv("USER"), os.Getenv("LOGNAME"), "thatch")
+		host, _ := os.Hostname()
+		c.TeamAuthor = user + "@" + cmp.Or(host, "localhost")
+	}
+	if len(c.TeamAuthor) > 200 {
+		return fmt.Errorf("THATCH_TEAM_AUTHOR is %d bytes: give a name of at most 200", len(c.TeamAuthor))
+	}
+	if c.TeamURL == "" {
+		return nil
+	}
+	for _, u := range strings.Split(c.TeamURL, ",") {
+		pu, err := url.Parse(strings.TrimSpace(u))
+		if err != nil || pu.Host == "" || !slices.Contains([]string{"nats", "tls", "ws", "wss"}, pu.Scheme) {
+			return fmt.Errorf("THATCH_TEAM_URL: %q is not a NATS URL; give nats://host:4222 (or tls://), comma-separated for a cluster", team.RedactURL(u))
+		}
+	}
+	for name, f := range map[string]string{"THATCH_TEAM_CREDS": c.TeamCreds, "THATCH_TEAM_TLS_CA": c.TeamTLSCA} {
+		if f == "" {
+			continue
+		}
+		if _, err := os.Stat(f); err != nil {
+			return fmt.Errorf("%s=%s: %v", name, f, unwrap(err))
+		}
+	}
+	return nil
+}
+
+// TeamTLS is the TLS configuration of the team's connection: THATCH_TEAM_TLS_CA's
+// authority, else the system's (for a tls:// URL), else none.
+func (c Config) TeamTLS() (*tls.Config, error) {
+	if c.TeamTLSCA == "" {
+		return nil, nil
+	}
+	pem, err := os.ReadFile(c.TeamTLSCA)
+	if err != nil {
+		return nil, fmt.Errorf("THATCH_TEAM_TLS_CA=%s: %w", c.TeamTLSCA, err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("THATCH_TEAM_TLS_CA=%s: no PEM certificate in it", c.TeamTLSCA)
+	}
+	return &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, nil
 }

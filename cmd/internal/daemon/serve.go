@@ -22,6 +22,7 @@ import (
 	"github.com/thatch-dev/thatch/adapters/memories"
 	"github.com/thatch-dev/thatch/adapters/natsbus"
 	"github.com/thatch-dev/thatch/adapters/opencode"
+	"github.com/thatch-dev/thatch/adapters/team"
 	"github.com/thatch-dev/thatch/adapters/web"
 	"github.com/thatch-dev/thatch/journal"
 	"github.com/thatch-dev/thatch/journal/memory"
@@ -83,7 +84,7 @@ func ServeWith(ctx context.Context, c Config, log *slog.Logger, tune func(*runti
 	memSvc := &memories.Service{InjectChars: c.MemoryInjectChars, Log: log.With("component", "memory"),
 		ExtractedFrom: store.ExtractedFrom, Provenance: store.Provenance}
 	memStore, err := memory.Open(filepath.Join(c.DataDir, "memories.db"), memory.Options{Redact: memSvc.Redact,
-		StaleAfter: time.Duration(c.MemoryStaleDays) * 24 * time.Hour})
+		StaleAfter: time.Duration(c.MemoryStaleDays) * 24 * time.Hour, Author: c.TeamAuthor})
 	if err != nil {
 		return err
 	}
@@ -190,6 +191,19 @@ func ServeWith(ctx context.Context, c Config, log *slog.Logger, tune func(*runti
 	if ocBridge != nil {
 		srv.Bridge = func() any { return ocBridge.BridgeStatus() }
 	}
+	// Team memory (§9): a connection of its own to the team's NATS (docs/team.md says why
+	// not a leaf node of the local broker). Unset, nothing leaves the machine.
+	var mates *team.Team
+	if c.TeamURL != "" {
+		teamTLS, err := c.TeamTLS()
+		if err != nil {
+			return err
+		}
+		mates = team.New(team.Config{URL: c.TeamURL, CredsFile: c.TeamCreds, Token: c.TeamToken, TLS: teamTLS, Author: c.TeamAuthor,
+			Store: memStore, Log: log.With("component", "team"), Registerer: metrics.Registry})
+		srv.Team, memSvc.Team = mates, mates
+		log.Info("team memory on", "url", team.RedactURL(c.TeamURL), "author", c.TeamAuthor)
+	}
 
 	// The in-process bridge answers host calls before the outbox resumes (rule 12): the
 	// calls a previous run left go out at once instead of finding no responder. A shim
@@ -218,6 +232,15 @@ func ServeWith(ctx context.Context, c Config, log *slog.Logger, tune func(*runti
 		srv.Login = func() (string, time.Time) {
 			code, expires := page.NewLogin()
 			return web.LoginURL(pageURL, code), expires
+		}
+		if mates != nil {
+			page.Share = func(ctx context.Context, project string, shared bool) error {
+				if err := memStore.Share(ctx, project, shared, time.Now()); err != nil {
+					return err
+				}
+				mates.Wake()
+				return nil
+			}
 		}
 		// The open pages render again when opencode comes or goes, or the broker's store
 		// fails or recovers: neither is in the loop's snapshot.
@@ -311,6 +334,10 @@ func ServeWith(ctx context.Context, c Config, log *slog.Logger, tune func(*runti
 		<-ctx.Done()
 		return nil
 	})
+	if mates != nil {
+		// The team unreachable is not an error (it reconnects forever); the store failing is.
+		add("team memory (THATCH_TEAM_URL)", mates.Run)
+	}
 	add("consumer", consumer.Run)
 	add("runtime loop", loop.Run)
 	if ocBridge != nil {

@@ -1,0 +1,103 @@
+package team_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+
+	"github.com/thatch-dev/thatch/adapters/team"
+	"github.com/thatch-dev/thatch/journal/memory"
+)
+
+// TestTeamConfAccess runs testdata/nats/team.conf as the README tells a team to: alice may
+// share acme-api only, bob acme-api and acme-web. What bob writes to acme-web never reaches
+// alice, what alice writes to acme-web never leaves her outbox, and acme-api works both
+// ways (so the refusals are the permissions', not a broken connection).
+func TestTeamConfAccess(t *testing.T) {
+	opts, err := server.ProcessConfigFile(filepath.Join("..", "..", "testdata", "nats", "team.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.Port, opts.StoreDir, opts.NoLog, opts.NoSigs = -1, t.TempDir(), true, true
+	ns, err := server.NewServer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(20 * time.Second) {
+		t.Fatal("team server did not start")
+	}
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	port := ns.Addr().(interface{ String() string }).String()
+	url := func(user string) string { return fmt.Sprintf("nats://%s:%s-secret@%s", user, user, port) }
+
+	ctx := context.Background()
+	mate := func(author string, projects ...string) *memory.Store {
+		st, err := memory.Open(filepath.Join(t.TempDir(), "memories.db"), memory.Options{Author: author})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range projects {
+			if err := st.Share(ctx, p, true, time.Now()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		tm := team.New(team.Config{URL: url(author), Author: author, Store: st})
+		rctx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- tm.Run(rctx) }()
+		t.Cleanup(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("%s's team: %v", author, err)
+			}
+			st.Close()
+		})
+		return st
+	}
+	// alice shares acme-web on her side too: the server, not her thatch, keeps her out.
+	alice := mate("alice", "acme-api", "acme-web")
+	bob := mate("bob", "acme-api", "acme-web")
+	say := func(st *memory.Store, project, content string) string {
+		r, err := st.Remember(ctx, memory.Caller{Project: project, SessionID: "ses_1"}, memory.RememberArgs{Content: content}, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Memory.ID
+	}
+	webByBob := say(bob, "acme-web", "The web app builds with vite")
+	webByAlice := say(alice, "acme-web", "The web app deploys on Fridays")
+	apiByBob := say(bob, "acme-api", "The API listens on 8080")
+	apiByAlice := say(alice, "acme-api", "The API needs Postgres 16")
+	waitFor(t, "acme-api to travel both ways", func() bool { return has(alice, apiByBob) && has(bob, apiByAlice) })
+	waitFor(t, "bob's outbox to empty", func() bool { n, _ := bob.TeamCounts(ctx); return n.Outbox == 0 })
+
+	// alice, who may not read acme-web, does not have bob's memory of it; her own
+	// acme-web memory is still in her outbox, and bob does not have it.
+	if has(alice, webByBob) {
+		t.Error("alice read acme-web, which she is not granted")
+	}
+	if has(bob, webByAlice) {
+		t.Error("alice wrote to acme-web, which she is not granted")
+	}
+	if n, _ := alice.TeamCounts(ctx); n.Outbox != 1 {
+		t.Errorf("alice's outbox holds %d versions, want her one acme-web version", n.Outbox)
+	}
+	// A raw try with alice's user: creating a consumer on acme-web is refused.
+	anc, err := nats.Connect(url("alice"), nats.CustomInboxPrefix(team.InboxPrefix("alice")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer anc.Close()
+	if _, err := anc.Request("$JS.API.CONSUMER.CREATE.THATCH_TEAM.x.thatch.team.acme-web.>", []byte(`{"stream_name":"THATCH_TEAM","config":{"name":"x","filter_subject":"thatch.team.acme-web.>","ack_policy":"none"}}`), 2*time.Second); err == nil {
+		t.Error("alice created a consumer on acme-web")
+	}
+	if _, err := anc.Request("$JS.API.CONSUMER.CREATE.THATCH_TEAM.x.thatch.team.>", []byte(`{"stream_name":"THATCH_TEAM","config":{"name":"x","filter_subject":"thatch.team.>","ack_policy":"none"}}`), 2*time.Second); err == nil {
+		t.Error("alice created a consumer on every project")
+	}
+}

@@ -1,0 +1,528 @@
+package team
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/thatch-dev/thatch/journal/memory"
+	"github.com/thatch-dev/thatch/runtime"
+)
+
+// Stream is the team's stream, SubjectPrefix its subjects' first tokens.
+const (
+	Stream        = "THATCH_TEAM"
+	SubjectPrefix = "thatch.team"
+	maxPerSubject = 64
+)
+
+// Subject is the subject of a version of memory id of project.
+func Subject(project, id string) string { return SubjectPrefix + "." + project + "." + id }
+
+// Config is how to reach the team and what to share through it.
+type Config struct {
+	URL       string // comma-separated NATS URLs
+	CredsFile string
+	Token     string
+	TLS       *tls.Config
+	Author    string
+	Store     *memory.Store
+	Log       *slog.Logger
+	// Registerer takes the team's metrics; nil registers none.
+	Registerer prometheus.Registerer
+	// Poll is how often the publisher and the readers look for work when nothing told
+	// them (0: 10 ms for the outbox, which costs a look at the store's write count unless
+	// it wrote; 20 times that for the shared projects).
+	Poll time.Duration
+}
+
+// Team is the running connection to the team.
+type Team struct {
+	c   Config
+	log *slog.Logger
+
+	connected atomic.Bool
+	mu        sync.Mutex
+	since     time.Time // when connected last changed
+	last      time.Time // when a version was last applied
+	url       string    // connected URL, without credentials
+	logged    map[int]bool
+
+	applied, rejected prometheus.Counter
+	lag               prometheus.Histogram
+	wake              chan struct{}
+}
+
+// New makes a Team; Run connects it.
+func New(c Config) *Team {
+	t := &Team{c: c, log: c.Log, since: time.Now(), logged: map[int]bool{}, wake: make(chan struct{}, 1)}
+	if t.log == nil {
+		t.log = slog.New(slog.DiscardHandler)
+	}
+	if c.Poll <= 0 {
+		t.c.Poll = 10 * time.Millisecond
+	}
+	t.applied = prometheus.NewCounter(prometheus.CounterOpts{Name: "thatch_team_applied_total", Help: "Team versions applied."})
+	t.rejected = prometheus.NewCounter(prometheus.CounterOpts{Name: "thatch_team_rejected_total", Help: "Team records refused (dead letters)."})
+	t.lag = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "thatch_team_lag_seconds", Help: "A team version's clock to its apply.",
+		Buckets: []float64{.01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300, 3600}})
+	if c.Registerer != nil {
+		c.Registerer.MustRegister(t.applied, t.rejected, t.lag,
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "thatch_team_connected", Help: "1 while connected to the team's NATS."}, func() float64 {
+				if t.connected.Load() {
+					return 1
+				}
+				return 0
+			}),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "thatch_team_outbox", Help: "Versions waiting to be sent to the team."}, func() float64 {
+				n, err := c.Store.TeamCounts(context.Background())
+				if err != nil {
+					return -1
+				}
+				return float64(n.Outbox)
+			}))
+	}
+	return t
+}
+
+// Wake tells the team that the shared projects changed (a share or an unshare).
+func (t *Team) Wake() {
+	select {
+	case t.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Status is status.team.
+type Status = runtime.TeamStatus
+
+// TeamStatus reads the team's status; nil t is no team.
+func (t *Team) TeamStatus(ctx context.Context) (*Status, error) {
+	if t == nil {
+		return nil, nil
+	}
+	st := &Status{URL: RedactURL(t.c.URL), Connected: t.connected.Load(), Author: t.c.Author, SharedProjects: []string{}}
+	t.mu.Lock()
+	st.Since = t.since
+	if !t.last.IsZero() {
+		last := t.last
+		st.LastApplied = &last
+	}
+	if t.url != "" {
+		st.URL = t.url
+	}
+	t.mu.Unlock()
+	ps, err := t.c.Store.SharedProjects(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range ps {
+		st.SharedProjects = append(st.SharedProjects, p.Project)
+	}
+	n, err := t.c.Store.TeamCounts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	st.Outbox, st.Rejected = n.Outbox, n.Rejected
+	return st, nil
+}
+
+var userinfo = regexp.MustCompile(`([a-zA-Z][a-zA-Z0-9+.-]*://)[^@/,]*@`)
+
+// RedactURL is url (or a comma-separated list) without user, password or token.
+func RedactURL(url string) string { return userinfo.ReplaceAllString(url, "$1") }
+
+// InboxPrefix is the inbox prefix of author's connection: _INBOX_ and the author with
+// anything but letters, digits, _ and - replaced by _, so the team's permissions can let
+// each teammate receive on its own inboxes only.
+func InboxPrefix(author string) string {
+	return "_INBOX_" + regexp.MustCompile(`[^A-Za-z0-9_-]`).ReplaceAllString(author, "_")
+}
+
+func (t *Team) setConnected(on bool, url string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.connected.Load() != on {
+		t.since = time.Now()
+	}
+	t.connected.Store(on)
+	t.url = RedactURL(url)
+}
+
+// Run connects to the team and runs until ctx ends. The team unreachable is not an error:
+// it reconnects forever, and the outbox keeps what waits. An error is the store's failure.
+func (t *Team) Run(ctx context.Context) error {
+	opts := []nats.Option{
+		nats.Name("thatch team " + t.c.Author),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250 * time.Millisecond),
+		nats.ReconnectJitter(250*time.Millisecond, time.Second),
+		nats.RetryOnFailedConnect(true),
+		nats.CustomInboxPrefix(InboxPrefix(t.c.Author)),
+		nats.ConnectHandler(func(nc *nats.Conn) {
+			t.setConnected(true, nc.ConnectedUrl())
+			t.log.Info("connected to the team", "url", RedactURL(nc.ConnectedUrl()))
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			t.setConnected(true, nc.ConnectedUrl())
+			t.log.Info("team connection restored", "url", RedactURL(nc.ConnectedUrl()))
+			t.Wake()
+		}),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			t.setConnected(false, "")
+			if err != nil {
+				t.log.Warn("team connection lost; reconnecting (changes wait in the outbox)", "err", err)
+			}
+		}),
+	}
+	if t.c.CredsFile != "" {
+		opts = append(opts, nats.UserCredentials(t.c.CredsFile))
+	}
+	if t.c.Token != "" {
+		opts = append(opts, nats.Token(t.c.Token))
+	}
+	if t.c.TLS != nil {
+		opts = append(opts, nats.Secure(t.c.TLS))
+	}
+	nc, err := nats.Connect(t.c.URL, opts...)
+	if err != nil { // a bad option, not an unreachable server (RetryOnFailedConnect)
+		return fmt.Errorf("connect to the team at %s: %w", RedactURL(t.c.URL), err)
+	}
+	defer nc.Close()
+	if nc.IsConnected() {
+		t.setConnected(true, nc.ConnectedUrl())
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return fmt.Errorf("team jetstream: %w", err)
+	}
+	// The stream first: until it exists (the team unreachable, or its JetStream not ready)
+	// nothing can be sent or read.
+	var stream jetstream.Stream
+	for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, 5*time.Second) {
+		if stream, err = t.ensureStream(ctx, nc, js); err == nil {
+			break
+		}
+		t.log.Debug("team stream not ready; trying again", "err", err)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(backoff):
+		}
+	}
+	// Records a previous build kept for a newer format: this one may read them.
+	if n, err := t.c.Store.RetryKept(ctx, time.Now()); err != nil {
+		return ctxOr(ctx, err)
+	} else if n > 0 {
+		t.log.Info("applied team records kept for a newer format", "applied", n)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 2)
+	rctx, cancel := context.WithCancel(ctx)
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
+	wg.Go(func() {
+		if err := t.publish(rctx, js); err != nil {
+			errs <- err
+		}
+	})
+	wg.Go(func() {
+		if err := t.readAll(rctx, stream); err != nil {
+			errs <- err
+		}
+	})
+	select {
+	case <-ctx.Done():
+		return nil
+	case err := <-errs:
+		return err
+	}
+}
+
+// ensureStream finds the team's stream, or creates it with as many replicas as the
+// cluster has servers, at most 3.
+func (t *Team) ensureStream(ctx context.Context, nc *nats.Conn, js jetstream.JetStream) (jetstream.Stream, error) {
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	s, err := js.Stream(cctx, Stream)
+	if err == nil {
+		return s, nil
+	}
+	if !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, err
+	}
+	replicas := 1
+	if nc.ConnectedClusterName() != "" {
+		replicas = min(3, max(1, len(nc.Servers())))
+	}
+	cfg := jetstream.StreamConfig{Name: Stream, Subjects: []string{SubjectPrefix + ".>"}, Storage: jetstream.FileStorage,
+		MaxMsgsPerSubject: maxPerSubject, Discard: jetstream.DiscardOld, MaxMsgSize: memory.MaxRecord + 1024,
+		Duplicates: 2 * time.Minute, Replicas: replicas}
+	s, err = js.CreateStream(cctx, cfg)
+	if err != nil && replicas > 1 {
+		cfg.Replicas = 1 // the servers that answered are not all JetStream servers
+		s, err = js.CreateStream(cctx, cfg)
+	}
+	if err == nil {
+		t.log.Info("created the team stream", "stream", Stream, "replicas", cfg.Replicas)
+	}
+	return s, err
+}
+
+// publish sends the outbox, oldest first, each version deleted once acknowledged. A
+// project whose version the team does not take (no permission, the stream refusing) waits
+// a while, growing to 30 s, while the other projects' versions go.
+func (t *Team) publish(ctx context.Context, js jetstream.JetStream) error {
+	st := t.c.Store
+	writes := int64(-1)
+	type wait struct {
+		until   time.Time
+		backoff time.Duration
+	}
+	waiting := map[string]*wait{}
+	tick := time.NewTicker(t.c.Poll)
+	defer tick.Stop()
+	for {
+		now := time.Now()
+		var skip []string
+		retry := false
+		for p, w := range waiting {
+			if now.Before(w.until) {
+				skip = append(skip, p)
+			} else {
+				retry = true
+			}
+		}
+		if w := st.Writes(); w != writes || retry {
+			writes = w
+		pass:
+			for {
+				out, err := st.Outbox(ctx, 256, skip...)
+				if err != nil {
+					return ctxOr(ctx, err)
+				}
+				if len(out) == 0 {
+					break
+				}
+				for _, o := range out {
+					if slices.Contains(skip, o.Project) {
+						continue
+					}
+					msg := &nats.Msg{Subject: Subject(o.Project, o.MemoryID), Data: o.Record, Header: nats.Header{}}
+					msg.Header.Set(jetstream.MsgIDHeader, o.Version)
+					pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+					_, err := js.PublishMsg(pctx, msg)
+					cancel()
+					if err != nil {
+						if ctx.Err() != nil {
+							return nil
+						}
+						if !t.connected.Load() { // offline: everything waits for the reconnect
+							writes = -1
+							break pass
+						}
+						w := waiting[o.Project]
+						if w == nil {
+							w = &wait{backoff: 250 * time.Millisecond}
+							waiting[o.Project] = w
+						} else {
+							w.backoff = min(2*w.backoff, 30*time.Second)
+						}
+						w.until = time.Now().Add(w.backoff)
+						t.log.Debug("team publish failed; the version stays in the outbox", "subject", msg.Subject, "retry_in", w.backoff, "err", err)
+						skip = append(skip, o.Project)
+						continue pass
+					}
+					delete(waiting, o.Project)
+					if err := st.Sent(ctx, o.Seq); err != nil {
+						return ctxOr(ctx, err)
+					}
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+	}
+}
+
+// readAll runs one reader per shared project, started and stopped as projects are shared
+// and unshared.
+func (t *Team) readAll(ctx context.Context, stream jetstream.Stream) error {
+	type reader struct {
+		cancel context.CancelFunc
+		done   chan struct{}
+	}
+	readers := map[string]*reader{}
+	errs := make(chan error, 1)
+	defer func() {
+		for _, r := range readers {
+			r.cancel()
+			<-r.done
+		}
+	}()
+	tick := time.NewTicker(20 * t.c.Poll)
+	defer tick.Stop()
+	for {
+		ps, err := t.c.Store.SharedProjects(ctx)
+		if err != nil {
+			return ctxOr(ctx, err)
+		}
+		want := map[string]uint64{}
+		for _, p := range ps {
+			want[p.Project] = p.Cursor
+		}
+		for project, r := range readers {
+			if _, ok := want[project]; !ok {
+				r.cancel()
+				<-r.done
+				delete(readers, project)
+			}
+		}
+		for project, cursor := range want {
+			if readers[project] != nil {
+				continue
+			}
+			rctx, cancel := context.WithCancel(ctx)
+			r := &reader{cancel: cancel, done: make(chan struct{})}
+			readers[project] = r
+			go func() {
+				defer close(r.done)
+				if err := t.read(rctx, stream, project, cursor); err != nil {
+					select {
+					case errs <- err:
+					default:
+					}
+				}
+			}()
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-errs:
+			return err
+		case <-t.wake:
+		case <-tick.C:
+		}
+	}
+}
+
+// read applies project's versions from the stream sequence after cursor, with an ordered
+// consumer (recreated by nats.go after a reconnect or a gap) until ctx ends.
+func (t *Team) read(ctx context.Context, stream jetstream.Stream, project string, cursor uint64) error {
+	for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, 5*time.Second) {
+		cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{SubjectPrefix + "." + project + ".>"}, DeliverPolicy: jetstream.DeliverAllPolicy}
+		if cursor > 0 {
+			cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, cursor+1
+		}
+		cons, err := stream.OrderedConsumer(ctx, cfg)
+		if err == nil {
+			var last uint64
+			last, err = t.consume(ctx, cons, project)
+			cursor = max(cursor, last)
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		var fatal *storeFailure
+		if errors.As(err, &fatal) {
+			return fatal.err
+		}
+		if backoff == 100*time.Millisecond { // said once at warning level, then quietly
+			t.log.Warn("cannot read the team's versions of a project; retrying (is it granted to this teammate?)", "project", project, "err", err)
+		} else {
+			t.log.Debug("team reader stopped; starting again", "project", project, "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(backoff):
+		}
+	}
+}
+
+type storeFailure struct{ err error }
+
+func (e *storeFailure) Error() string { return e.err.Error() }
+
+func (t *Team) consume(ctx context.Context, cons jetstream.Consumer, project string) (uint64, error) {
+	it, err := cons.Messages()
+	if err != nil {
+		return 0, err
+	}
+	stop := context.AfterFunc(ctx, it.Stop)
+	defer stop()
+	defer it.Stop()
+	var last uint64
+	for {
+		msg, err := it.Next()
+		if err != nil {
+			return last, err
+		}
+		meta, err := msg.Metadata()
+		if err != nil {
+			continue
+		}
+		subject := msg.Subject()
+		id := strings.TrimPrefix(subject, SubjectPrefix+"."+project+".")
+		res, err := t.c.Store.ApplyVersion(ctx, memory.Incoming{Project: project, MemoryID: id, Subject: subject,
+			StreamSeq: meta.Sequence.Stream, Data: msg.Data()}, time.Now())
+		if err != nil {
+			if ctx.Err() != nil {
+				return last, ctx.Err()
+			}
+			return last, &storeFailure{err}
+		}
+		last = meta.Sequence.Stream
+		t.count(res, subject)
+	}
+}
+
+func (t *Team) count(res memory.ApplyResult, subject string) {
+	switch res.Outcome {
+	case memory.Applied, memory.Superseded:
+		t.applied.Inc()
+		now := time.Now()
+		t.lag.Observe(max(0, now.Sub(time.UnixMilli(res.Version.HLC.Wall)).Seconds()))
+		t.mu.Lock()
+		t.last = now
+		t.mu.Unlock()
+	case memory.Rejected:
+		t.rejected.Inc()
+		if res.Reject.Kind == memory.RejectFormat {
+			t.mu.Lock()
+			first := !t.logged[res.Reject.Format]
+			t.logged[res.Reject.Format] = true
+			t.mu.Unlock()
+			if first {
+				t.log.Warn("a teammate sends team records of a newer format: they are kept unapplied; upgrade thatch to apply them",
+					"format", res.Reject.Format, "subject", subject)
+			}
+			return
+		}
+		t.log.Warn("refused a team record", "subject", subject, "kind", res.Reject.Kind, "reason", res.Reject.Detail)
+	}
+}
+
+func ctxOr(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}

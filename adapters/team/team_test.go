@@ -1,0 +1,172 @@
+package team_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/thatch-dev/thatch/adapters/team"
+	"github.com/thatch-dev/thatch/adapters/team/teamtest"
+	"github.com/thatch-dev/thatch/journal/memory"
+)
+
+const project = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+
+type mate struct {
+	store *memory.Store
+	team  *team.Team
+	reg   *prometheus.Registry
+	stop  func()
+}
+
+// join runs a teammate's store and team connection to url.
+func join(t *testing.T, author, url string) *mate {
+	t.Helper()
+	st, err := memory.Open(filepath.Join(t.TempDir(), "memories.db"), memory.Options{Author: author})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Share(context.Background(), project, true, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	tm := team.New(team.Config{URL: url, Author: author, Store: st, Registerer: reg})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- tm.Run(ctx) }()
+	m := &mate{store: st, team: tm, reg: reg}
+	m.stop = func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("%s's team ended with %v", author, err)
+		}
+		st.Close()
+	}
+	t.Cleanup(func() {
+		if m.stop != nil {
+			m.stop()
+		}
+	})
+	return m
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func has(s *memory.Store, id string) bool {
+	m, _, err := s.Get(context.Background(), id)
+	return err == nil && m.ForgottenAt == nil
+}
+
+func TestTeamOverACluster(t *testing.T) {
+	c := teamtest.Start(t, 3)
+	ctx := context.Background()
+	a, b, cc := join(t, "alice", c.URL(0)), join(t, "bob", c.URL(1)), join(t, "carol", c.URL(2))
+	r, err := a.store.Remember(ctx, memory.Caller{Project: project, SessionID: "ses_a"}, memory.RememberArgs{Content: "The gateway is api-gw-02"}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.store.Remember(ctx, memory.Caller{Project: "not-shared", SessionID: "ses_a"}, memory.RememberArgs{Content: "stays here"}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "bob and carol to have alice's memory", func() bool { return has(b.store, r.Memory.ID) && has(cc.store, r.Memory.ID) })
+	m, _, _ := b.store.Get(ctx, r.Memory.ID)
+	if m.Author != "alice" || m.Content != "The gateway is api-gw-02" {
+		t.Fatalf("bob holds %+v", m)
+	}
+	waitFor(t, "alice's outbox to empty", func() bool { n, _ := a.store.TeamCounts(ctx); return n.Outbox == 0 })
+
+	nc, err := nats.Connect(c.URL(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	s, err := js.Stream(ctx, team.Stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(ctx, jetstream.WithSubjectFilter(team.SubjectPrefix+".>"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Config.Replicas != 3 {
+		t.Errorf("stream replicas %d, want 3 on a 3-node cluster", info.Config.Replicas)
+	}
+	for subject := range info.State.Subjects {
+		if subject != team.Subject(project, r.Memory.ID) {
+			t.Errorf("the stream holds %s: only the shared project's memory may leave", subject)
+		}
+	}
+
+	// A bad record is refused, counted and does not stop the reader.
+	if _, err := js.Publish(ctx, team.Subject(project, "mem_00000000000000000000"), []byte("{not json")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "bob to refuse the bad record", func() bool {
+		return metric(t, b.reg, "thatch_team_rejected_total") == 1
+	})
+
+	// One node gone for good: the others go on (R3 keeps the stream), carol reconnects to
+	// another node.
+	c.StopNode(2)
+	r2, err := a.store.Remember(ctx, memory.Caller{Project: project, SessionID: "ses_a"}, memory.RememberArgs{Content: "Deploys need the VPN"}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "bob and carol to have the memory written after a node died", func() bool { return has(b.store, r2.Memory.ID) && has(cc.store, r2.Memory.ID) })
+	st, err := cc.team.TeamStatus(ctx)
+	if err != nil || !st.Connected || st.Author != "carol" || len(st.SharedProjects) != 1 || st.LastApplied == nil {
+		t.Errorf("carol's status: %+v %v", st, err)
+	}
+	if metric(t, b.reg, "thatch_team_applied_total") < 2 {
+		t.Error("bob counted no applied versions")
+	}
+}
+
+// metric is the counter name's value in reg.
+func metric(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			return mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	t.Fatalf("no metric %s", name)
+	return 0
+}
+
+func TestTeamOfflineIsNotAnError(t *testing.T) {
+	// Nothing listens there: the team starts, keeps the outbox and stops cleanly.
+	a := join(t, "alice", fmt.Sprintf("nats://127.0.0.1:%d", 1))
+	ctx := context.Background()
+	if _, err := a.store.Remember(ctx, memory.Caller{Project: project, SessionID: "ses_a"}, memory.RememberArgs{Content: "offline"}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	st, err := a.team.TeamStatus(ctx)
+	if err != nil || st.Connected || st.Outbox != 1 {
+		t.Fatalf("offline status: %+v %v", st, err)
+	}
+	if errors.Is(err, context.Canceled) {
+		t.Fatal(err)
+	}
+}

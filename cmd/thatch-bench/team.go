@@ -1,0 +1,208 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/thatch-dev/thatch/adapters/team"
+	"github.com/thatch-dev/thatch/adapters/team/teamtest"
+	"github.com/thatch-dev/thatch/journal/memory"
+)
+
+// The team part (protocol §9): an in-process 3-node JetStream cluster on loopback, and
+// teammates made of a memory store and its team connection, each on its own node.
+
+const (
+	teamRate    = 50 // changes a second
+	teamProject = "b1e2c3d4e5f60718293a4b5c6d7e8f9012345678"
+)
+
+// benchTB is what teamtest needs of a test, for the benchmark: a failure panics with its
+// message, and the clean-ups run when the part ends.
+type benchTB struct {
+	dir      string
+	n        int
+	cleanups []func()
+}
+
+func (t *benchTB) Helper()                      {}
+func (t *benchTB) Fatal(args ...any)            { panic(fmt.Sprint(args...)) }
+func (t *benchTB) Fatalf(f string, args ...any) { panic(fmt.Sprintf(f, args...)) }
+func (t *benchTB) Cleanup(f func())             { t.cleanups = append(t.cleanups, f) }
+func (t *benchTB) TempDir() string {
+	t.n++
+	d := filepath.Join(t.dir, fmt.Sprint("t", t.n))
+	if err := os.MkdirAll(d, 0o700); err != nil {
+		panic(err)
+	}
+	return d
+}
+func (t *benchTB) close() {
+	for _, f := range slices.Backward(t.cleanups) {
+		f()
+	}
+}
+
+type benchMate struct {
+	store *memory.Store
+	stop  func() error
+}
+
+func (b *benchRun) joinTeam(tb *benchTB, name, url string) (*benchMate, error) {
+	st, err := memory.Open(filepath.Join(tb.TempDir(), "memories.db"), memory.Options{Author: name})
+	if err != nil {
+		return nil, err
+	}
+	if err := st.Share(context.Background(), teamProject, true, time.Now()); err != nil {
+		st.Close()
+		return nil, err
+	}
+	tm := team.New(team.Config{URL: url, Author: name, Store: st})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- tm.Run(ctx) }()
+	return &benchMate{store: st, stop: func() error {
+		cancel()
+		return errors.Join(<-done, st.Close())
+	}}, nil
+}
+
+func (b *benchRun) teamBench(ctx context.Context) (err error) {
+	tb := &benchTB{dir: filepath.Join(b.dir, "team")}
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%v", r)
+		}
+		tb.close()
+	}()
+	c := teamtest.Start(tb, 3)
+	a, err := b.joinTeam(tb, "alice", c.URL(0))
+	if err != nil {
+		return err
+	}
+	defer a.stop()
+	bb, err := b.joinTeam(tb, "bob", c.URL(1))
+	if err != nil {
+		return err
+	}
+	defer bb.stop()
+
+	// Replication lag: remember on A at 50 changes/s, searchable on B (its listing of the
+	// project, read every 2 ms, holds the memory).
+	n := teamRate * b.size.TeamSeconds
+	var mu sync.Mutex
+	sent := map[string]time.Time{}
+	var lags []time.Duration
+	done := make(chan error, 1)
+	go func() {
+		deadline := time.Now().Add(time.Duration(b.size.TeamSeconds)*time.Second + 30*time.Second)
+		for {
+			ms, err := bb.store.List(ctx, memory.ListQuery{Projects: []string{teamProject}, Limit: 200})
+			if err != nil {
+				done <- err
+				return
+			}
+			now := time.Now()
+			mu.Lock()
+			for _, m := range ms {
+				if at, ok := sent[m.ID]; ok {
+					lags = append(lags, now.Sub(at))
+					delete(sent, m.ID)
+				}
+			}
+			all := len(lags) == n
+			mu.Unlock()
+			if all {
+				done <- nil
+				return
+			}
+			if now.After(deadline) {
+				done <- fmt.Errorf("%d of %d memories reached the teammate within 30 s of the last", len(lags), n)
+				return
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	}()
+	tick := time.NewTicker(time.Second / teamRate)
+	var remember []time.Duration
+	for i := range n {
+		<-tick.C
+		start := time.Now()
+		r, err := a.store.Remember(ctx, memory.Caller{Project: teamProject, SessionID: "ses_bench"},
+			memory.RememberArgs{Content: fmt.Sprintf("Service svc-%d listens on port %d behind gateway gw-%d", i, 8000+i, i%7)}, start)
+		if err != nil {
+			tick.Stop()
+			return err
+		}
+		remember = append(remember, time.Since(start))
+		mu.Lock()
+		sent[r.Memory.ID] = start
+		mu.Unlock()
+	}
+	tick.Stop()
+	if err := <-done; err != nil {
+		return err
+	}
+	p50, p99 := percentiles(lags)
+	b.add(Figure{Name: "team replication lag p50", Value: ms(p50), Unit: "ms",
+		Definition: fmt.Sprintf("remember on A to listed on B, %d changes at %d/s, 3-node cluster on loopback", n, teamRate)})
+	b.add(Figure{Name: "team replication lag p99", Value: ms(p99), Unit: "ms", Target: "< 1000 ms",
+		Definition: "as above, 99th percentile"})
+	_, rp99 := percentiles(remember)
+	b.add(Figure{Name: "team remember p99 (store)", Value: ms(rp99), Unit: "ms", Target: "≤ 20 ms",
+		Definition: "memory store Remember with the project shared and the team connection running (no NATS tool round trip)"})
+
+	// Backfill: A holds TeamBackfill memories (imported, sent through the outbox); a new
+	// teammate that shares the project receives them all.
+	ms := make([]memory.Memory, 0, b.size.TeamBackfill)
+	base := time.Now()
+	for i := range b.size.TeamBackfill {
+		at := base.Add(time.Duration(i) * time.Millisecond)
+		ms = append(ms, memory.Memory{ID: fmt.Sprintf("mem_%012x%08x", at.UnixMilli(), i), Project: teamProject, Kind: "fact",
+			Content: fmt.Sprintf("Backfill fact %d: host h%d runs job j%d nightly", i, i%97, i), CreatedAt: at, UpdatedAt: at})
+	}
+	if _, err := a.store.Import(ctx, ms, time.Now()); err != nil {
+		return err
+	}
+	want := n + b.size.TeamBackfill
+	b.say("sending %d memories to the team…", b.size.TeamBackfill)
+	for {
+		cnt, err := a.store.TeamCounts(ctx)
+		if err != nil {
+			return err
+		}
+		if cnt.Outbox == 0 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	start := time.Now()
+	d, err := b.joinTeam(tb, "dave", c.URL(2))
+	if err != nil {
+		return err
+	}
+	defer d.stop()
+	for {
+		live, err := d.store.Count(ctx)
+		if err != nil {
+			return err
+		}
+		if live >= want {
+			break
+		}
+		if time.Since(start) > 10*time.Minute {
+			return fmt.Errorf("the new teammate has %d of %d memories after 10 minutes", live, want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	took := time.Since(start)
+	b.add(Figure{Name: "team backfill", Value: took.Seconds(), Unit: "s", Target: "< 60 s at 100,000",
+		Definition: fmt.Sprintf("a new teammate shares the project and receives all %d memories", want)})
+	return nil
+}

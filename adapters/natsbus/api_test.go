@@ -86,7 +86,7 @@ func TestAPIMethods(t *testing.T) {
 	_, herr := srv.Answer(ctx, "memory.nope", nil)
 	want := "thatch has no API method memory.nope: use status, sessions, entries, deadletters, costs, sweep, session.context, " +
 		"memories, memory.get, memory.forget, memory.context, memory.hygiene, memory.signals, memory.dismiss, memory.restore, " +
-		"memory.projects, memory.export, memory.import or ui.link"
+		"memory.projects, memory.share, memory.export, memory.import or ui.link"
 	if herr == nil || herr.Name != protocol.NotFound || herr.Message != want {
 		t.Fatalf("an unknown method: %v\nwant NotFoundError %q", herr, want)
 	}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -84,12 +85,12 @@ func argType(field string) string {
 
 // memoryTool performs a memory tool call for the caller the runtime identified, counts an
 // extraction child's effective writes, and renders the reply for the model.
-func (s *Server) memoryTool(ctx context.Context, name, callID string, args json.RawMessage, who *runtime.CallerRef) (any, *runtime.HostError) {
+func (s *Server) memoryTool(ctx context.Context, name, callID string, args json.RawMessage, who *runtime.CallerRef, from toolSource) (any, *runtime.HostError) {
 	if s.Memories == nil {
 		return nil, &runtime.HostError{Name: protocol.NotImplemented, Message: "this thatch keeps no memories"}
 	}
 	st, now := s.Memories.Store, s.Memories.now()
-	c := memory.Caller{Project: who.Project, SessionID: who.SessionID, CallID: callID, Directory: who.Directory}
+	c := memory.Caller{Project: who.Project, SessionID: who.SessionID, CallID: callID, Directory: who.Directory, Host: from.Host, Client: from.Client}
 	var wrote runtime.Metrics
 	var out runtime.Answer
 	repeat := false // a repeated callID: counted the first time
@@ -223,6 +224,38 @@ func (s *Server) memoryTool(ctx context.Context, name, callID string, args json.
 	return out, nil
 }
 
+// toolSource is where a memory tool call from outside any tracked session comes from:
+// the host ("mcp" for thatch mcp) and its client (the MCP client's name), kept as the
+// source of the memories it writes (protocol §10).
+type toolSource struct {
+	Host   string `json:"host"`
+	Client string `json:"client"`
+}
+
+// maxSourceName is how long a source's host or client name may be.
+const maxSourceName = 128
+
+// hostlessMemoryTool performs a memory tool call that names its project instead of a
+// tracked session (thatch mcp): the same tool, arguments, rules and answers as a session's
+// call, for the project key the caller computed (a git checkout's root commit, else its
+// directory, as opencode keys a project). Such a caller has no callID memo: its callIDs are
+// not unique across callers.
+func (s *Server) hostlessMemoryTool(ctx context.Context, name, project, directory string, src *toolSource, args json.RawMessage) (any, *runtime.HostError) {
+	project = strings.TrimSpace(project)
+	switch {
+	case project == "":
+		return nil, badRequest(name + ": a call without a sessionID needs {project, directory?, source: {host, client?}}: give the project key")
+	case src == nil || strings.TrimSpace(src.Host) == "":
+		return nil, badRequest(name + ": a call without a sessionID needs source.host, the host it comes from (thatch mcp sends \"mcp\")")
+	case len(src.Host) > maxSourceName || len(src.Client) > maxSourceName:
+		return nil, badRequest(fmt.Sprintf("%s: source.host and source.client are at most %d characters", name, maxSourceName))
+	case directory != "" && !filepath.IsAbs(directory):
+		return nil, badRequest(fmt.Sprintf("%s: directory %q must be an absolute path", name, directory))
+	}
+	who := &runtime.CallerRef{Project: project, Directory: directory}
+	return s.memoryTool(ctx, name, "", args, who, toolSource{Host: strings.TrimSpace(src.Host), Client: strings.TrimSpace(src.Client)})
+}
+
 // withRelated renders an extraction payload with the project's memories that look most
 // like the claimed entries, so the extractor updates rather than repeats.
 func (s *Server) withRelated(ctx context.Context, a runtime.Answer, who *runtime.CallerRef) runtime.Answer {
@@ -314,13 +347,30 @@ func HygieneLine(ctx context.Context, m *Memories, project string, log *slog.Log
 
 // contextText answers session.context and memory.context.
 func (s *Server) contextText(ctx context.Context, method string, p apiParams) (any, *runtime.HostError) {
-	if p.SessionID == "" {
+	if p.SessionID == "" && (method != runtime.CallMemoryContext || p.Project == "") {
+		if method == runtime.CallMemoryContext {
+			return nil, badRequest(method + " needs {sessionID}, or {project, directory?} from outside a session")
+		}
 		return nil, badRequest(method + " needs {sessionID}")
+	}
+	if p.SessionID == "" && p.Directory != "" && !filepath.IsAbs(p.Directory) {
+		return nil, badRequest(fmt.Sprintf("%s: directory %q must be an absolute path", method, p.Directory))
 	}
 	if s.Memories == nil {
 		return map[string]string{"text": ""}, nil
 	}
 	st, now := s.Memories.Store, s.Memories.now()
+	if p.SessionID == "" { // memory.context {project, directory?}: the section of a project (thatch mcp)
+		branch := ""
+		if p.Directory != "" {
+			branch, _, _ = memory.GitBranch(p.Directory) // not a checkout: project-wide memories only
+		}
+		section, err := st.SectionOn(ctx, strings.TrimSpace(p.Project), branch, s.Memories.InjectChars, now)
+		if err != nil {
+			return nil, storeError(err)
+		}
+		return map[string]string{"text": section}, nil
+	}
 	if method == runtime.CallSessionContext {
 		// The text is frozen at the first ask, so every model request of the session
 		// carries the same bytes and the provider's prompt cache holds.

@@ -401,9 +401,18 @@ func (s *Server) tool(ctx context.Context, m *nats.Msg) (res any, herr *runtime.
 		SessionID string          `json:"sessionID"`
 		CallID    string          `json:"callID"`
 		Args      json.RawMessage `json:"args"`
+		// A memory tool call from outside any tracked session (thatch mcp, protocol §10)
+		// names its project key, the directory it works in, and where it comes from,
+		// instead of a sessionID (an extension: docs/protocol.md).
+		Project   string      `json:"project"`
+		Directory string      `json:"directory"`
+		Source    *toolSource `json:"source"`
 	}
 	if err := json.Unmarshal(m.Data, &req); err != nil {
 		return nil, badRequest("request is not a JSON object {sessionID, callID?, args}: " + err.Error())
+	}
+	if req.SessionID == "" && runtime.MemoryTool(name) && (req.Project != "" || req.Source != nil) {
+		return s.hostlessMemoryTool(ctx, name, req.Project, req.Directory, req.Source, req.Args)
 	}
 	if req.SessionID == "" {
 		return nil, badRequest("request has no sessionID: send the calling session's id")
@@ -412,7 +421,7 @@ func (s *Server) tool(ctx context.Context, m *nats.Msg) (res any, herr *runtime.
 		// A caller thatch knows needs no wait for the stream and no commit: a memory call
 		// changes nothing of the runtime's state.
 		if who := s.known(ctx, req.SessionID); who != nil {
-			return s.memoryTool(ctx, name, req.CallID, req.Args, who)
+			return s.memoryTool(ctx, name, req.CallID, req.Args, who, toolSource{})
 		}
 	}
 	a := s.Loop.Tool(ctx, runtime.ToolCall{Name: name, SessionID: req.SessionID, CallID: req.CallID, Args: req.Args}, s.streamSeq(ctx))
@@ -420,7 +429,7 @@ func (s *Server) tool(ctx context.Context, m *nats.Msg) (res any, herr *runtime.
 		return nil, a.Err
 	}
 	if runtime.MemoryTool(name) && a.Caller != nil {
-		return s.memoryTool(ctx, name, req.CallID, req.Args, a.Caller)
+		return s.memoryTool(ctx, name, req.CallID, req.Args, a.Caller, toolSource{})
 	}
 	return s.withRelated(ctx, a, a.Caller), nil
 }
@@ -488,7 +497,8 @@ type apiParams struct {
 	SessionID string `json:"sessionID"`
 	DryRun    bool   `json:"dryRun"`
 	ProjectID string `json:"projectID"` // session.context: the host's word for the project
-	Directory string `json:"directory"` // session.context: likewise
+	Directory string `json:"directory"` // session.context: likewise; memory.context {project}: where the caller works
+	Project   string `json:"project"`   // memory.context without a session: the project key (thatch mcp)
 	Days      *int   `json:"days"`      // costs
 	// Lists (sessions, entries, deadletters): see Page.
 	Limit  *int    `json:"limit"`

@@ -107,6 +107,11 @@ func pages(ctx context.Context, nc *nats.Conn, c daemon.Config, method string, p
 // of its own that this shell does not have). It presents the embedded broker's token from
 // the data folder and trusts its certificate, so the CLI needs no set-up (§7).
 func dial(c daemon.Config) (*nats.Conn, error) {
+	return dialWith(c, nats.Name("thatch-cli"))
+}
+
+// dialWith is dial with options of the caller's (its name, its reconnects and timeout).
+func dialWith(c daemon.Config, options ...nats.Option) (*nats.Conn, error) {
 	token, err := c.ClientToken()
 	if err != nil {
 		return nil, err
@@ -115,7 +120,7 @@ func dial(c daemon.Config) (*nats.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	opts := append([]nats.Option{nats.Name("thatch-cli")}, natsbus.AuthOptions(c.NATSCreds, token, clientTLS)...)
+	opts := append(options, natsbus.AuthOptions(c.NATSCreds, token, clientTLS)...)
 	nc, err := nats.Connect(c.BrokerURL(), opts...)
 	if err != nil && c.NATSURL == "" {
 		if alt := savedStatus(c).BrokerURL; alt != "" && alt != c.BrokerURL() {

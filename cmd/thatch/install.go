@@ -2,16 +2,22 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"reflect"
 
 	"github.com/thatch-dev/thatch/cmd/internal/daemon"
 )
 
-// installCommand is thatch install: opencode's slash commands and thatch's plugin.
-type installCommand struct{}
+// installCommand is thatch install: opencode's slash commands and thatch's plugin, or, with
+// --host mcp, the configuration an MCP client needs to start thatch mcp.
+type installCommand struct {
+	host string
+}
 
 func (*installCommand) Usage() usage {
 	return usage{Name: "install", Summary: "install the /thatch/compact and /thatch/exit commands and the plugin for opencode",
@@ -19,12 +25,23 @@ func (*installCommand) Usage() usage {
 (plugin/thatch.js, which gives opencode's models the memory and extraction tools) into
 opencode's config folder, $XDG_CONFIG_HOME/opencode, printing what changed. Restart
 opencode afterwards so it loads them. thatch serve does the same at start unless
-THATCH_INSTALL_COMMANDS=off.`}
+THATCH_INSTALL_COMMANDS=off.
+With --host mcp, write nothing: print the configuration an MCP client (Claude Code,
+Cursor, Codex…) needs to run thatch mcp, this thatch binary with its environment.`}
 }
 
-func (*installCommand) Flags(*flag.FlagSet) {}
+func (i *installCommand) Flags(fs *flag.FlagSet) {
+	fs.StringVar(&i.host, "host", "opencode", "the `HOST` to set up: opencode, or mcp to print an MCP client's configuration")
+}
 
-func (*installCommand) Run(_ context.Context, c daemon.Config, out io.Writer, _ []string) error {
+func (i *installCommand) Run(_ context.Context, c daemon.Config, out io.Writer, _ []string) error {
+	switch i.host {
+	case "opencode":
+	case "mcp":
+		return printMCPConfig(c, out)
+	default:
+		return fmt.Errorf("thatch install --host %q: the hosts are opencode and mcp", i.host)
+	}
 	// The changes are printed below; the log says only what needs attention (an unsafe
 	// token replaced).
 	changes, err := daemon.Install(c, daemon.NewLogger(os.Stderr, "warn", c.LogFormat))
@@ -44,4 +61,50 @@ func (*installCommand) Run(_ context.Context, c daemon.Config, out io.Writer, _ 
 		fmt.Fprintln(out, "restart opencode (or POST /instance/dispose) so it loads the new files")
 	}
 	return nil
+}
+
+// printMCPConfig prints the configuration of an MCP client's server thatch: the absolute
+// path of this thatch binary, the arguments ["mcp"], and the THATCH_* variables thatch mcp
+// needs to reach this thatch (the data folder always: the client's environment may put it
+// elsewhere), in the mcpServers form that Claude Code's .mcp.json, Cursor's mcp.json and
+// others read. A token is never printed: it says where to put one instead.
+func printMCPConfig(c daemon.Config, out io.Writer) error {
+	bin, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find this thatch binary's path: %w", err)
+	}
+	if resolved, err := filepath.EvalSymlinks(bin); err == nil {
+		bin = resolved
+	}
+	env := mcpEnv(c)
+	cfg := map[string]any{"mcpServers": map[string]any{"thatch": map[string]any{"command": bin, "args": []string{"mcp"}, "env": env}}}
+	data, err := json.MarshalIndent(cfg, "", "  ")
+	if err != nil {
+		return err
+	}
+	if _, err := fmt.Fprintf(out, "%s\n", data); err != nil {
+		return err
+	}
+	if c.NATSToken != "" {
+		fmt.Fprintln(os.Stderr, "thatch: THATCH_NATS_TOKEN is set here: add it to the env above yourself (it is a secret, so thatch does not print it)")
+	}
+	return nil
+}
+
+// mcpEnv is what thatch mcp needs of this configuration to reach this thatch: the data
+// folder (the embedded broker's token and address) and whatever else differs from the
+// defaults of how commands reach the broker.
+func mcpEnv(c daemon.Config) map[string]string {
+	env := map[string]string{"THATCH_DATA_DIR": c.DataDir}
+	v := reflect.ValueOf(c)
+	for _, field := range []string{"NATSURL", "NATSCreds", "NATSListen", "NATSTLSCA", "NATSTLSCert", "APIPrefix", "HostTimeoutMS"} {
+		f, _ := v.Type().FieldByName(field)
+		if value := fmt.Sprint(v.FieldByName(field).Interface()); value != f.Tag.Get("default") {
+			env["THATCH_"+f.Tag.Get("envconfig")] = value
+		}
+	}
+	if c.NATSURL != "" {
+		env["THATCH_NATS_URL"] = shownURL(c.NATSURL) // without the credentials a URL may carry
+	}
+	return env
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 )
@@ -54,10 +55,52 @@ func GitBranch(dir string) (branch, tip string, err error) {
 	return branch, tip, nil
 }
 
+// ProjectID is the project id opencode gives dir (protocol §10: one repository has one set
+// of memories under every host), and the top folder of dir's checkout: in a git repository,
+// the id opencode cached in the repository's folder (the file "opencode" beside HEAD), else
+// the first, in sorted order, of its root commits (git rev-list --max-parents=0 --all). The
+// id is "" outside git or in a repository without commits, where opencode's id is "global"
+// and a session's project key is its directory (runtime.ProjectKey); top is "" outside git.
+// ctx bounds the git it runs.
+func ProjectID(ctx context.Context, dir string) (id, top string, err error) {
+	repo, err := findRepo(dir)
+	if errors.Is(err, ErrNotRepository) {
+		return "", "", nil
+	}
+	if err != nil {
+		return "", "", err
+	}
+	for _, d := range []string{repo.commonDir, repo.gitDir} {
+		if data, err := os.ReadFile(filepath.Join(d, "opencode")); err == nil {
+			if id := strings.TrimSpace(string(data)); tipPattern.MatchString(id) {
+				return id, repo.top, nil
+			}
+		}
+	}
+	cmd := exec.CommandContext(ctx, "git", "rev-list", "--max-parents=0", "--all")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_DIR="+repo.gitDir) // the repository found, whatever GIT_DIR the caller has
+	out, err := cmd.Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) && len(ee.Stderr) > 0 {
+			err = fmt.Errorf("%w: %s", err, bytes.TrimSpace(ee.Stderr))
+		}
+		return "", repo.top, fmt.Errorf("read the root commits of the git repository of %s (git rev-list): %w", dir, err)
+	}
+	roots := strings.Fields(string(out))
+	slices.Sort(roots)
+	if len(roots) == 0 {
+		return "", repo.top, nil
+	}
+	return roots[0], repo.top, nil
+}
+
 // gitRepo is where git keeps a worktree's state: gitDir holds its HEAD, commonDir (the same
 // folder but in a linked worktree) the refs and packed-refs shared by all worktrees.
 type gitRepo struct {
 	gitDir, commonDir string
+	top               string            // the worktree's top folder, which holds the .git
 	packed            map[string]string // packed-refs, read once: ref name → commit
 }
 
@@ -72,7 +115,7 @@ func findRepo(dir string) (*gitRepo, error) {
 		fi, err := os.Stat(dotGit)
 		switch {
 		case err == nil && fi.IsDir():
-			return openRepo(dotGit)
+			return openRepo(dotGit, d)
 		case err == nil:
 			// A linked worktree or a submodule: "gitdir: <path>", relative to d when not absolute.
 			data, err := os.ReadFile(dotGit)
@@ -83,7 +126,7 @@ func findRepo(dir string) (*gitRepo, error) {
 			if !ok {
 				return nil, fmt.Errorf("%s is not \"gitdir: <path>\"; check the worktree with git worktree list", dotGit)
 			}
-			return openRepo(absUnder(d, strings.TrimSpace(target)))
+			return openRepo(absUnder(d, strings.TrimSpace(target)), d)
 		case !errors.Is(err, fs.ErrNotExist):
 			return nil, fmt.Errorf("look for a git repository at %s: %w", d, err)
 		}
@@ -95,12 +138,12 @@ func findRepo(dir string) (*gitRepo, error) {
 	}
 }
 
-// openRepo opens the git folder gitDir, finding its common folder.
-func openRepo(gitDir string) (*gitRepo, error) {
+// openRepo opens the git folder gitDir of the checkout at top, finding its common folder.
+func openRepo(gitDir, top string) (*gitRepo, error) {
 	if _, err := os.Stat(filepath.Join(gitDir, "HEAD")); err != nil {
 		return nil, fmt.Errorf("%s has no HEAD (%v): %w", gitDir, err, ErrNotRepository)
 	}
-	repo := &gitRepo{gitDir: gitDir, commonDir: gitDir}
+	repo := &gitRepo{gitDir: gitDir, commonDir: gitDir, top: top}
 	data, err := os.ReadFile(filepath.Join(gitDir, "commondir"))
 	switch {
 	case err == nil:

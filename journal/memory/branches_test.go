@@ -264,3 +264,56 @@ func TestCheckableBranch(t *testing.T) {
 		}
 	}
 }
+
+// TestProjectID: a repository's project id is its root commit, as opencode computes it,
+// from the checkout, a subfolder and a linked worktree alike; with two histories the first
+// root in sorted order; the id opencode cached in the repository wins; outside git, and in a
+// repository without commits, there is none.
+func TestProjectID(t *testing.T) {
+	needGit(t)
+	ctx := context.Background()
+	dir := newRepo(t)
+	root := gitRun(t, dir, "rev-list", "--max-parents=0", "HEAD")
+	commit(t, dir, "more", "second")
+	sub := filepath.Join(dir, "src", "pkg")
+	if err := os.MkdirAll(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	wt := filepath.Join(t.TempDir(), "wt")
+	gitRun(t, dir, "worktree", "add", "-q", "-b", "feature", wt)
+	for d, want := range map[string]string{dir: dir, sub: dir, wt: wt} {
+		if id, top, err := ProjectID(ctx, d); err != nil || id != root || top != want {
+			t.Errorf("ProjectID(%s) = %q, %q, %v; want the root commit %s, top %s", d, id, top, err, root, want)
+		}
+	}
+
+	// A second history (an orphan branch): opencode takes the first root in sorted order.
+	gitRun(t, dir, "checkout", "-q", "--orphan", "other")
+	other := commit(t, dir, "orphan", "x")
+	want := min(root, other)
+	if id, _, err := ProjectID(ctx, dir); err != nil || id != want {
+		t.Errorf("with roots %s and %s ProjectID = %q, %v; want %s", root, other, id, err, want)
+	}
+
+	// The id opencode cached stays the repository's id.
+	cached := strings.Repeat("ab", 20)
+	if err := os.WriteFile(filepath.Join(dir, ".git", "opencode"), []byte(cached+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{sub, wt} {
+		if id, _, err := ProjectID(ctx, d); err != nil || id != cached {
+			t.Errorf("ProjectID(%s) = %q, %v; want the cached %s", d, id, err, cached)
+		}
+	}
+
+	empty := filepath.Join(t.TempDir(), "empty")
+	if err := os.MkdirAll(empty, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	gitRun(t, empty, "init", "-q")
+	for d, want := range map[string]string{t.TempDir(): "", empty: empty} {
+		if id, top, err := ProjectID(ctx, d); err != nil || id != "" || top != want {
+			t.Errorf("ProjectID(%s) = %q, %q, %v; want no id, top %q", d, id, top, err, want)
+		}
+	}
+}

@@ -57,10 +57,14 @@ const (
 	toolRestore  = "memory_restore"
 )
 
-// Source is the call that wrote a memory.
+// Source is the call that wrote a memory: a session's tool call, or, for a memory written
+// outside a tracked session (protocol §10), the host and the client it came through
+// (thatch mcp: host "mcp", client the MCP client's name).
 type Source struct {
 	SessionID string `json:"sessionID"`
 	CallID    string `json:"callID,omitempty"`
+	Host      string `json:"host,omitempty"`
+	Client    string `json:"client,omitempty"`
 }
 
 // Memory is one thing a project learned. Times are UTC with millisecond precision.
@@ -88,10 +92,12 @@ type Memory struct {
 // tool call (CallID "" = no memo). Project "" is a person, who may forget any project's memory
 // and searches every project; a person cannot remember or update. Directory, when known, is
 // the caller's root session's directory: a remember or an update records it as the
-// project's folder (Projects).
+// project's folder (Projects). Host and Client, for a caller that is no tracked session
+// (thatch mcp), are what a memory it writes keeps as its source.
 type Caller struct {
 	Project, SessionID, CallID string
 	Directory                  string
+	Host, Client               string
 }
 
 // Similar is another live memory of the project that looks like the one written.
@@ -332,7 +338,7 @@ func (s *Store) Remember(ctx context.Context, c Caller, a RememberArgs, now time
 			m = Memory{
 				ID: newID(now), Project: c.Project, Branch: branch, Directory: directory, BranchTip: tip,
 				Kind: kind, Content: content, Tags: tags,
-				CreatedAt: at, UpdatedAt: at, Source: Source{SessionID: c.SessionID, CallID: c.CallID},
+				CreatedAt: at, UpdatedAt: at, Source: Source{SessionID: c.SessionID, CallID: c.CallID, Host: c.Host, Client: c.Client},
 			}
 			if err := insert(ctx, tx, m); err != nil {
 				return err
@@ -386,10 +392,10 @@ func insertRow(ctx context.Context, tx cachedTx, m Memory) error {
 	}
 	_, err := tx.ExecContext(ctx, `
 		INSERT INTO memories (id, project, scope, branch, directory, branch_tip, kind, content, norm, tags,
-			created_at, updated_at, used_at, source_session, source_call)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			created_at, updated_at, used_at, source_session, source_call, source_host, source_client)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		m.ID, m.Project, scope(m.Project), m.Branch, m.Directory, m.BranchTip, m.Kind, m.Content, normalize(m.Content), string(tags),
-		toMS(m.CreatedAt), toMS(m.UpdatedAt), used, m.Source.SessionID, m.Source.CallID)
+		toMS(m.CreatedAt), toMS(m.UpdatedAt), used, m.Source.SessionID, m.Source.CallID, m.Source.Host, m.Source.Client)
 	return err
 }
 
@@ -905,7 +911,7 @@ func liveByNorm(ctx context.Context, q queryer, project, norm string) (Memory, e
 }
 
 // memoryCols are the columns scanMemory reads, of the memories table aliased m.
-const memoryCols = `m.id, m.project, m.branch, m.directory, m.branch_tip, m.kind, m.content, m.tags, m.created_at, m.updated_at, m.used_at, m.forgotten_at, m.source_session, m.source_call`
+const memoryCols = `m.id, m.project, m.branch, m.directory, m.branch_tip, m.kind, m.content, m.tags, m.created_at, m.updated_at, m.used_at, m.forgotten_at, m.source_session, m.source_call, m.source_host, m.source_client`
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -913,7 +919,7 @@ func scanMemory(row scanner, extra ...any) (Memory, error) {
 	var m Memory
 	var tags string
 	var created, updated, used, forgotten int64
-	dest := append([]any{&m.ID, &m.Project, &m.Branch, &m.Directory, &m.BranchTip, &m.Kind, &m.Content, &tags, &created, &updated, &used, &forgotten, &m.Source.SessionID, &m.Source.CallID}, extra...)
+	dest := append([]any{&m.ID, &m.Project, &m.Branch, &m.Directory, &m.BranchTip, &m.Kind, &m.Content, &tags, &created, &updated, &used, &forgotten, &m.Source.SessionID, &m.Source.CallID, &m.Source.Host, &m.Source.Client}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return Memory{}, err
 	}

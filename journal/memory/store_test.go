@@ -1380,3 +1380,43 @@ func TestSectionMatchesItsDefinition(t *testing.T) {
 		}
 	}
 }
+
+// TestSourceHost: a memory written outside a tracked session (thatch mcp, protocol §10)
+// keeps the host and the client it came through as its source, through a reopen, Get,
+// List, and an export imported into another store.
+func TestSourceHost(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "data", "memories.db")
+	s := openAt(t, path, Options{})
+	mcp := Caller{Project: "proj-1", Host: "mcp", Client: "claude-code"}
+	r := remember(t, s, mcp, "The CI runs make check before make test.")
+	want := Source{Host: "mcp", Client: "claude-code"}
+	if r.Memory.Source != want {
+		t.Fatalf("remembered with source %+v, want %+v", r.Memory.Source, want)
+	}
+	data, _ := json.Marshal(r.Memory)
+	if !strings.Contains(string(data), `"source":{"sessionID":"","host":"mcp","client":"claude-code"}`) {
+		t.Errorf("the memory's JSON is %s", data)
+	}
+	s.Close()
+	s = openAt(t, path, Options{})
+	m, _, err := s.Get(ctx, r.Memory.ID)
+	if err != nil || m.Source != want {
+		t.Fatalf("after a reopen Get gives %+v, %v; want source %+v", m.Source, err, want)
+	}
+	ms, err := s.Export(ctx, []string{"proj-1"}, "", 0)
+	if err != nil || len(ms) != 1 {
+		t.Fatalf("export: %v, %d memories", err, len(ms))
+	}
+	other := setup(t)
+	if _, err := other.Import(ctx, ms, t0); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, err := other.Get(ctx, r.Memory.ID); err != nil || got.Source != want {
+		t.Errorf("imported with source %+v, %v; want %+v", got.Source, err, want)
+	}
+	// A session's memory has no host.
+	if r := remember(t, s, alice, "A session's memory."); r.Memory.Source.Host != "" || r.Memory.Source.Client != "" {
+		t.Errorf("a session's memory has source %+v", r.Memory.Source)
+	}
+}

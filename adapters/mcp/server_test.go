@@ -1,0 +1,153 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/thatch-dev/thatch/runtime"
+)
+
+// recorder is a Thatch that records the calls it gets and answers them as told.
+type recorder struct {
+	mu     sync.Mutex
+	calls  []Call
+	answer Answer
+	err    error
+}
+
+func (r *recorder) Tool(_ context.Context, name string, c Call) (Answer, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.calls = append(r.calls, c)
+	return r.answer, r.err
+}
+
+func (r *recorder) Section(_ context.Context, project, dir string) (string, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.calls = append(r.calls, Call{Project: project, Directory: dir})
+	return "", r.err
+}
+
+func (r *recorder) last() Call {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.calls[len(r.calls)-1]
+}
+
+// connect serves New(o) to client over in-memory transports.
+func connect(t *testing.T, o Options, client *sdk.Client) *sdk.ClientSession {
+	t.Helper()
+	ctx := context.Background()
+	ct, st := sdk.NewInMemoryTransports()
+	ss, err := New(o).Connect(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ss.Close() })
+	cs, err := client.Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+func call(t *testing.T, cs *sdk.ClientSession, name string, args map[string]any) *sdk.CallToolResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return res
+}
+
+func resultText(res *sdk.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(*sdk.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String()
+}
+
+// TestProjectFollowsRoots: the project is the client's first root, keyed once, and keyed
+// again when the client says its roots changed; the client's name goes with each call.
+func TestProjectFollowsRoots(t *testing.T) {
+	a, b, cwd := t.TempDir(), t.TempDir(), t.TempDir() // outside git: each folder is its key
+	th := &recorder{answer: Answer{Output: "No memory of this project matches.", Metadata: json.RawMessage(`{"ids":[]}`)}}
+	client := sdk.NewClient(&sdk.Implementation{Name: "cursor", Version: "1"}, nil)
+	client.AddRoots(&sdk.Root{URI: "file://" + filepath.ToSlash(a)}, &sdk.Root{URI: "file://" + filepath.ToSlash(b)})
+	cs := connect(t, Options{Thatch: th, Dir: cwd}, client)
+
+	res := call(t, cs, runtime.ToolSearch, map[string]any{"query": "x"})
+	if res.IsError || resultText(res) != "No memory of this project matches." {
+		t.Fatalf("memory_search: %+v", res)
+	}
+	if c := th.last(); c.Project != a || c.Directory != a || c.Client != "cursor" {
+		t.Errorf("the call went out as %+v; want project %s from the first root, client cursor", c, a)
+	}
+	if args, _ := json.Marshal(th.last().Args); string(args) != `{"query":"x"}` {
+		t.Errorf("the arguments went out as %s", args)
+	}
+
+	client.RemoveRoots("file://" + filepath.ToSlash(a))
+	deadline := time.Now().Add(time.Minute)
+	for {
+		call(t, cs, runtime.ToolSearch, map[string]any{"query": "x"})
+		if th.last().Project == b {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the roots changed the project is still %s, want %s", th.last().Project, b)
+		}
+	}
+	client.RemoveRoots("file://" + filepath.ToSlash(b))
+	for {
+		call(t, cs, runtime.ToolSearch, map[string]any{"query": "x"})
+		if th.last().Project == cwd {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("without roots the project is %s, want the working directory %s", th.last().Project, cwd)
+		}
+	}
+}
+
+// TestToolErrors: thatch's refusal or absence is a tool error with its words; arguments the
+// schema refuses never reach thatch; metadata that is not the tool's is a tool error too.
+func TestToolErrors(t *testing.T) {
+	th := &recorder{err: errors.New("thatch is not running: start it with `thatch serve`")}
+	cs := connect(t, Options{Thatch: th, Project: "key-1"}, sdk.NewClient(&sdk.Implementation{Name: "c", Version: "1"}, nil))
+	res := call(t, cs, runtime.ToolForget, map[string]any{"id": "mem_1"})
+	if !res.IsError || !strings.Contains(resultText(res), "thatch serve") {
+		t.Errorf("with thatch away memory_forget answered %+v", res)
+	}
+	if c := th.last(); c.Project != "key-1" || c.Directory != "" {
+		t.Errorf("--project key-1 sent %+v", c)
+	}
+	n := len(th.calls)
+	for _, args := range []map[string]any{{}, {"content": 7}, {"content": "x", "tags": []string{strings.Repeat("t", 33)}}} {
+		if res := call(t, cs, runtime.ToolRemember, args); !res.IsError {
+			t.Errorf("memory_remember %v succeeded", args)
+		}
+	}
+	if len(th.calls) != n {
+		t.Errorf("arguments the schema refuses reached thatch: %+v", th.calls[n:])
+	}
+	th.err, th.answer = nil, Answer{Output: "Forgot mem_1.", Metadata: json.RawMessage(`{"id":7}`)}
+	if res := call(t, cs, runtime.ToolForget, map[string]any{"id": "mem_1"}); !res.IsError || !strings.Contains(resultText(res), "same version") {
+		t.Errorf("metadata of the wrong shape answered %+v", res)
+	}
+}

@@ -21,7 +21,9 @@ import (
 // when that tool is offered (under any MCP prefix, e.g. mcp__thatch__thatch_get_extraction_payload),
 // calls it, then memory_remember with "The project ran: <command>" for the first Bash
 // command of the payload (when the payload shows one and memory_remember is offered), then
-// thatch_extraction_done; anything else gets a short reply. Every request is logged with
+// thatch_extraction_done; a tool result that is an error ends the turn; anything else gets
+// a short reply. Messages of role "system" (Claude Code sends its reminders so) are read
+// for their text and move no turn. Every request is logged with
 // every text it carried (system, messages, tool results), for the tests to check what
 // reached the model.
 type Anthropic struct {
@@ -64,6 +66,7 @@ type block struct {
 	Input     json.RawMessage `json:"input"`
 	ToolUseID string          `json:"tool_use_id"`
 	Content   json.RawMessage `json:"content"`
+	IsError   bool            `json:"is_error"`
 }
 
 // blocks decodes a content that is a string or a list of blocks.
@@ -130,18 +133,21 @@ func (a *Anthropic) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		system = text(req.System)
 	}
 	var lastUser, lastCall, payload string
-	lastRole, lastIsResult := "", false
+	lastRole, lastIsResult, failed := "", false, false
 	for _, m := range req.Messages {
 		bs := blocks(m.Content)
 		texts = append(texts, text(m.Content))
-		lastRole, lastIsResult = m.Role, false
+		if m.Role == "system" {
+			continue // Claude Code's reminders between turns (<total_tokens>…) move no turn
+		}
+		lastRole, lastIsResult, failed = m.Role, false, false
 		var userText []string
 		for _, b := range bs {
 			switch {
 			case b.Type == "tool_use":
 				lastCall = b.Name
 			case b.Type == "tool_result":
-				lastIsResult = true
+				lastIsResult, failed = true, b.IsError
 				if strings.HasSuffix(lastCall, toolPayload) {
 					payload = text(b.Content)
 				}
@@ -172,6 +178,8 @@ func (a *Anthropic) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	extracting := payloadTool != "" && strings.Contains(lastUser, toolPayload)
 	afterTool := lastRole == "user" && lastIsResult
 	switch {
+	case afterTool && failed:
+		ans = answer{text: "The tool failed."} // a model gives up rather than loop
 	case extracting && !afterTool:
 		call(payloadTool, map[string]any{})
 	case extracting && strings.HasSuffix(lastCall, toolPayload):

@@ -45,7 +45,7 @@ func allCommands() []command {
 		&memoriesCommand{}, &memoriesProjectsCommand{}, &memoriesShowCommand{}, &memoriesForgetCommand{},
 		&memoriesRestoreCommand{}, &memoriesExportCommand{}, &memoriesImportCommand{}, &memoriesHygieneCommand{},
 		&memoriesDismissCommand{},
-		&uiCommand{}, &mcpCommand{}, &installCommand{}, &envCommand{}, &versionCommand{},
+		&uiCommand{}, &mcpCommand{}, &hookCommand{}, &installCommand{}, &envCommand{}, &versionCommand{},
 	}
 }
 

@@ -26,12 +26,15 @@ func (*installCommand) Usage() usage {
 opencode's config folder, $XDG_CONFIG_HOME/opencode, printing what changed. Restart
 opencode afterwards so it loads them. thatch serve does the same at start unless
 THATCH_INSTALL_COMMANDS=off.
-With --host mcp, write nothing: print the configuration an MCP client (Claude Code,
+With --host claude-code, add thatch's MCP server (~/.claude.json), its hooks
+(~/.claude/settings.json) and the commands /thatch:compact and /thatch:exit
+(~/.claude/commands/thatch) to Claude Code's user settings, keeping the rest; run it again
+after moving thatch. With --host mcp, write nothing: print the configuration an MCP client (Claude Code,
 Cursor, Codex…) needs to run thatch mcp, this thatch binary with its environment.`}
 }
 
 func (i *installCommand) Flags(fs *flag.FlagSet) {
-	fs.StringVar(&i.host, "host", "opencode", "the `HOST` to set up: opencode, or mcp to print an MCP client's configuration")
+	fs.StringVar(&i.host, "host", "opencode", "the `HOST` to set up: opencode, claude-code, or mcp to print an MCP client's configuration")
 }
 
 func (i *installCommand) Run(_ context.Context, c daemon.Config, out io.Writer, _ []string) error {
@@ -39,8 +42,18 @@ func (i *installCommand) Run(_ context.Context, c daemon.Config, out io.Writer, 
 	case "opencode":
 	case "mcp":
 		return printMCPConfig(c, out)
+	case "claude-code":
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return fmt.Errorf("thatch install --host claude-code needs your home folder (set HOME): %w", err)
+		}
+		bin, err := thatchBinary()
+		if err != nil {
+			return err
+		}
+		return installClaudeCode(home, bin, mcpEnv(c), out)
 	default:
-		return fmt.Errorf("thatch install --host %q: the hosts are opencode and mcp", i.host)
+		return fmt.Errorf("thatch install --host %q: the hosts are opencode, claude-code and mcp", i.host)
 	}
 	// The changes are printed below; the log says only what needs attention (an unsafe
 	// token replaced).

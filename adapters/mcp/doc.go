@@ -11,4 +11,7 @@
 // keys it (memory.ProjectID: a git checkout's root commit, else the directory), so one
 // repository has one set of memories under every host. A thatch that cannot be reached, or
 // refuses a call, is a tool error that says what to do; the server goes on serving.
+//
+// It imports the runtime and journal/memory (the project key); like every adapter it never
+// imports cmd or another adapter.
 package mcp

@@ -23,7 +23,9 @@ import (
 )
 
 // hookCommand is thatch hook: what Claude Code's hooks run (protocol §10).
-type hookCommand struct{}
+type hookCommand struct {
+	stdin io.Reader // the hook's input; os.Stdin when nil
+}
 
 func (*hookCommand) Usage() usage {
 	return usage{Name: "hook", Args: []string{"EVENT"}, Summary: "a Claude Code hook: its input on stdin becomes the events of a thatch host (thatch install --host claude-code sets it up)",
@@ -44,14 +46,18 @@ const hookBudget = 4 * time.Second
 // entry keeps THATCH_INTERACTION_OUTPUT_MAX of it).
 const hookInputMax = 4 << 20
 
-func (*hookCommand) Run(ctx context.Context, c daemon.Config, out io.Writer, args []string) error {
+func (h *hookCommand) Run(ctx context.Context, c daemon.Config, out io.Writer, args []string) error {
+	stdin := h.stdin
+	if stdin == nil {
+		stdin = os.Stdin
+	}
 	if os.Getenv(claudecode.ChildEnv) != "" {
-		_, _ = io.Copy(io.Discard, io.LimitReader(os.Stdin, hookInputMax))
+		_, _ = io.Copy(io.Discard, io.LimitReader(stdin, hookInputMax))
 		return nil // thatch's own extraction child: never journaled
 	}
 	ctx, cancel := context.WithTimeout(ctx, hookBudget)
 	defer cancel()
-	if err := runHook(ctx, c, out, args[0], os.Stdin); err != nil {
+	if err := runHook(ctx, c, out, args[0], stdin); err != nil {
 		fmt.Fprintf(os.Stderr, "thatch hook %s: %v\n", args[0], err)
 	}
 	return nil // never an exit code that blocks or warns in Claude Code

@@ -121,3 +121,61 @@ func TestClaudeCodeHookWithoutThatch(t *testing.T) {
 		t.Fatalf("a hook in the extraction child printed %q", out)
 	}
 }
+
+// TestMCPExtractionChild: thatch mcp --extraction SESSION, as Claude Code starts it for
+// thatch's headless extraction child, serves that child over stdio: the memory tools and
+// the extraction tools, its calls the child's (it claims its parent's entries, writes to
+// the parent's project, completes them), and every answer text alone, since Claude Code
+// gives its model a tool's structured content instead of its text.
+func TestMCPExtractionChild(t *testing.T) {
+	repo, root := gitRepo(t)
+	r := newEmbeddedRig(t, "v1")
+	r.start()
+	ctx := r.ctx()
+	must(t, r.host.Hello(ctx, "b1"))
+	r.opencodeSession(ctx, "ses_p", repo, root)
+	must(t, r.host.ToolExecuted(ctx, "ses_p", "call_1", "bash", "ok"))
+	// The idle starts an extraction: thatch creates the child on the host (which plays no
+	// turn: the test plays it through thatch mcp).
+	_, err := r.host.Publish(ctx, "session.status", map[string]any{"sessionID": "ses_p", "status": map[string]any{"type": "idle"}})
+	must(t, err)
+	var childID string
+	waitFor(t, "thatch's extraction child", func() bool {
+		for id, s := range r.sessions() {
+			if s.Kind == runtime.KindExtraction && s.ParentID == "ses_p" {
+				childID = id
+			}
+		}
+		return childID != ""
+	})
+	cs := mcpSession(t, r.mcpEnv(), repo, nil, "--extraction", childID)
+	tools, err := cs.ListTools(ctx, nil)
+	must(t, err)
+	var names []string
+	for _, tl := range tools.Tools {
+		names = append(names, tl.Name)
+		if tl.OutputSchema != nil {
+			t.Errorf("the child's tool %s has an output schema: its answers must be text alone", tl.Name)
+		}
+	}
+	for _, want := range []string{protocol.ToolPayload, protocol.ToolDone, protocol.ToolRemember, protocol.ToolSearch, protocol.ToolUpdate, protocol.ToolForget} {
+		if !strings.Contains(strings.Join(names, " "), want) {
+			t.Errorf("thatch mcp --extraction lists %v, missing %s", names, want)
+		}
+	}
+	payload := toolOK(t, cs, protocol.ToolPayload, map[string]any{})
+	if !strings.Contains(text(payload), "echo call_1") || payload.StructuredContent != nil {
+		t.Fatalf("the payload: text %q, structured %v", text(payload), payload.StructuredContent)
+	}
+	if es := r.entries("ses_p"); len(es) != 1 || es[0].State != "accepted" || es[0].ClaimedBy != childID {
+		t.Fatalf("after the payload the entries are %+v, want call_1 claimed by %s", es, childID)
+	}
+	toolOK(t, cs, protocol.ToolRemember, map[string]any{"content": "echo call_1 prints its name", "kind": "command"})
+	if m := r.memories(root); len(m) != 1 || m[0].Source.SessionID != childID {
+		t.Fatalf("project %s holds %+v, want the child's memory", root, m)
+	}
+	done := toolOK(t, cs, protocol.ToolDone, map[string]any{"new": 1, "updated": 0, "deleted": 0})
+	if done.StructuredContent != nil || len(r.entries("ses_p")) != 0 {
+		t.Fatalf("done: %q %v; entries %+v", text(done), done.StructuredContent, r.entries("ses_p"))
+	}
+}

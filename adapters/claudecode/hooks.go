@@ -80,7 +80,7 @@ func wrapUp(prompt string) string {
 // Events maps one hook's input to the protocol events of its session (protocol §10):
 // SessionStart → session.created (and session.compacted after a compaction); UserPromptSubmit
 // → busy (and command.execute.before for a wrap-up command); PostToolUse and
-// PostToolUseFailure → a tool.execute.after entry; Stop → idle; PreCompact → session.compacting; SessionEnd →
+// PostToolUseFailure → a tool.execute.after entry; Stop → session.updated (its folder) and idle; PreCompact → session.compacting; SessionEnd →
 // an idle (the session stays resumable). seq makes ids unique where Claude Code gives none. An input without a
 // session id maps to nothing.
 func Events(in Input, projectID, seq string) ([]Event, error) {
@@ -121,7 +121,11 @@ func Events(in Input, projectID, seq string) ([]Event, error) {
 			"callID": in.ToolUseID, "tool": toolName(in.ToolName), "args": args, "title": in.ToolName,
 			"output": out, "metadata": map[string]any{}}}}, nil
 	case "Stop":
-		return []Event{{id("idle"), protocol.EventSessionStatus, map[string]any{"sessionID": sid, "status": map[string]any{"type": "idle"}}}}, nil
+		// The session's folder first: a session thatch has not seen start (it began before
+		// thatch install, or the journal sweep dropped it and Claude Code resumed it) gets
+		// one before its idle asks for an extraction in it.
+		return []Event{{id("updated"), protocol.EventSessionUpdated, map[string]any{"sessionID": sid, "info": Info(in, projectID)}},
+			{id("idle"), protocol.EventSessionStatus, map[string]any{"sessionID": sid, "status": map[string]any{"type": "idle"}}}}, nil
 	case "PreCompact":
 		return []Event{{id("compacting"), protocol.EventSessionCompacting, map[string]any{"sessionID": sid}}}, nil
 	case "SessionEnd":

@@ -69,9 +69,14 @@ func TestEvents(t *testing.T) {
 	}
 	for _, in := range []string{stopIn, endIn} {
 		evs := events(t, in)
-		if len(evs) != 1 || evs[0].Type != "session.status" || evs[0].Props["status"].(map[string]any)["type"] != "idle" {
+		last := evs[len(evs)-1]
+		if last.Type != "session.status" || last.Props["status"].(map[string]any)["type"] != "idle" {
 			t.Fatalf("%s: %+v, want an idle", in, evs)
 		}
+	}
+	if evs := events(t, stopIn); len(evs) != 2 || evs[0].Type != "session.updated" || evs[0].Props["info"].(map[string]any)["directory"] != "/p" ||
+		evs[0].Props["info"].(map[string]any)["projectID"] != "rootcommit" {
+		t.Fatalf("Stop: %+v, want the session's folder and project before its idle", evs)
 	}
 	evs = events(t, userIn)
 	if len(evs) != 2 || evs[0].Props["status"].(map[string]any)["type"] != "busy" || evs[1].Type != "command.execute.before" ||

@@ -168,8 +168,10 @@ func (h *Host) answer(ctx context.Context, method string, data []byte) (any, *ru
 		for _, part := range p.Parts {
 			text = append(text, part.Text)
 		}
+		// THATCH_EXTRACT_MODEL names one model for every host: a Claude Code child takes
+		// it only when it is Anthropic's, else Claude Code's small model.
 		model := h.Model
-		if p.Model != nil && p.Model.ModelID != "" {
+		if p.Model != nil && p.Model.ModelID != "" && (p.Model.ProviderID == "anthropic" || p.Model.ProviderID == "") {
 			model = p.Model.ModelID
 		}
 		h.start(ctx, c, strings.Join(text, "\n"), model)

@@ -194,14 +194,19 @@ func TestHostRunsExtractionChildren(t *testing.T) {
 		t.Fatalf("deleting a deleted child: %v, want NotFoundError", rerr)
 	}
 
-	// A run that fails is the child's error.
+	// A run that fails is the child's error. A model of another provider than Anthropic's
+	// (THATCH_EXTRACT_MODEL set for opencode) gives way to Claude Code's small model.
 	res, _ = r.call("session.create", map[string]any{"parentID": "p1", "title": runtime.ExtractionTitle})
 	must(t, json.Unmarshal(res, &child))
 	r.next() // its session.created
-	r.call("session.prompt", map[string]any{"sessionID": child.ID, "parts": []any{map[string]any{"type": "text", "text": "FAIL please"}}})
+	r.call("session.prompt", map[string]any{"sessionID": child.ID, "parts": []any{map[string]any{"type": "text", "text": "FAIL please"}},
+		"model": map[string]string{"providerID": "openai", "modelID": "gpt-5-mini"}})
 	r.next() // busy
 	if typ, p := r.next(); typ != "session.error" || p["sessionID"] != child.ID || !strings.Contains(p["error"].(map[string]any)["data"].(map[string]any)["message"].(string), "boom") {
 		t.Fatalf("a failed run: %s %v, want the child's session.error saying why", typ, p)
+	}
+	if rec, _ := os.ReadFile(r.record); !strings.Contains(string(rec), "--model\nhaiku\n") {
+		t.Fatalf("with an OpenAI model asked, claude ran with:\n%s", rec)
 	}
 
 	// A no-reply prompt (a start reminder, which Claude Code takes through its hook) and a

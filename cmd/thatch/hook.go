@@ -85,7 +85,7 @@ func runHook(ctx context.Context, c daemon.Config, out io.Writer, event string, 
 		in.Event = event
 	}
 	projectID, top := "", ""
-	if in.Event == "SessionStart" || in.Event == "SessionEnd" {
+	if in.Event == "SessionStart" || in.Event == "Stop" {
 		if in.Cwd != "" {
 			projectID, top, _ = memory.ProjectID(ctx, in.Cwd) // outside git: the folder is the key
 		}

@@ -50,9 +50,10 @@ func hookCommandLine(bin string, env map[string]string, event string) string {
 	return b.String()
 }
 
-// isThatchHook says whether a hook command is thatch's for event (written by any thatch).
+// isThatchHook says whether a hook command is thatch's for event, written by any thatch
+// install (each starts with THATCH_DATA_DIR=, whatever the binary is called).
 func isThatchHook(command, event string) bool {
-	return strings.Contains(command, "thatch") && strings.HasSuffix(strings.TrimSpace(command), " hook "+event)
+	return strings.Contains(strings.ToLower(command), "thatch") && strings.HasSuffix(strings.TrimSpace(command), " hook "+event)
 }
 
 // readJSONObject reads a JSON object file; a missing file is an empty object.

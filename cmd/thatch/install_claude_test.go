@@ -94,14 +94,15 @@ func TestInstallClaudeCode(t *testing.T) {
 	}
 
 	out.Reset()
-	must(t, installClaudeCode(home, "/usr/local/bin/thatch", env, &out))
+	must(t, installClaudeCode(home, "/usr/local/bin/th", env, &out)) // moved, and renamed
+	must(t, installClaudeCode(home, "/usr/local/bin/th", env, &out)) // its hooks are known by their THATCH_ variables
 	read()
 	n := 0
 	for _, g := range settings.Hooks["PostToolUse"] {
 		for _, h := range g.Hooks {
-			if strings.Contains(h.Command, "thatch hook PostToolUse") {
+			if strings.HasSuffix(h.Command, " hook PostToolUse") {
 				n++
-				if !strings.Contains(h.Command, "/usr/local/bin/thatch") {
+				if !strings.Contains(h.Command, "/usr/local/bin/th hook") {
 					t.Errorf("a moved thatch left its old hook: %q", h.Command)
 				}
 			}

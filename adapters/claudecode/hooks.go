@@ -178,7 +178,9 @@ func output(raw json.RawMessage) string {
 }
 
 // ContextOutput is what a SessionStart hook prints to give Claude Code the session-start
-// text: Claude Code adds additionalContext to the session's system prompt.
+// text: Claude Code adds additionalContext to the session's system prompt. The reminder's
+// wrap-up commands are named as Claude Code names them (/thatch:compact).
 func ContextOutput(text string) ([]byte, error) {
+	text = strings.NewReplacer("/thatch/compact", "/thatch:compact", "/thatch/exit", "/thatch:exit").Replace(text)
 	return json.Marshal(map[string]any{"hookSpecificOutput": map[string]any{"hookEventName": "SessionStart", "additionalContext": text}})
 }

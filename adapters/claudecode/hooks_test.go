@@ -96,7 +96,7 @@ func TestHostIDAndContext(t *testing.T) {
 	if a == b || a != HostID("ann", "/d") || !strings.HasPrefix(a, "cc-") || len(a) != 15 {
 		t.Fatalf("host ids %q %q", a, b)
 	}
-	out, err := ContextOutput("Memories of this project:\n- x")
+	out, err := ContextOutput("run /thatch/compact or /thatch/exit\nMemories of this project:\n- x")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +106,7 @@ func TestHostIDAndContext(t *testing.T) {
 			Context string `json:"additionalContext"`
 		} `json:"hookSpecificOutput"`
 	}
-	if err := json.Unmarshal(out, &v); err != nil || v.H.Event != "SessionStart" || v.H.Context != "Memories of this project:\n- x" {
+	if err := json.Unmarshal(out, &v); err != nil || v.H.Event != "SessionStart" || v.H.Context != "run /thatch:compact or /thatch:exit\nMemories of this project:\n- x" {
 		t.Fatalf("context output %s", out)
 	}
 }

@@ -156,7 +156,9 @@ func TestClaudeCodeEndToEnd(t *testing.T) {
 	// 2. The next session's first model request carries the memory.
 	res = x.session("hello, memories")
 	first := x.firstRequest("hello, memories")
-	if !strings.Contains(first.Text, "Memories of this project:") || !strings.Contains(first.Text, "["+mem.ID+"] (command) The project ran: echo thatch-cc-one") {
+	if !strings.Contains(first.Text, "SessionStart hook additional context: [thatch] This session's tool calls are recorded") ||
+		!strings.Contains(first.Text, "/thatch:compact") || strings.Contains(first.Text, "/thatch/compact") ||
+		!strings.Contains(first.Text, "Memories of this project:") || !strings.Contains(first.Text, "["+mem.ID+"] (command) The project ran: echo thatch-cc-one") {
 		t.Fatalf("the first model request of %s lacks the memory:\n%s", res.Session, first.Text)
 	}
 	t.Logf("step 2: the first model request of %s carries %s", res.Session, mem.ID)

@@ -341,3 +341,51 @@ func lineDiff(want, got string) string {
 	}
 	return b.String()
 }
+
+// TestJournalFixtureProvenance: a journal of schema version 7 (the fixture, from before
+// provenance) opens at the current version, and the entries an extraction claimed before
+// the upgrade are kept as provenance when it completes them after it.
+func TestJournalFixtureProvenance(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "thatch.db")
+	data, err := os.ReadFile(fixtureDB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := journal.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var version int
+	if err := s.DB().QueryRow(`SELECT max(version) FROM schema_migrations`).Scan(&version); err != nil || version < 8 {
+		t.Fatalf("schema version %d (%v) after opening the fixture, want 8 or later", version, err)
+	}
+	st, _, _, err := s.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fx := runtime.NewEffects()
+	fx.Entries = []runtime.EntryOp{{Kind: runtime.EntryDeleteClaimed, Root: "ses_top", Claimant: "ses_child", At: fixtureNow}}
+	if err := s.Commit(&runtime.Batch{Now: fixtureNow, State: st, Effects: fx}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Provenance([]string{"ses_child"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []runtime.Provenance{{Extraction: "ses_child", Session: "ses_top", At: fixtureNow,
+		Calls: []runtime.CompletedCall{{ID: "call_1", Tool: "bash", Title: "run the tests"}, {ID: "call_2", Tool: "read"}}}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("provenance after completing the fixture's claim:\n got %+v\nwant %+v", got, want)
+	}
+	d, err := s.SessionDetail("ses_top", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(d.Provenance, want) || len(d.Entries) != 2 {
+		t.Fatalf("the session's page after the completion: provenance %+v, entries %+v", d.Provenance, d.Entries)
+	}
+}

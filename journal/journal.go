@@ -127,6 +127,10 @@ func Open(path string) (*Store, error) {
 	return s, nil
 }
 
+// DiskFullIn is what a write that failed for a full disk says first: the disk is full,
+// and which folder needs the space.
+func DiskFullIn(dir string) string { return "disk full: free space in " + dir }
+
 // Instance names the journal for good (idempotency keys of host calls).
 func (s *Store) Instance() string { return s.instance }
 
@@ -156,6 +160,7 @@ const (
 	sDeleteGone
 	sInsertEntry
 	sClaimEntry
+	sRecordCompleted
 	sDeleteClaimed
 	sReleaseAllClaimed
 	sReleaseClaimed
@@ -172,6 +177,8 @@ const (
 	sPutMeta
 	sPruneApplied
 	sPruneLedger
+	sPruneProvenance
+	sTrimProvenance
 	nStmts
 )
 
@@ -205,6 +212,13 @@ var stmtSQL = [nStmts]string{
 	sPutMeta:          `INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value`,
 	sPruneApplied:     `DELETE FROM applied WHERE applied_at < ?`,
 	sPruneLedger:      `DELETE FROM ledger WHERE at < ?`,
+	sPruneProvenance:  `DELETE FROM provenance WHERE at < ?`,
+	sTrimProvenance:   `DELETE FROM provenance WHERE id <= (SELECT max(id) FROM provenance) - ?`,
+	// Provenance (issue 29): a claimant's entries are copied before they are deleted as
+	// completed, in the same transaction.
+	sRecordCompleted: `INSERT INTO provenance (child_id, root_id, entry_id, tool, title, at)
+				SELECT claimed_by, root_id, entry_id, tool, substr(coalesce(CAST(body AS TEXT) ->> '$.title', ''), 1, ?), ?
+				FROM entries WHERE root_id = ? AND claimed_by = ? ORDER BY id`,
 }
 
 // prepare prepares Commit's statements on the writer (its one connection: no transaction
@@ -341,7 +355,7 @@ func (s *Store) Commit(b *runtime.Batch) error {
 				return err
 			}
 		}
-		if err := writeEntries(t, fx.Entries); err != nil {
+		if err := writeEntries(t, fx.Entries, b.Now); err != nil {
 			return err
 		}
 		for _, r := range fx.Ledger {
@@ -398,6 +412,12 @@ func (s *Store) Commit(b *runtime.Batch) error {
 			if _, err := t.exec(sPruneLedger, ms(b.Now.Add(-LedgerRetention))); err != nil {
 				return err
 			}
+			if _, err := t.exec(sPruneProvenance, ms(b.Now.Add(-LedgerRetention))); err != nil {
+				return err
+			}
+			if _, err := t.exec(sTrimProvenance, MaxProvenance); err != nil {
+				return err
+			}
 		}
 		if b.StreamSeq > 0 {
 			if err := t.putMeta("stream_seq", b.StreamSeq); err != nil {
@@ -407,6 +427,9 @@ func (s *Store) Commit(b *runtime.Batch) error {
 		return nil
 	})
 	if err != nil {
+		if migrate.DiskFull(err) {
+			return fmt.Errorf("%s: commit journal batch: %w", DiskFullIn(filepath.Dir(s.path)), err)
+		}
 		return fmt.Errorf("commit journal batch: %w", err)
 	}
 	if s.ck != nil {
@@ -422,7 +445,7 @@ func (s *Store) Commit(b *runtime.Batch) error {
 	return nil
 }
 
-func writeEntries(t *batchTx, ops []runtime.EntryOp) error {
+func writeEntries(t *batchTx, ops []runtime.EntryOp, now time.Time) error {
 	for _, op := range ops {
 		var err error
 		switch op.Kind {
@@ -436,7 +459,11 @@ func writeEntries(t *batchTx, ops []runtime.EntryOp) error {
 				}
 			}
 		case runtime.EntryDeleteClaimed:
-			_, err = t.exec(sDeleteClaimed, op.Root, op.Claimant)
+			// Completed: what the claimant completed is kept (provenance) before the rows go.
+			_, err = t.exec(sRecordCompleted, ProvenanceTitleMax, ms(cmp.Or(op.At, now)), op.Root, op.Claimant)
+			if err == nil {
+				_, err = t.exec(sDeleteClaimed, op.Root, op.Claimant)
+			}
 		case runtime.EntryReleaseClaimed:
 			if op.Claimant == "" {
 				_, err = t.exec(sReleaseAllClaimed, op.Root)
@@ -548,6 +575,14 @@ func (s *Store) Payload(root, claimant string) ([]runtime.PayloadEntry, error) {
 	}
 	return out, rows.Err()
 }
+
+// Provenance's bounds: a completed call's title is cut to ProvenanceTitleMax characters
+// (the payload shows as much of it), and the journal sweep keeps the newest MaxProvenance
+// completed calls of the last LedgerRetention.
+const (
+	ProvenanceTitleMax = runtime.PayloadArgsMax
+	MaxProvenance      = 500_000
+)
 
 // LedgerRetention is how long the ledger keeps an extraction's cost: the journal sweep
 // drops older rows.

@@ -55,8 +55,32 @@ func TestScenarioRoundTrip(t *testing.T) {
 			store := open(t)
 			h := scenario.New()
 			var outbox int
+			var completed int // calls the journal must keep as provenance
 			h.AfterStep = func(in runtime.Input, fx *runtime.Effects) {
 				b := &runtime.Batch{Now: h.Now, State: h.State, Effects: fx}
+				// What each completion drops is what the journal must keep of it (issue 29):
+				// the claimant's entries as they were journaled before this commit.
+				want := map[string][]runtime.CompletedCall{}
+				for _, op := range fx.Entries {
+					if op.Kind != runtime.EntryDeleteClaimed {
+						continue
+					}
+					before, err := store.Provenance([]string{op.Claimant})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if len(before) > 0 {
+						want[op.Claimant] = before[0].Calls
+					}
+					claimed, err := store.Payload(op.Root, op.Claimant)
+					if err != nil {
+						t.Fatal(err)
+					}
+					for _, e := range claimed {
+						want[op.Claimant] = append(want[op.Claimant], runtime.CompletedCall{ID: e.ID, Tool: e.Body.Tool, Title: cutRunes(e.Body.Title, journal.ProvenanceTitleMax)})
+					}
+					completed += len(claimed)
+				}
 				if r, ok := in.(runtime.Result); ok && r.Call.ID != 0 {
 					b.Done = []int64{r.Call.ID}
 				}
@@ -67,6 +91,19 @@ func TestScenarioRoundTrip(t *testing.T) {
 					t.Fatal(err)
 				}
 				outbox += len(fx.Calls) - len(b.Done)
+				for claimant, calls := range want {
+					got, err := store.Provenance([]string{claimant})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if len(got) != 1 || !reflect.DeepEqual(got[0].Calls, calls) {
+						t.Fatalf("provenance of %s after %T:\n got %+v\nwant %+v", claimant, in, got, calls)
+					}
+				}
+				var kept int
+				if err := store.DB().QueryRow(`SELECT count(*) FROM provenance`).Scan(&kept); err != nil || kept != completed {
+					t.Fatalf("after %T the journal keeps %d completed calls (%v), want %d", in, kept, err, completed)
+				}
 				got, calls, _, err := store.Load()
 				if err != nil {
 					t.Fatal(err)
@@ -99,6 +136,14 @@ func TestScenarioRoundTrip(t *testing.T) {
 			}
 		})
 	}
+}
+
+// cutRunes is s cut to at most n characters, as the journal cuts a completed call's title.
+func cutRunes(s string, n int) string {
+	if r := []rune(s); len(r) > n {
+		return string(r[:n])
+	}
+	return s
 }
 
 func TestOpenIsPrivate(t *testing.T) {

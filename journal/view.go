@@ -17,6 +17,9 @@ type SessionDetail struct {
 	Entries     []EntryRow
 	MoreEntries bool // entries follow the page
 	Extractions []Extraction
+	// Provenance is what the session's extractions completed, newest first (at most 50),
+	// and, for an extraction child, what it completed so far.
+	Provenance []runtime.Provenance
 }
 
 // EntryRow is a journaled entry as a person reads it.
@@ -103,15 +106,96 @@ func (s *Store) SessionDetail(id string, limit int) (SessionDetail, error) {
 		x.At = fromMS(at)
 		d.Extractions = append(d.Extractions, x)
 	}
-	return d, xs.Err()
+	if err := xs.Err(); err != nil {
+		return d, fmt.Errorf("read the extractions of %s: %w", id, err)
+	}
+	if d.Provenance, err = provenance(tx, `SELECT child_id, root_id, count(*), max(at) FROM provenance
+		WHERE root_id = ?1 OR child_id = ?1 GROUP BY child_id ORDER BY max(at) DESC LIMIT 50`, id); err != nil {
+		return d, fmt.Errorf("read the provenance of %s: %w", id, err)
+	}
+	return d, nil
 }
 
-// ExtractedFrom is the top-level session an extraction child extracted, from the ledger;
-// "" when the ledger has no row of child (it was no extraction child, or its row is older
-// than the ledger keeps).
+// ProvenanceCalls is how many completed calls one runtime.Provenance lists; More counts the
+// rest.
+const ProvenanceCalls = 100
+
+// Provenance reads what each of the extractions (claimants) completed, in the order given,
+// leaving out those the journal keeps nothing of (no extraction, or older than it keeps),
+// through the read-only pool. At most 50 are read. It is safe to call from any goroutine.
+func (s *Store) Provenance(extractions []string) ([]runtime.Provenance, error) {
+	out := []runtime.Provenance{}
+	seen := map[string]bool{}
+	for _, x := range extractions {
+		if x == "" || seen[x] || len(seen) == 50 {
+			continue
+		}
+		seen[x] = true
+		tx, err := s.r.Begin()
+		if err != nil {
+			return nil, fmt.Errorf("read the provenance of %s: %w", x, err)
+		}
+		ps, err := provenance(tx, `SELECT child_id, root_id, count(*), max(at) FROM provenance WHERE child_id = ? GROUP BY child_id`, x)
+		tx.Rollback()
+		if err != nil {
+			return nil, fmt.Errorf("read the provenance of %s: %w", x, err)
+		}
+		out = append(out, ps...)
+	}
+	return out, nil
+}
+
+// provenance reads the extractions query selects (child, root, count, last time) and the
+// first ProvenanceCalls completed calls of each.
+func provenance(tx *sql.Tx, query string, args ...any) ([]runtime.Provenance, error) {
+	rows, err := tx.Query(query, args...)
+	if err != nil {
+		return nil, err
+	}
+	var out []runtime.Provenance
+	for rows.Next() {
+		var p runtime.Provenance
+		var n int
+		var at int64
+		if err := rows.Scan(&p.Extraction, &p.Session, &n, &at); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		p.At, p.More = fromMS(at), max(n-ProvenanceCalls, 0)
+		out = append(out, p)
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return nil, err
+	}
+	for i := range out {
+		calls, err := tx.Query(`SELECT entry_id, tool, title FROM provenance WHERE child_id = ? ORDER BY id LIMIT ?`, out[i].Extraction, ProvenanceCalls)
+		if err != nil {
+			return nil, err
+		}
+		out[i].Calls = []runtime.CompletedCall{}
+		for calls.Next() {
+			var c runtime.CompletedCall
+			if err := calls.Scan(&c.ID, &c.Tool, &c.Title); err != nil {
+				calls.Close()
+				return nil, err
+			}
+			out[i].Calls = append(out[i].Calls, c)
+		}
+		if err := errors.Join(calls.Err(), calls.Close()); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// ExtractedFrom is the top-level session an extraction child extracted, from the ledger or
+// else from the calls it completed (the ledger has no row of a child whose cost could not be
+// read); "" when neither has a row of child (it was no extraction child, or its rows are
+// older than the journal keeps).
 func (s *Store) ExtractedFrom(child string) (string, error) {
 	var root string
-	err := s.r.QueryRow(`SELECT root_id FROM ledger WHERE child_id = ?`, child).Scan(&root)
+	err := s.r.QueryRow(`SELECT root_id FROM ledger WHERE child_id = ?1
+		UNION ALL SELECT root_id FROM (SELECT root_id FROM provenance WHERE child_id = ?1 LIMIT 1) LIMIT 1`, child).Scan(&root)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", nil
 	}

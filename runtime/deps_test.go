@@ -44,7 +44,7 @@ var depRules = []struct {
 	{pkg: "adapters/opencode", allow: []string{"adapters/natsbus"}},
 	// Test doubles stay out of every binary but the benchmark's, and the scenario harness
 	// (it imports testing) out of every binary.
-	{pkg: "...", forbid: []string{"adapters/fakehost", "adapters/fakellm", "runtime/scenario"}},
+	{pkg: "...", forbid: []string{"adapters/fakehost", "adapters/fakellm", "runtime/scenario", "runtime/redact/redacttest"}},
 	{pkg: "cmd/thatch-bench", allow: []string{"adapters/fakehost", "adapters/fakellm"}},
 }
 

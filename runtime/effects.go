@@ -248,7 +248,7 @@ const (
 
 	// Set operations on a root's entries, one statement each.
 	EntryClaim          // the entries IDs claimed by Claimant at At
-	EntryDeleteClaimed  // every entry claimed by Claimant completed
+	EntryDeleteClaimed  // every entry claimed by Claimant completed at At: the journal keeps their call ids, tools and titles (provenance)
 	EntryReleaseClaimed // every entry claimed by Claimant (any claimant when "") back to pending
 	EntryDeleteAll      // every entry dropped
 )

@@ -31,11 +31,35 @@ func (t *step) topIdle(sess *Session) {
 		t.count(&t.s.Counters.StaleRequeued, requeued)
 		t.note(slog.LevelInfo, "stale claims requeued", "session", sess.ID, "entries", requeued)
 	}
+	t.extract(sess)
+}
+
+// extract is rule 3's last step, which rule 4's follow-up shares: unless the session is
+// compacting, already extracting, has nothing pending (or only trivial entries), its host
+// lacks thatch's tools or the daily budget is spent, it sends session.create
+// (ExtractionNone → ExtractionCreating). It reports whether it did.
+func (t *step) extract(sess *Session) bool {
 	if sess.Compacting || sess.Extraction() != ExtractionNone || sess.Pending() == 0 || t.retireTrivial(sess) || t.toolsMissing(sess) || t.overBudget(sess) {
-		return
+		return false
 	}
 	sess.startExtraction()
+	t.dirty(sess)
 	t.call(Call{Host: sess.HostID, Op: OpCreate, Purpose: PurposeExtract, SessionID: sess.ID, Title: ExtractionTitle})
+	return true
+}
+
+// followUp is rule 4's version 1.2 amendment: once an extraction child completed entries,
+// a parent whose last known status is idle and which still has pending entries (calls
+// made while the child ran, or a backlog over one payload) extracts again at once, as its
+// idle would, instead of waiting for a user turn that may never come. A wrap-up armed or
+// resolving waits for the idle that resolves it, and an exited session is not idle.
+func (t *step) followUp(parent *Session) {
+	if parent.Kind != KindTop || parent.Status != StatusIdle || parent.WrapUpPhase() != WrapUpNone || parent.Pending() == 0 {
+		return
+	}
+	if t.extract(parent) {
+		t.note(slog.LevelInfo, "entries still pending after an extraction: the next one starts", "session", parent.ID, "entries_pending", parent.Pending())
+	}
 }
 
 // created continues an extraction once the host created (or failed to create) the child.
@@ -130,7 +154,8 @@ func (t *step) instructed(c Call, res Result) {
 // extractionIdle is rule 4 for an extraction child.
 func (t *step) extractionIdle(child *Session) {
 	n := child.Completed
-	if root := t.s.Sessions[t.s.Root(child.ID)]; root != nil {
+	root := t.s.Sessions[t.s.Root(child.ID)]
+	if root != nil {
 		n += t.complete(root, child.ID)
 	}
 	outcome := "completed"
@@ -138,6 +163,9 @@ func (t *step) extractionIdle(child *Session) {
 		outcome = "idle_without_claims"
 	}
 	t.endExtraction(child, true, n, t.extractionToast(child), outcome)
+	if n > 0 && root != nil && root.ID == child.ParentID {
+		t.followUp(root)
+	}
 }
 
 // endExtraction forgets an extraction child and ends its parent's extraction (→ None),

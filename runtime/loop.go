@@ -77,6 +77,11 @@ type Loop struct {
 	Now         func() time.Time
 	MaxBatch    int           // deliveries per transaction
 	WaitApplied time.Duration // how long a tool call waits for the consumer to catch up
+	// CommitWait is how long a tool call, once WaitApplied passed, may still wait for the
+	// commit that answers it: a call is answered within WaitApplied + CommitWait whatever
+	// the journal does, with UnavailableError when the commit did not complete in time. A
+	// call made while commits fail (a full disk) is answered at once with the failure.
+	CommitWait time.Duration
 	// StopGrace is how long a stop lets the host calls in flight finish before it abandons
 	// them to the outbox (rule 12: thatch stops within 2 s whatever its hosts do).
 	StopGrace time.Duration
@@ -95,7 +100,7 @@ type Loop struct {
 	deliveries chan Delivery
 	decoded    chan Delivery // deliveries decoded beside the loop, in arrival order (decode)
 	results    chan Result
-	inputs     chan Input
+	inputs     chan inputReq
 	hellos     chan string
 	tools      chan *toolReq
 	queries    chan *query
@@ -108,6 +113,9 @@ type Loop struct {
 	parked      []*toolReq // tool calls waiting for the events they must see (isReady)
 	outstanding int        // host calls dispatched whose results are not committed
 	journalErr  string     // the last commit error, while commits fail
+	// down is journalErr for the callers' goroutines: a tool call whose commit does not
+	// come in time says why.
+	down atomic.Pointer[string]
 	// waiting holds, per host, the calls that found no responder: they stay in the outbox
 	// and go out again at the host's next hello (rule 12), and once at the host's first
 	// event after they began to wait (nudge). moot holds the answers of those a new boot
@@ -156,6 +164,12 @@ type toolReq struct {
 	reply    chan *Reply
 }
 
+// inputReq is an input handed to the loop by Submit; done says whether the loop took it.
+type inputReq struct {
+	in   Input
+	done chan error
+}
+
 type query struct {
 	fn    func(View) any
 	reply chan any
@@ -187,9 +201,9 @@ const DefaultRenderMax = 3
 func NewLoop(j Journal, c Caller, log *slog.Logger) *Loop {
 	return &Loop{
 		Rules: DefaultRules, Prefix: "opencode", Journal: j, Caller: c, Log: log, Now: time.Now,
-		MaxBatch: 512, WaitApplied: 10 * time.Second, StopGrace: time.Second, WorkerIdle: DefaultWorkerIdle, RenderMax: DefaultRenderMax,
+		MaxBatch: 512, WaitApplied: 10 * time.Second, CommitWait: 10 * time.Second, StopGrace: time.Second, WorkerIdle: DefaultWorkerIdle, RenderMax: DefaultRenderMax,
 		deliveries: make(chan Delivery, 1024), decoded: make(chan Delivery, 512), results: make(chan Result, 64),
-		inputs: make(chan Input), hellos: make(chan string, 64),
+		inputs: make(chan inputReq), hellos: make(chan string, 64),
 		tools: make(chan *toolReq), queries: make(chan *query),
 		ready: make(chan struct{}), stopped: make(chan struct{}), draining: make(chan struct{}),
 		workers: map[string]*worker{}, waiting: map[string][]waitingCall{}, nudged: map[int64]bool{},
@@ -252,7 +266,9 @@ func (l *Loop) Run(ctx context.Context) error {
 				r.results = append(r.results, res)
 			case q := <-l.tools:
 				l.parked = append(l.parked, q)
-			case in := <-l.inputs: // committed on its own, before the round
+			case req := <-l.inputs: // committed on its own, before the round
+				req.done <- nil
+				in := req.in
 				ok := l.commit(ctx, wctx, func(now time.Time) (*Batch, error) {
 					b := &Batch{Now: now, State: l.state, Effects: l.Rules.Step(l.state, in, now)}
 					if _, tick := in.(Tick); tick {
@@ -288,8 +304,9 @@ func (l *Loop) Run(ctx context.Context) error {
 // its tool calls given Step's replies and the host calls it implies performed only once
 // the transaction that journals its effects committed. A round whose commit never
 // succeeds (thatch stops while the journal fails) acknowledges nothing and performs none
-// of its calls: the stream redelivers its events, the outbox keeps the calls whose
-// results it held, and its tool calls get UnavailableError, so their callers call again.
+// of its calls: the stream redelivers its events, and the outbox keeps the calls whose
+// results it held. Its tool calls, and those that arrive while commits fail, get the
+// journal's error (JournalDown) at the first failure, so their callers call again.
 // An input submitted to the loop (a Tick, a sweep) commits on its own, under the same rule.
 type round struct {
 	deliveries []Delivery
@@ -737,6 +754,7 @@ func (l *Loop) commit(ctx, wctx context.Context, build func(time.Time) (*Batch, 
 			err = l.Journal.Commit(b)
 			if err == nil {
 				l.journalErr = "" // a write succeeded: not said by a batch that wrote nothing
+				l.down.Store(nil)
 				if l.CommitTook != nil {
 					l.CommitTook(time.Since(began))
 				}
@@ -772,6 +790,20 @@ func (l *Loop) commit(ctx, wctx context.Context, build func(time.Time) (*Batch, 
 		}
 		l.Log.Error("journal write failed: not acknowledging events until it succeeds; check the disk holding the journal", "err", err, "retry_in", backoff.String())
 		l.journalErr = err.Error()
+		down := l.journalErr // a copy: the loop changes journalErr
+		l.down.Store(&down)
+		// The tool calls waiting for this commit, and those that come while the journal
+		// fails, are answered now: nothing of them is applied, and a caller waiting for a
+		// journal that may stay full for hours would get no answer at all. The round
+		// steps again without them.
+		refusal := JournalDown(err)
+		for _, q := range l.parked {
+			q.reply <- &Reply{Err: refusal}
+		}
+		if len(l.parked) > 0 {
+			l.Log.Warn("tool calls answered with the journal's error", "calls", len(l.parked))
+		}
+		l.parked = nil
 		if st, _, pos, lerr := l.Journal.Load(); lerr == nil {
 			l.state, l.pos = st, pos
 			if l.dirOn.Load() {
@@ -791,6 +823,10 @@ func (l *Loop) commit(ctx, wctx context.Context, build func(time.Time) (*Batch, 
 				break waiting
 			case q := <-l.queries:
 				q.reply <- q.fn(l.view())
+			case q := <-l.tools:
+				q.reply <- &Reply{Err: refusal}
+			case req := <-l.inputs:
+				req.done <- errors.New(refusal.Message)
 			}
 		}
 		backoff = min(backoff*2, 5*time.Second)
@@ -808,8 +844,13 @@ func (l *Loop) logNotes(notes []Note) {
 // WaitApplied for the consumer to get there.
 func (l *Loop) Tool(ctx context.Context, c ToolCall, minSeq uint64) Answer {
 	q := &toolReq{call: c, minSeq: minSeq, deadline: l.Now().Add(l.WaitApplied), reply: make(chan *Reply, 1)}
+	// The answer's own bound: the loop may be inside a commit that does not return.
+	late := time.NewTimer(l.WaitApplied + l.CommitWait)
+	defer late.Stop()
 	select {
 	case l.tools <- q:
+	case <-late.C:
+		return Answer{Err: l.notCommitted()}
 	case <-l.stopped:
 		return Answer{Err: &HostError{Name: protocol.Unavailable, Message: ErrStopped.Error()}}
 	case <-ctx.Done():
@@ -818,6 +859,10 @@ func (l *Loop) Tool(ctx context.Context, c ToolCall, minSeq uint64) Answer {
 	select {
 	case r := <-q.reply:
 		return l.render(ctx, r)
+	case <-late.C:
+		// A commit that completes later applies the call all the same: a claim is then
+		// the caller's, and its next call gets the same entries.
+		return Answer{Err: l.notCommitted()}
 	case <-l.stopped:
 		return Answer{Err: &HostError{Name: protocol.Unavailable, Message: ErrStopped.Error()}}
 	case <-ctx.Done():
@@ -827,16 +872,34 @@ func (l *Loop) Tool(ctx context.Context, c ToolCall, minSeq uint64) Answer {
 	}
 }
 
+// JournalDown is the error a tool call gets while the journal cannot commit: the cause
+// first (a full disk says "disk full: free space in <folder>"), then what it means.
+func JournalDown(err error) *HostError {
+	return &HostError{Name: protocol.Unavailable, Message: err.Error() + "; thatch's journal cannot write, so nothing of this call was applied: call again once it can"}
+}
+
+// notCommitted is the error of a tool call that got no answer within WaitApplied +
+// CommitWait: the journal's failure when it fails, else a commit that did not complete.
+func (l *Loop) notCommitted() *HostError {
+	if p := l.down.Load(); p != nil {
+		return JournalDown(errors.New(*p))
+	}
+	return &HostError{Name: protocol.Unavailable, Message: fmt.Sprintf("thatch's journal did not commit within %s (a disk that is full, failing or very slow: see thatch's log); the call may still be applied: call again",
+		l.WaitApplied+l.CommitWait)}
+}
+
 // AppliedRetention is how long applied event ids are kept: longer than the stream keeps
 // an event, so no redelivery can outlive its id.
 const AppliedRetention = 8 * 24 * time.Hour
 
 // Submit hands an input (a Tick, a SweepApply) to the owner goroutine, which applies and
 // commits it.
+// While the journal cannot commit, it refuses the input with the journal's error.
 func (l *Loop) Submit(ctx context.Context, in Input) error {
+	req := inputReq{in: in, done: make(chan error, 1)}
 	select {
-	case l.inputs <- in:
-		return nil
+	case l.inputs <- req:
+		return <-req.done // answered as the loop takes it
 	case <-l.stopped:
 		return ErrStopped
 	case <-ctx.Done():

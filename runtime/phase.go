@@ -78,7 +78,7 @@ func (s *Session) WrapUpPhase() WrapUpPhase {
 
 // armWrapUp arms w (→ Armed; Resolving stays Resolving): a new command, whose
 // command.executed is no echo of an earlier resolution.
-func (s *Session) armWrapUp(w WrapUp) { s.WrapUp, s.Resolved = w, WrapNone }
+func (s *Session) armWrapUp(w WrapUp) { s.WrapUp, s.Resolved, s.Refused = w, WrapNone, nil }
 
 // resolveAtIdle: → Resolving, as the idle asks for the messages. Resolved remembers the
 // command, so that its command.executed, which follows, does not resolve it again.

@@ -37,3 +37,31 @@ func TestScenarios(t *testing.T) {
 		})
 	}
 }
+
+// TestCompletionSaysWhoAndWhen: completing entries (thatch_extraction_done, or the child's
+// idle) names the claimant and the time, which the journal keeps with the completed calls
+// (provenance, issue 29).
+func TestCompletionSaysWhoAndWhen(t *testing.T) {
+	cmds, err := scenario.Parse("../testdata/scenarios/extraction.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := scenario.New()
+	var got []runtime.EntryOp
+	h.AfterStep = func(_ runtime.Input, fx *runtime.Effects) {
+		for _, op := range fx.Entries {
+			if op.Kind == runtime.EntryDeleteClaimed {
+				if !op.At.Equal(h.Now) {
+					t.Errorf("completion of %s's entries by %s at %v, want the step's time %v", op.Root, op.Claimant, op.At, h.Now)
+				}
+				got = append(got, op)
+			}
+		}
+	}
+	for _, c := range cmds {
+		h.Exec(c)
+	}
+	if len(got) != 1 || got[0].Root != "ses_a" || got[0].Claimant != "ses_x" {
+		t.Fatalf("completions %+v, want one of ses_a's entries by ses_x", got)
+	}
+}

@@ -249,7 +249,7 @@ func (t *step) complete(root *Session, claimant string) int {
 		root.Entries = nil // as the journal reloads it
 	}
 	if n > 0 {
-		t.fx.Entries = append(t.fx.Entries, EntryOp{Kind: EntryDeleteClaimed, Root: root.ID, Claimant: claimant})
+		t.fx.Entries = append(t.fx.Entries, EntryOp{Kind: EntryDeleteClaimed, Root: root.ID, Claimant: claimant, At: t.now})
 		t.dirty(root)
 	}
 	return n

@@ -180,6 +180,10 @@ type Session struct {
 	// WroteThrough: the extraction child called a memory tool that writes, so Wrote, not
 	// Metrics, is what it wrote.
 	WroteThrough bool `json:"WroteThrough,omitempty"`
+	// Refused (top) is the last wrap-up command that did not proceed, until another is
+	// armed or one is greenlit: thatch sessions and the page show it. A Refusal is never
+	// changed once made (the views share it): a new one replaces it.
+	Refused *Refusal `json:"Refused,omitempty"`
 
 	Metrics Metrics `json:"Metrics"` // child: what it reported with thatch_extraction_done
 	Wrote   Metrics `json:"Wrote"`   // extraction child: its effective writes through the memory tools, as thatch counted them
@@ -191,6 +195,14 @@ type Session struct {
 
 	Seq     uint64    `json:"Seq"`     // highest stream sequence applied to this session
 	Touched time.Time `json:"Touched"` // last event or tool call that concerned it
+}
+
+// Refusal is a wrap-up command that did not proceed (rule 6): which, why, and when.
+// Its JSON names are the journal's on-disk format (it is stored in its Session's JSON).
+type Refusal struct {
+	Command WrapUp    `json:"command"`
+	Reason  string    `json:"reason"`
+	At      time.Time `json:"at"`
 }
 
 // Metrics are an extraction child's report of the memories it wrote.

@@ -118,10 +118,16 @@ type Rejection struct {
 func (StreamSwitch) input() {}
 func (Rejection) input()    {}
 
-// Reject makes the Rejection of the message data, which failed to decode with err.
+// Reject makes the Rejection of the message data, which failed to decode with err. The
+// body is redacted as an entry's arguments are (redact.JSON: a JSON document's strings
+// decoded, with their keys as context; anything else as text), and so are the subject and
+// the reason, which may quote a subject or a header: nothing of a secret reaches the
+// journal or the log.
 func Reject(seq uint64, subject string, data []byte, err error) Rejection {
-	body, n := redact.Text(string(data))
-	return Rejection{Seq: seq, Subject: subject, Reason: err.Error(), Body: body, Redacted: n.Total()}
+	body, n := redact.JSON(data)
+	subj, n2 := redact.Text(subject)
+	reason, n3 := redact.Text(err.Error())
+	return Rejection{Seq: seq, Subject: subj, Reason: reason, Body: string(body), Redacted: n.Total() + n2.Total() + n3.Total()}
 }
 
 // DeadLetter is what the journal keeps of r.

@@ -137,6 +137,9 @@ type SessionView struct {
 	WrapUp     WrapUp `json:"wrapUp"`
 	Directory  string `json:"directory"`
 	Title      string `json:"title,omitempty"`
+	// Refused is the session's last wrap-up command that did not proceed, until another
+	// is armed or one is greenlit (an extension of the contract's row).
+	Refused *Refusal `json:"refused,omitempty"`
 }
 
 // LiveSessions lists the live directory: every tracked session that did not exit, of one
@@ -170,7 +173,7 @@ func SessionPage(s *State, hostID, after string, limit int) (rows []SessionView,
 		rows = append(rows, SessionView{SessionID: sess.ID, HostID: sess.HostID, ParentID: sess.ParentID,
 			Kind: sess.Kind, Status: sess.Status, Pending: c.Pending, Accepted: c.Accepted,
 			Extracting: sess.Extracting, Compacting: sess.Compacting, WrapUp: sess.WrapUp,
-			Directory: sess.Directory, Title: sess.Title})
+			Directory: sess.Directory, Title: sess.Title, Refused: sess.Refused})
 	}
 	return rows, more
 }
@@ -306,3 +309,26 @@ type DeadLetterView struct {
 
 // CutText cuts s to at most n characters (runes), marking the cut.
 func CutText(s string, n int) string { return cut(s, n) }
+
+// Provenance is what one extraction completed (issue 29): the tool calls of session
+// Session whose entries Extraction, the claimant, completed, as the journal kept them when
+// it dropped the entries. Extraction is an extraction child, or a top-level session that
+// extracted its own calls; the memory store's history names it as the writer of each memory
+// it created, updated or forgot.
+type Provenance struct {
+	Extraction string          `json:"extraction"`
+	Session    string          `json:"session"`
+	At         time.Time       `json:"at"` // the last completion
+	Calls      []CompletedCall `json:"calls"`
+	// More counts the completed calls left out of Calls: a reader gets a bounded list.
+	More int `json:"more,omitempty"`
+}
+
+// CompletedCall is one tool call an extraction completed: its entry id (the host's callID,
+// qualified by the session that made it when a descendant did), its tool, and its title cut
+// to the journal's bound.
+type CompletedCall struct {
+	ID    string `json:"id"`
+	Tool  string `json:"tool"`
+	Title string `json:"title,omitempty"`
+}

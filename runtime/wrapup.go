@@ -77,6 +77,7 @@ func (t *step) resolve(sess *Session, w WrapUp, res Result) bool {
 	sess.endWrapUp()
 	t.dirty(sess)
 	if res.Err == nil && Greenlit(res.Messages, w.Token()) {
+		sess.Refused = nil
 		switch w {
 		case WrapCompact:
 			sess.Compacting = true
@@ -88,12 +89,19 @@ func (t *step) resolve(sess *Session, w WrapUp, res Result) bool {
 		return true
 	}
 	why := "the reply does not end with " + w.Token() + ": see the blockers it lists"
+	reason := "the last assistant message does not end with " + w.Token()
 	if res.Err != nil {
 		why = "its messages could not be read (" + res.Err.Error() + ")"
+		reason = why
 	}
 	if h := t.s.Hosts[sess.HostID]; h != nil && len(h.MissingTools) > 0 {
-		why += "; opencode has not loaded thatch's tools, so the flush cannot run: restart opencode so it loads thatch's plugin"
+		tools := "; opencode has not loaded thatch's tools, so the flush cannot run: restart opencode so it loads thatch's plugin"
+		why += tools
+		reason += tools
 	}
+	// The toast is gone in seconds: the log and the session's record keep the refusal.
+	sess.Refused = &Refusal{Command: w, Reason: reason, At: t.now}
+	t.note(slog.LevelWarn, "wrap-up did not proceed", "session", sess.ID, "command", w.Command(), "reason", reason)
 	t.toast(sess.HostID, "thatch", "/"+w.Command()+" did not proceed: "+why, "warning")
 	return false
 }

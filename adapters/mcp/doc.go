@@ -12,6 +12,7 @@
 // repository has one set of memories under every host. A thatch that cannot be reached, or
 // refuses a call, is a tool error that says what to do; the server goes on serving.
 //
-// It imports the runtime and journal/memory (the project key); like every adapter it never
-// imports cmd or another adapter.
+// It imports the Go MCP SDK, the runtime (the tools' names, the project key) and the memory
+// store's package for its rules (kinds, limits) and memory.ProjectID; never the store's
+// files, NATS, cmd or another adapter: cmd gives it the running thatch as a Thatch.
 package mcp

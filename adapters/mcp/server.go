@@ -97,7 +97,7 @@ func New(o Options) *sdk.Server {
 		Instructions: "thatch keeps what was learned about this project, shared with every coding agent that works on it. " +
 			"Search the memories (memory_search) before you start on something; remember (memory_remember) what a later session " +
 			"should know: a decision, a pitfall, a command, a preference; update or forget what has become wrong.",
-		Logger:                    o.Log,
+		Logger:                    slog.New(atLeast{o.Log.Handler(), slog.LevelWarn}), // not each connection's start and end
 		SupportedProtocolVersions: protocolVersions,
 		RootsListChangedHandler: func(context.Context, *sdk.RootsListChangedRequest) {
 			s.mu.Lock()
@@ -311,4 +311,22 @@ func ptr[T any](v T) *T { return &v }
 func tagsSchema(sc *jsonschema.Schema) {
 	sc.MaxItems = ptr(memory.MaxTags)
 	sc.Items.MinLength, sc.Items.MaxLength = ptr(1), ptr(memory.MaxTag)
+}
+
+// atLeast is a handler that passes on records of min or above only.
+type atLeast struct {
+	slog.Handler
+	min slog.Level
+}
+
+func (h atLeast) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= h.min && h.Handler.Enabled(ctx, l)
+}
+
+func (h atLeast) WithAttrs(as []slog.Attr) slog.Handler {
+	return atLeast{h.Handler.WithAttrs(as), h.min}
+}
+
+func (h atLeast) WithGroup(name string) slog.Handler {
+	return atLeast{h.Handler.WithGroup(name), h.min}
 }

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -80,6 +81,33 @@ func (w *JetStreamWatch) advice() string {
 	return "free disk space in " + w.storeDir() + " (and check that thatch may write there): thatch brings JetStream back by itself once it can"
 }
 
+// describe is what Err says of problem p: a full disk first, as "disk full: free space
+// in <store>", when the store's error or the last attempt to write to it says so (a
+// stream's write error names ENOSPC; a JetStream that nats-server disabled says nothing,
+// and the watch's own probe write finds out).
+func (w *JetStreamWatch) describe(p string, attempt error) string {
+	full := diskFull(p) || diskFull(attempt)
+	s := p + "; " + w.advice()
+	if attempt != nil {
+		s += " (last attempt: " + attempt.Error() + ")"
+	}
+	if full {
+		return "disk full: free space in " + w.storeDir() + ": the embedded broker cannot store events: " + s
+	}
+	return s
+}
+
+// diskFull says whether v, an error or a message, is a write that found the disk full.
+func diskFull(v any) bool {
+	switch v := v.(type) {
+	case error:
+		return v != nil && (errors.Is(v, syscall.ENOSPC) || errors.Is(v, syscall.EDQUOT) || diskFull(v.Error()))
+	case string:
+		return strings.Contains(v, syscall.ENOSPC.Error()) || strings.Contains(v, syscall.EDQUOT.Error())
+	}
+	return false
+}
+
 // Run watches until ctx ends.
 func (w *JetStreamWatch) Run(ctx context.Context) error {
 	every := w.Every
@@ -122,9 +150,9 @@ func (w *JetStreamWatch) Run(ctx context.Context) error {
 		}
 		if problem == "" {
 			problem, next = p, now.Add(every) // the first attempt a tick later: the server may still be shutting JetStream down
-			w.setErr(p + "; " + w.advice())
+			w.setErr(w.describe(p, nil))
 			w.Log.Error("embedded JetStream is down: events cannot be published or consumed",
-				"problem", p, "what_to_do", w.advice())
+				"problem", w.describe(p, nil), "what_to_do", w.advice())
 		}
 		if now.Before(next) {
 			continue
@@ -132,7 +160,7 @@ func (w *JetStreamWatch) Run(ctx context.Context) error {
 		attempts++
 		err := w.restart(writeErr, enable)
 		if err != nil {
-			w.setErr(p + "; " + w.advice() + " (last attempt: " + err.Error() + ")")
+			w.setErr(w.describe(p, err))
 			w.Log.Debug("embedded JetStream still down", "err", err, "attempt", attempts, "next_in", backoff)
 			next = now.Add(backoff)
 			backoff = min(backoff*2, MaxJetStreamBackoff)

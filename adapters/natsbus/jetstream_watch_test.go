@@ -3,6 +3,7 @@ package natsbus
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -105,6 +107,10 @@ func TestJetStreamWatchBringsJetStreamBack(t *testing.T) {
 		t.Fatalf("error %q does not say what is wrong and what to do", e)
 	}
 	eventually(t, "attempts to bring JetStream back", func() bool { return attempts.Load() >= 2 })
+	// The attempts found the disk full: the error says so first, naming the folder.
+	if e := w.Err(); !strings.HasPrefix(e, "disk full: free space in "+filepath.Join(dir, "jetstream")+": ") {
+		t.Fatalf("error %q does not begin with the full disk", e)
+	}
 	if err := publish(); err == nil {
 		t.Fatal("a publish succeeded while JetStream was disabled")
 	}
@@ -204,6 +210,9 @@ func TestJetStreamWatchFullDisk(t *testing.T) {
 	}
 	eventually(t, "the watch to report the store error", func() bool { return w.Err() != "" })
 	t.Logf("reported: %s", w.Err())
+	if e := w.Err(); !strings.HasPrefix(e, "disk full: free space in "+filepath.Join(dir, "jetstream")+": ") {
+		t.Errorf("error %q does not begin with the full disk", e)
+	}
 	if err := publish(); err == nil {
 		t.Fatal("a publish succeeded while the store failed")
 	}
@@ -212,4 +221,27 @@ func TestJetStreamWatchFullDisk(t *testing.T) {
 	}
 	eventually(t, "the error to clear", func() bool { return w.Err() == "" })
 	eventually(t, "a publish to succeed again", func() bool { return publish() == nil })
+}
+
+// TestJetStreamWatchNamesAFullDisk: a store error or a probe write that says ENOSPC makes
+// the watch's error begin with the full disk and the folder to free; another problem does
+// not.
+func TestJetStreamWatchNamesAFullDisk(t *testing.T) {
+	w := &JetStreamWatch{Config: server.JetStreamConfig{StoreDir: "/data/nats"}}
+	want := "disk full: free space in /data/nats/jetstream: the embedded broker cannot store events: "
+	for _, tc := range []struct {
+		problem string
+		attempt error
+		full    bool
+	}{
+		{problem: "JetStream stream '$G > S' write error: write /data/nats/jetstream/$G/streams/S/msgs/1.blk: no space left on device", full: true},
+		{problem: "JetStream is disabled", attempt: fmt.Errorf("write to the store: %w", &os.PathError{Op: "write", Path: "/data/nats/.thatch-probe-1", Err: syscall.ENOSPC}), full: true},
+		{problem: "JetStream is disabled", attempt: fmt.Errorf("write to the store: %w", &os.PathError{Op: "write", Path: "/data/nats/.thatch-probe-1", Err: syscall.EACCES})},
+		{problem: "JetStream stream '$G > S' write error: permission denied"},
+	} {
+		got := w.describe(tc.problem, tc.attempt)
+		if strings.HasPrefix(got, want) != tc.full || !strings.Contains(got, tc.problem) {
+			t.Errorf("describe(%q, %v) = %q; full disk: %v", tc.problem, tc.attempt, got, tc.full)
+		}
+	}
 }

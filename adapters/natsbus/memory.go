@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/thatch-dev/thatch/journal/memory"
+	"github.com/thatch-dev/thatch/journal/migrate"
 	"github.com/thatch-dev/thatch/runtime"
 	"github.com/thatch-dev/thatch/runtime/protocol"
 	"github.com/thatch-dev/thatch/runtime/redact"
@@ -53,6 +54,9 @@ func storeError(err error) *runtime.HostError {
 		return &runtime.HostError{Name: protocol.NotFound, Message: err.Error()}
 	case errors.Is(err, memory.ErrBadRequest):
 		return &runtime.HostError{Name: protocol.BadRequest, Message: err.Error()}
+	}
+	if migrate.DiskFull(err) {
+		return &runtime.HostError{Name: protocol.Unavailable, Message: "disk full: free space in thatch's data folder (THATCH_DATA_DIR): the memory store cannot write, so nothing was written; call again once there is space: " + err.Error()}
 	}
 	return &runtime.HostError{Name: protocol.Unavailable, Message: "thatch's memory store failed; call again: " + err.Error()}
 }
@@ -462,6 +466,7 @@ func (s *Server) memoryAPI(ctx context.Context, method string, data []byte) (any
 		Query    string          `json:"query"`
 		Kind     string          `json:"kind"`
 		Limit    int             `json:"limit"`
+		Offset   *int            `json:"offset"` // memory.signals: a SignalPage is asked for
 		After    string          `json:"after"`
 		Cursor   *string         `json:"cursor"` // memories, memory.export: a Page is asked for
 		ID       string          `json:"id"`
@@ -528,6 +533,15 @@ func (s *Server) memoryAPI(ctx context.Context, method string, data []byte) (any
 				res["extractedFrom"] = root
 			}
 		}
+		// Which tool calls fed the memory (issue 29): what each extraction that wrote it
+		// completed, oldest first (an extension of memory.get).
+		if s.Provenance != nil {
+			if ps, err := s.Provenance(memory.Writers(m, audit)); err == nil {
+				res["provenance"] = ps
+			} else {
+				s.Log.Warn("could not read a memory's provenance; memory.get answers without it", "memory", m.ID, "err", err)
+			}
+		}
 		return res, nil
 	case protocol.APIMemoryForget:
 		r, err := st.Forget(ctx, memory.Caller{}, p.ID, p.Reason, now)
@@ -571,6 +585,13 @@ func (s *Server) memoryAPI(ctx context.Context, method string, data []byte) (any
 		}
 		return h, nil
 	case protocol.APIMemorySignals: // the hygiene signals with their memories' texts, for a person
+		if p.Offset != nil { // a page, with the total and the counts by kind
+			page, err := st.SignalsPage(ctx, keys, *p.Offset, p.Limit, now)
+			if err != nil {
+				return nil, storeError(err)
+			}
+			return page, nil
+		}
 		sigs, err := st.Signals(ctx, keys, max(p.Limit, 1), now)
 		if err != nil {
 			return nil, storeError(err)

@@ -37,6 +37,11 @@ type BrokerConfig struct {
 	// TLS, when its Cert and Key are set, makes the broker serve TLS and require it of
 	// every client over the network (in-process clients need none).
 	TLS TLSFiles
+	// StoreKey, when set, encrypts the store at rest (AES-GCM, JetStream's key): message
+	// blocks, indexes and consumer state. A store written unencrypted by an earlier thatch
+	// is encrypted in place when the broker recovers it (nats-server converts each
+	// stream's blocks as it loads them), keeping its events, sequences and creation time.
+	StoreKey string
 }
 
 // StartBroker starts the embedded nats-server with JetStream that e describes.
@@ -83,6 +88,9 @@ func StartBroker(e BrokerConfig) (*server.Server, error) {
 	}
 	if e.Token != "" {
 		opts.Authorization = e.Token
+	}
+	if e.StoreKey != "" {
+		opts.JetStreamKey, opts.JetStreamCipher = e.StoreKey, server.AES
 	}
 	if e.TLS.Cert != "" || e.TLS.Key != "" {
 		if opts.TLSConfig, err = serverTLS(e.TLS); err != nil {
@@ -190,6 +198,11 @@ type StreamConfig struct {
 	// created where there is none (deleted under thatch, or lost with the broker's store)
 	// starts right after it in that stream, instead of replaying the stream.
 	Committed func(ctx context.Context) (stream string, seq uint64, ok bool)
+	// PurgeApplied, when set, is how often the consumer purges from the stream the events
+	// it has acknowledged (thatch acknowledges an event once the journal committed it):
+	// an event's body stays in the broker's store only until it is applied. For the
+	// embedded broker only, whose one reader is thatch; zero keeps them to the limits.
+	PurgeApplied time.Duration
 }
 
 // The stream's default bounds. A host's event body is at most 1 MiB (contract rule 11;
@@ -366,6 +379,7 @@ type Consumer struct {
 	Log     *slog.Logger
 	Running atomic.Bool // true while messages are being consumed
 	started chan struct{}
+	purged  uint64 // the stream sequence purgeApplied last purged through (Run's goroutine)
 }
 
 // NewConsumer returns a consumer of the stream that hands messages to out.
@@ -381,6 +395,12 @@ func (c *Consumer) Started() <-chan struct{} { return c.started }
 func (c *Consumer) Run(ctx context.Context) error {
 	backoff := 250 * time.Millisecond
 	waiting, resume := false, true
+	var purge <-chan time.Time
+	if c.Config.PurgeApplied > 0 {
+		t := time.NewTicker(c.Config.PurgeApplied)
+		defer t.Stop()
+		purge = t.C
+	}
 	for {
 		cons, stream, err := c.setup(ctx, resume)
 		if err != nil {
@@ -400,6 +420,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 			continue
 		}
 		backoff, waiting, resume = 250*time.Millisecond, false, false
+		c.purged = 0 // a stream created again numbers from 1
 		errs := make(chan error, 1)
 		cc, err := cons.Consume(c.handle(ctx, stream),
 			jetstream.PullMaxMessages(1024),
@@ -444,6 +465,8 @@ func (c *Consumer) Run(ctx context.Context) error {
 				}
 				c.Running.Store(false)
 				return nil
+			case <-purge:
+				c.purgeApplied(ctx, cons)
 			case err := <-errs:
 				gone := errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) ||
 					errors.Is(err, nats.ErrConnectionClosed) || errors.Is(err, jetstream.ErrStreamNotFound)
@@ -461,6 +484,35 @@ func (c *Consumer) Run(ctx context.Context) error {
 			}
 		}
 	}
+}
+
+// purgeApplied purges from the stream every event up to the consumer's ack floor: each
+// of them was acknowledged, so applied and committed by the journal (thatch acknowledges
+// after the commit), and none is delivered again. The stream keeps its last sequence and
+// its creation time (its identity, rule 12), so positions and the duplicate check stand.
+// Two requests to the broker every PurgeApplied, none per event: the apply loop does not
+// wait for them. A failure is logged at debug and tried again at the next tick.
+func (c *Consumer) purgeApplied(ctx context.Context, cons jetstream.Consumer) {
+	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	info, err := cons.Info(pctx)
+	if err != nil {
+		c.Log.Debug("purge of applied events: consumer info", "err", err)
+		return
+	}
+	floor := info.AckFloor.Stream
+	if floor == 0 || floor <= c.purged {
+		return
+	}
+	s, err := c.JS.Stream(pctx, c.Config.Stream)
+	if err == nil {
+		err = s.Purge(pctx, jetstream.WithPurgeSequence(floor+1))
+	}
+	if err != nil {
+		c.Log.Debug("purge of applied events", "through_stream_seq", floor, "err", err)
+		return
+	}
+	c.purged = floor
 }
 
 // lost reports whether the broker no longer has the consumer although it said nothing
@@ -530,8 +582,13 @@ func PublishEvent(ctx context.Context, js jetstream.JetStream, subject string, b
 		ack, err := js.PublishMsg(pctx, msg)
 		cancel()
 		if err == nil {
-			// After a failed attempt, a duplicate may be that attempt's own message.
-			return ack.Duplicate && attempt == 0, nil
+			if !ack.Duplicate || attempt == 0 {
+				return ack.Duplicate, nil
+			}
+			// After a failed attempt, a duplicate may be that attempt's own message (stored,
+			// its ack lost) or one published before with the same id: the stored message's
+			// Host-Seq tells.
+			return !storedAs(ctx, js, ack, hostSeq), nil
 		}
 		if errors.Is(err, jetstream.ErrStreamMessageExceedsMaximum) || errors.Is(err, nats.ErrMaxPayload) {
 			// Too big for the stream or the broker: trying again changes nothing.
@@ -543,4 +600,23 @@ func PublishEvent(ctx context.Context, js jetstream.JetStream, subject string, b
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// storedAs reports whether the message ack names carries hostSeq, or cannot be read (purged
+// meanwhile): then it is taken as the caller's own, as before Host-Seq was checked.
+func storedAs(ctx context.Context, js jetstream.JetStream, ack *jetstream.PubAck, hostSeq string) bool {
+	if hostSeq == "" {
+		return true
+	}
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	st, err := js.Stream(rctx, ack.Stream)
+	if err != nil {
+		return true
+	}
+	m, err := st.GetMsg(rctx, ack.Sequence)
+	if err != nil {
+		return true
+	}
+	return m.Header.Get("Host-Seq") == hostSeq
 }

@@ -58,6 +58,12 @@ type Server struct {
 	// ExtractedFrom, when set, names the top-level session an extraction child extracted
 	// (the ledger's): memory.get adds it for a memory that child wrote.
 	ExtractedFrom func(child string) (string, error)
+	// Login, when set, mints a one-time link to the web page and says until when it opens
+	// it (ui.link); nil (the page is off) answers NotImplementedError.
+	Login func() (link string, expires time.Time)
+	// Provenance, when set, reads what extractions completed (the journal's): memory.get
+	// adds it for the extractions that created, updated or forgot the memory.
+	Provenance func(extractions []string) ([]runtime.Provenance, error)
 	// ToolTook, when set, sees each tool call's name, how long its answer took and the
 	// error's name ("" for a result): the operator's metrics.
 	ToolTook func(tool string, took time.Duration, errName string)
@@ -547,6 +553,12 @@ func (s *Server) api(ctx context.Context, m *nats.Msg) (any, *runtime.HostError)
 			return nil, &runtime.HostError{Name: protocol.Unavailable, Message: err.Error()}
 		}
 		return rows, nil
+	case protocol.APIUILink:
+		if s.Login == nil {
+			return nil, &runtime.HostError{Name: protocol.NotImplemented, Message: "this thatch serves no web page (THATCH_HTTP_LISTEN=off): unset it, or set an address, and restart thatch serve"}
+		}
+		link, expires := s.Login()
+		return map[string]any{"url": link, "expiresAt": expires.UTC()}, nil
 	case protocol.APISweep:
 		if s.Sweep == nil {
 			return nil, &runtime.HostError{Name: protocol.NotImplemented, Message: "this thatch does not sweep yet"}
@@ -554,7 +566,7 @@ func (s *Server) api(ctx context.Context, m *nats.Msg) (any, *runtime.HostError)
 		return s.Sweep(ctx, p.HostID, p.DryRun)
 	default:
 		return nil, &runtime.HostError{Name: protocol.NotFound, Message: "thatch has no API method " + method +
-			": use status, sessions, entries, deadletters, costs, sweep, session.context, memories, memory.get, memory.forget, memory.context, memory.hygiene, memory.signals, memory.dismiss, memory.restore, memory.projects, memory.export or memory.import"}
+			": use status, sessions, entries, deadletters, costs, sweep, session.context, memories, memory.get, memory.forget, memory.context, memory.hygiene, memory.signals, memory.dismiss, memory.restore, memory.projects, memory.export, memory.import or ui.link"}
 	}
 }
 

@@ -160,3 +160,33 @@ func TestEnsureStreamOnSmallStorage(t *testing.T) {
 		t.Fatalf("a broker with 4 MiB of storage: %v, want an error saying to free disk space", err)
 	}
 }
+
+// A publish retried after a failed attempt can come back as a duplicate: of that attempt's
+// own message (stored, its ack lost), or of an earlier publish with the same event id. The
+// stored message's Host-Seq tells them apart, so a host does not take a number the stream
+// never stored for its own (thatch would count a gap).
+func TestStoredAsTellsARetryFromADuplicate(t *testing.T) {
+	js := jetStream(t, 0)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := EnsureStream(ctx, js, StreamConfig{Stream: "OPENCODE_EVENTS", Prefix: "opencode"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := publishEvent(ctx, js, "evt_1", []byte(`{"id":"evt_1","type":"session.idle"}`)); err != nil {
+		t.Fatal(err)
+	}
+	m := nats.NewMsg("opencode.h1.event.tool.execute.after")
+	m.Data = []byte(`{"id":"evt_1","type":"session.idle"}`)
+	m.Header.Set(jetstream.MsgIDHeader, "evt_1")
+	m.Header.Set("Host-Seq", "2")
+	ack, err := js.PublishMsg(ctx, m)
+	if err != nil || !ack.Duplicate {
+		t.Fatalf("the second publish of evt_1: %+v, %v; want a duplicate", ack, err)
+	}
+	if storedAs(ctx, js, ack, "2") {
+		t.Error("a duplicate of an earlier publish (Host-Seq 1) was taken for the retry's own (Host-Seq 2)")
+	}
+	if !storedAs(ctx, js, ack, "1") {
+		t.Error("the stored message's own Host-Seq was not recognised")
+	}
+}

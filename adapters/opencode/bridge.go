@@ -66,6 +66,10 @@ type Bridge struct {
 	// StopWait is how long Run, on its way out, waits for the host API requests in
 	// flight (zero means 500 ms); they go on after it returns.
 	StopWait time.Duration
+	// Broker, when set, says what is wrong with the embedded broker ("" while it works):
+	// a publish that fails says it, since the broker's own answer to a publish it cannot
+	// store (a full disk) is only a timeout. Nil for an external broker.
+	Broker func() string
 
 	// Redacted counts what the bridge redacted before publishing since it started.
 	Redacted atomic.Int64

@@ -233,7 +233,7 @@ func (b *Bridge) shimEvent(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), b.ShimLimits.withDefaults().Call)
 	defer cancel()
 	if err := b.publish(ctx, ev); err != nil {
-		shimError(w, http.StatusServiceUnavailable, protocol.Unavailable, "could not publish")
+		shimError(w, http.StatusServiceUnavailable, protocol.Unavailable, "could not publish: "+err.Error())
 		return
 	}
 	data, _ := protocol.Encode(true, nil)

@@ -178,5 +178,10 @@ func (b *Bridge) publishLocked(ctx context.Context, ev Event) error {
 	if errors.Is(err, jetstream.ErrStreamMessageExceedsMaximum) || errors.Is(err, nats.ErrMaxPayload) {
 		return tooBig(len(body))
 	}
+	if err != nil && b.Broker != nil {
+		if p := b.Broker(); p != "" {
+			return fmt.Errorf("%s (%w)", p, err)
+		}
+	}
 	return err
 }

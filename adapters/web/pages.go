@@ -36,13 +36,14 @@ func slogLogger(l *slog.Logger) *log.Logger { return slog.NewLogLogger(l.Handler
 
 // parse reads the embedded templates: one set per page, each the layout plus the page.
 func (s *Server) parse() error {
+	s.csrfMark = "csrf" + random(24)
 	funcs := template.FuncMap{
 		"ago":    ago,
 		"heard":  heard,
 		"clock":  func(t time.Time) string { return t.Local().Format("15:04:05") },
 		"recent": func(t time.Time) bool { return time.Since(t) < 10*time.Second },
 		"short":  short,
-		"csrf":   func() string { return s.key("csrf") },
+		"csrf":   func() string { return s.csrfMark },
 		"join":   strings.Join,
 		"query": func(base string, kv ...string) string {
 			q := url.Values{}
@@ -56,16 +57,11 @@ func (s *Server) parse() error {
 			}
 			return base + "?" + q.Encode()
 		},
-		"kinds": func() []string { return memory.Kinds },
-		"usd":   func(v float64) string { return fmt.Sprintf("$%.4f", v) },
-		"add1":  func(n int) int { return n + 1 },
-		"plural": func(n int, one, many string) string {
-			if n == 1 {
-				return "1 " + one
-			}
-			return fmt.Sprintf("%d %s", n, many)
-		},
-		"sub1": func(n int) int { return n - 1 },
+		"kinds":  func() []string { return memory.Kinds },
+		"usd":    func(v float64) string { return fmt.Sprintf("$%.4f", v) },
+		"add1":   func(n int) int { return n + 1 },
+		"plural": counted,
+		"sub1":   func(n int) int { return n - 1 },
 		"actionsOf": func(actions []runtime.StrandAction, known map[string]bool, id string) map[string]any {
 			return map[string]any{"Actions": actions, "Known": known, "ID": id}
 		},
@@ -103,17 +99,31 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, page string, dat
 	if s.Memories == nil {
 		data["NoMemories"] = true
 	}
-	var buf bytes.Buffer
 	name := "layout"
 	if r.Header.Get("X-Partial") == "1" {
 		name = "main"
 	}
-	if err := s.pages[page].ExecuteTemplate(&buf, name, data); err != nil {
+	out, err := s.execute(r, page, name, data)
+	if err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	_, err := w.Write(buf.Bytes())
+	_, err = w.Write(out)
 	return err
+}
+
+// execute renders the template name of page with data, each form's CSRF field the
+// request's session's (none without a session).
+func (s *Server) execute(r *http.Request, page, name string, data map[string]any) ([]byte, error) {
+	var buf bytes.Buffer
+	if err := s.pages[page].ExecuteTemplate(&buf, name, data); err != nil {
+		return nil, err
+	}
+	csrf := ""
+	if x := sessionOf(r.Context()); x != nil {
+		csrf = x.csrf
+	}
+	return bytes.ReplaceAll(buf.Bytes(), []byte(s.csrfMark), []byte(csrf)), nil
 }
 
 func (s *Server) now() time.Time {
@@ -266,8 +276,20 @@ func (s *Server) session(w http.ResponseWriter, r *http.Request) error {
 		live := slices.ContainsFunc(kids, func(k runtime.SessionRow) bool { return k.SessionID == e.ClaimedBy })
 		claims = append(claims, claim{Child: e.ClaimedBy, Entries: 1, At: e.ClaimedAt, Running: d.Session.Child == e.ClaimedBy, Live: live})
 	}
+	// Provenance (issue 29): the memories each extraction wrote, from the memory store's
+	// history, beside the calls it completed, from the journal.
+	written := map[string][]memory.Written{}
+	if s.Memories != nil && len(d.Provenance) > 0 {
+		xs := make([]string, len(d.Provenance))
+		for i, p := range d.Provenance {
+			xs[i] = p.Extraction
+		}
+		if written, err = s.Memories.WrittenBy(r.Context(), xs); err != nil {
+			return err
+		}
+	}
 	return s.render(w, r, "session", map[string]any{"Title": "Session " + short(id), "ID": id, "Live": live, "Detail": d,
-		"Children": kids, "Claims": claims, "Pending": pending, "At": t.At})
+		"Children": kids, "Claims": claims, "Pending": pending, "At": t.At, "Written": written})
 }
 
 // memories lists or searches the memories.
@@ -293,6 +315,13 @@ func (s *Server) memories(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	ms, err := s.Memories.List(ctx, memory.ListQuery{Projects: keys, Query: search, Kind: kind, Limit: memoriesPerPage, After: after, Forgotten: forgotten})
+	noWords := ""
+	if search != "" && errors.Is(err, memory.ErrBadRequest) {
+		// Nothing to search for ("*", punctuation): the form again with a word on it, over
+		// the listing, rather than a page with no way on.
+		noWords, search = search, ""
+		ms, err = s.Memories.List(ctx, memory.ListQuery{Projects: keys, Kind: kind, Limit: memoriesPerPage, After: after})
+	}
 	if err != nil {
 		return err
 	}
@@ -309,7 +338,7 @@ func (s *Server) memories(w http.ResponseWriter, r *http.Request) error {
 		state = "forgotten"
 	}
 	data := map[string]any{"Title": "Memories", "Memories": ms, "Projects": projects, "Project": project, "Kind": kind,
-		"Query": search, "Next": next, "After": after, "State": state, "Filtered": project != "" || kind != "" || after != ""}
+		"Query": search, "Next": next, "After": after, "State": state, "Filtered": project != "" || kind != "" || after != "", "NoWords": noWords}
 	if id := q.Get("restored"); id != "" { // a restore just done says so
 		if m, _, err := s.Memories.Get(ctx, id); err == nil && m.ForgottenAt == nil {
 			data["Restored"] = m
@@ -339,12 +368,29 @@ func (s *Server) memory(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	// Which tool calls fed it (issue 29): what each extraction that wrote it completed.
+	ps, err := s.Journal.Provenance(memory.Writers(m, audit))
+	if err != nil {
+		return err
+	}
+	for _, p := range ps {
+		ids = append(ids, p.Session)
+	}
 	known, err := s.Journal.HasSessions(append(ids, origin))
 	if err != nil {
 		return err
 	}
+	type provenance struct {
+		runtime.Provenance
+		Op     string // what the extraction did to the memory: create, update or forget
+		Linked bool   // thatch still tracks the session: it has a page
+	}
+	prov := make([]provenance, len(ps))
+	for i, p := range ps {
+		prov[i] = provenance{p, memory.WroteAs(audit, p.Extraction), known[p.Session]}
+	}
 	return s.render(w, r, "memory", map[string]any{"Title": "Memory " + m.ID, "M": m, "Audit": audit, "Known": known, "Origin": origin,
-		"Tags": strings.Join(m.Tags, ", "), "Saved": r.URL.Query().Get("saved") != ""})
+		"Provenance": prov, "Tags": strings.Join(m.Tags, ", "), "Saved": r.URL.Query().Get("saved") != ""})
 }
 
 // back is where a form returns: its "back" field when it is a path of this endpoint.
@@ -431,25 +477,64 @@ func (s *Server) restoreMemory(w http.ResponseWriter, r *http.Request) error {
 // hygiene shows the open signals: duplicate pairs side by side, stale memories and those
 // of deleted branches.
 func (s *Server) hygiene(w http.ResponseWriter, r *http.Request) error {
-	sigs, err := s.Memories.Signals(r.Context(), nil, signalsShown, s.now())
+	page := 1
+	if v := r.URL.Query().Get("page"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return httpError{http.StatusBadRequest, "page=" + strconv.Quote(v) + " is not a page of the hygiene signals"}
+		}
+		page = n
+	}
+	sp, err := s.Memories.SignalsPage(r.Context(), nil, (page-1)*signalsShown, signalsShown, s.now())
 	if err != nil {
 		return err
 	}
+	pages := max(1, (sp.Total+signalsShown-1)/signalsShown)
+	if page > pages { // past the end (signals were resolved meanwhile): the last page
+		page = pages
+		if sp, err = s.Memories.SignalsPage(r.Context(), nil, (page-1)*signalsShown, signalsShown, s.now()); err != nil {
+			return err
+		}
+	}
 	var pairs, single []memory.Signal
-	for _, sg := range sigs {
+	for _, sg := range sp.Signals {
 		if sg.Kind == memory.SignalDuplicate && len(sg.Memories) == 2 {
 			pairs = append(pairs, sg)
 		} else if len(sg.Memories) > 0 {
 			single = append(single, sg)
 		}
 	}
-	data := map[string]any{"Title": "Hygiene", "Pairs": pairs, "Single": single}
+	data := map[string]any{"Title": "Hygiene", "Pairs": pairs, "Single": single, "Total": sp.Total, "Counts": sp.Counts,
+		"Summary": signalsSummary(sp), "PageNo": page, "Pages": pages,
+		// What other pages hold when this one shows none of a section.
+		"PairsElsewhere": len(pairs) == 0 && sp.Counts[memory.SignalDuplicate] > 0, "SingleElsewhere": len(single) == 0 && sp.Total > sp.Counts[memory.SignalDuplicate]}
 	if id := r.URL.Query().Get("merged"); id != "" { // the undo bar of a merge just done
 		if m, _, err := s.Memories.Get(r.Context(), id); err == nil && m.ForgottenAt != nil {
 			data["Merged"], data["Into"], data["Edited"] = m, r.URL.Query().Get("into"), r.URL.Query().Get("edited") != ""
 		}
 	}
 	return s.render(w, r, "hygiene", data)
+}
+
+// counted is n with the word for n things: "1 memory", "3 memories".
+func counted(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}
+
+// signalsSummary says how many signals there are of each kind and which of them the page
+// shows: "72 findings: 69 duplicate pairs, 3 stale memories; this page shows 1 to 50."
+func signalsSummary(sp memory.SignalPage) string {
+	if sp.Total == 0 {
+		return ""
+	}
+	out := counted(sp.Total, "finding", "findings") + ": " + sp.Kinds()
+	if len(sp.Signals) < sp.Total {
+		out += fmt.Sprintf("; this page shows %d to %d", sp.Offset+1, sp.Offset+len(sp.Signals))
+	}
+	return out + "."
 }
 
 // merge keeps one memory of a duplicate pair, with the text the person settled on, and
@@ -639,11 +724,15 @@ func (s *Server) live(w http.ResponseWriter, r *http.Request) error {
 	tick := time.NewTicker(500 * time.Millisecond)
 	defer tick.Stop()
 	idle := 0
+	x := sessionOf(r.Context())
 	for {
 		select {
 		case <-r.Context().Done():
 			return nil
 		case <-tick.C:
+		}
+		if x == nil || !s.signedIn(x) {
+			return nil // signed out or expired: the browser's reconnection gets the 401
 		}
 		v := version()
 		idle++

@@ -22,8 +22,8 @@ import (
 	"github.com/thatch-dev/thatch/runtime"
 )
 
-// testToken is the broker token the rig's server takes (§7: random, at least 32
-// characters).
+// testToken stands for a broker token (§7: random, at least 32 characters): the page
+// knows none, and a link or cookie holding one opens nothing.
 const testToken = "tOk3n-for-thatch-web-tests-0123456789abcdefXYZ"
 
 // stubCaller answers every host call: a create makes the child session thatch asked for.
@@ -82,6 +82,8 @@ type rig struct {
 
 	sweepMu sync.Mutex
 	sweeps  []sweepCall
+
+	skew atomic.Int64 // how far the server's clock is ahead of time.Now, in ns (advance)
 }
 
 func newRig(t *testing.T) *rig {
@@ -130,8 +132,9 @@ func newRig(t *testing.T) *rig {
 		store.Close()
 	})
 
-	r.srv = &web.Server{Listen: "127.0.0.1:4224", Token: testToken, Loop: r.loop, Status: r.status, Journal: store,
-		Memories: mem, Sweep: r.sweep, Metrics: r.metrics, Log: log}
+	r.srv = &web.Server{Listen: "127.0.0.1:4224", Loop: r.loop, Status: r.status, Journal: store,
+		Memories: mem, Sweep: r.sweep, Metrics: r.metrics, Log: log,
+		Now: func() time.Time { return time.Now().Add(time.Duration(r.skew.Load())) }}
 	h, err := r.srv.Handler()
 	if err != nil {
 		t.Fatal(err)
@@ -309,19 +312,39 @@ func (r *rig) do(method, path string, form url.Values, opts ...reqOpt) response 
 	return response{code: resp.StatusCode, header: resp.Header, body: string(data), resp: resp}
 }
 
-// login follows thatch ui's link and returns the cookie it sets.
+// advance moves the server's clock d ahead.
+func (r *rig) advance(d time.Duration) { r.skew.Add(int64(d)) }
+
+// link mints a one-time code as the daemon does for thatch ui and returns the link's path
+// and query.
+func (r *rig) link() string {
+	code, _ := r.srv.NewLogin()
+	u, err := url.Parse(web.LoginURL(web.PageURL(r.srv.Listen, false), code))
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return u.RequestURI()
+}
+
+// login follows a new one-time link and returns the session cookie it sets.
 func (r *rig) login() *http.Cookie {
 	r.t.Helper()
-	res := r.do("GET", "/?token="+url.QueryEscape(testToken), nil)
+	return r.follow(r.link())
+}
+
+// follow GETs a one-time link and returns the session cookie it sets.
+func (r *rig) follow(link string, opts ...reqOpt) *http.Cookie {
+	r.t.Helper()
+	res := r.do("GET", link, nil, opts...)
 	if res.code != http.StatusSeeOther {
-		r.t.Fatalf("GET /?token=: %d, want 303\n%s", res.code, res.body)
+		r.t.Fatalf("GET %s: %d, want 303\n%s", link, res.code, res.body)
 	}
 	for _, c := range res.resp.Cookies() {
-		if c.Name == web.CookieName {
+		if c.Name == r.srv.CookieName() {
 			return c
 		}
 	}
-	r.t.Fatalf("GET /?token= set no %s cookie: %v", web.CookieName, res.header.Values("Set-Cookie"))
+	r.t.Fatalf("GET %s set no %s cookie: %v", link, r.srv.CookieName(), res.header.Values("Set-Cookie"))
 	return nil
 }
 

@@ -2,12 +2,9 @@ package web
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
 	"crypto/subtle"
 	"crypto/tls"
 	"embed"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"html/template"
@@ -15,7 +12,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -30,16 +26,12 @@ import (
 //go:embed templates static
 var files embed.FS
 
-// CookieName is the page's session cookie: a key derived from the broker token, never the
-// token itself.
-const CookieName = "thatch_ui"
+// maxForm bounds a form's body: a memory's text is far shorter.
+const maxForm = 1 << 20
 
 // Server is the HTTP endpoint. Set its fields, then Run it.
 type Server struct {
 	Listen string // host:port
-	// Token is the broker token (§7): the link thatch ui prints carries it, and the cookie
-	// and the forms' CSRF field are keys derived from it.
-	Token string
 	// TLSCert and TLSKey serve HTTPS (needed off loopback, checked by the config).
 	TLSCert, TLSKey string
 
@@ -60,6 +52,10 @@ type Server struct {
 	Now func() time.Time
 
 	pages map[string]*template.Template
+	// csrfMark stands for the CSRF field in the parsed templates; render puts the
+	// viewer's session's key in its place.
+	csrfMark string
+	logins   logins
 
 	mu        sync.Mutex
 	lastSweep *sweepRun // the last sweep run from the page
@@ -67,10 +63,6 @@ type Server struct {
 
 // Handler is the endpoint's routes.
 func (s *Server) Handler() (http.Handler, error) {
-	if len(s.Token) < 32 {
-		// The cookie and the CSRF field are keys derived from it: a short one is guessable.
-		return nil, errors.New("the web page needs the broker token (32 characters or more)")
-	}
 	if s.Log == nil {
 		s.Log = slog.New(slog.DiscardHandler)
 	}
@@ -82,7 +74,17 @@ func (s *Server) Handler() (http.Handler, error) {
 	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.Metrics.Registry, promhttp.HandlerOpts{ErrorLog: slogPrinter{s.Log}}))
 	static, _ := fs.Sub(files, "static")
-	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
+	serveStatic := http.StripPrefix("/static/", http.FileServerFS(static))
+	mux.HandleFunc("GET /static/", func(w http.ResponseWriter, r *http.Request) {
+		// The files only: a folder's listing is nobody's business.
+		name := strings.TrimPrefix(r.URL.Path, "/static/")
+		if fi, err := fs.Stat(static, name); name == "" || strings.HasSuffix(name, "/") || err != nil || fi.IsDir() {
+			http.NotFound(w, r)
+			return
+		}
+		serveStatic.ServeHTTP(w, r)
+	})
+	mux.HandleFunc("GET /login", s.login)
 
 	page := func(pattern string, h func(http.ResponseWriter, *http.Request) error) {
 		mux.Handle(pattern, s.guard(h))
@@ -113,6 +115,7 @@ func (s *Server) Handler() (http.Handler, error) {
 	page("GET /sweep", s.sweepPlan)
 	page("POST /sweep", s.sweepRun)
 	page("GET /live", s.live)
+	page("POST /logout", s.logout)
 	page("GET /", func(w http.ResponseWriter, r *http.Request) error {
 		return httpError{http.StatusNotFound, "There is no page " + r.URL.Path + " here."}
 	})
@@ -174,61 +177,35 @@ func Listen(addr, cert, key string) (net.Listener, error) {
 	return ln, nil
 }
 
-// Link is the page's address with the token, as thatch ui prints it.
-func Link(listen, token string, tls bool) string {
-	host, port, _ := net.SplitHostPort(listen)
-	switch host {
-	case "", "0.0.0.0", "::":
-		host = "127.0.0.1"
-	}
-	scheme := "http"
-	if tls {
-		scheme = "https"
-	}
-	return scheme + "://" + net.JoinHostPort(host, port) + "/?token=" + url.QueryEscape(token)
-}
-
-// key derives one of the page's keys from the token.
-func (s *Server) key(purpose string) string {
-	m := hmac.New(sha256.New, []byte(s.Token))
-	m.Write([]byte("thatch web " + purpose))
-	return hex.EncodeToString(m.Sum(nil))
-}
-
 func equal(a, b string) bool { return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1 }
 
-// guard lets a request through only with the page's cookie. ?token= with the broker token
-// sets the cookie and redirects to the same page without it; any other request answers
-// 401 with a page that says how to get the link. A POST must carry the CSRF field.
+// guard lets a request through only with the cookie of a live session (login.go); any
+// other request answers 401 with a page that says how to get a link. A POST must carry the
+// session's CSRF field in a form of at most maxForm bytes.
 func (s *Server) guard(h func(http.ResponseWriter, *http.Request) error) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Cache-Control", "no-store")
-		w.Header().Set("X-Content-Type-Options", "nosniff")
-		w.Header().Set("Referrer-Policy", "no-referrer")
-		w.Header().Set("X-Frame-Options", "DENY")
-		w.Header().Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'; form-action 'self'")
-		if tok := r.URL.Query().Get("token"); tok != "" && r.Method == http.MethodGet {
-			if !equal(tok, s.Token) {
-				s.fail(w, r, httpError{http.StatusUnauthorized, "That link's token is not this thatch's broker token (it changes when broker.token is replaced). Run thatch ui for the current link."})
+		headers(w)
+		x := s.sessionFor(r)
+		if x == nil {
+			msg := ""
+			if r.URL.Query().Has("token") {
+				msg = "Links with the broker token no longer open the page: thatch ui prints a link that opens it once, within a minute."
+			}
+			s.fail(w, r, httpError{http.StatusUnauthorized, msg})
+			return
+		}
+		r = withSession(r, x)
+		if r.Method == http.MethodPost {
+			r.Body = http.MaxBytesReader(w, r.Body, maxForm)
+			if err := r.ParseForm(); err != nil {
+				if tooLarge := (*http.MaxBytesError)(nil); errors.As(err, &tooLarge) {
+					s.fail(w, r, httpError{http.StatusRequestEntityTooLarge, fmt.Sprintf("This form is over the %d KiB the page takes: shorten the text and send it again.", maxForm>>10)})
+					return
+				}
+				s.fail(w, r, httpError{http.StatusBadRequest, "This form could not be read: " + err.Error()})
 				return
 			}
-			http.SetCookie(w, &http.Cookie{Name: CookieName, Value: s.key("session"), Path: "/", HttpOnly: true,
-				SameSite: http.SameSiteStrictMode, Secure: s.TLSCert != ""})
-			q := r.URL.Query()
-			q.Del("token")
-			u := *r.URL
-			u.RawQuery = q.Encode()
-			http.Redirect(w, r, u.RequestURI(), http.StatusSeeOther)
-			return
-		}
-		c, err := r.Cookie(CookieName)
-		if err != nil || !equal(c.Value, s.key("session")) {
-			s.fail(w, r, httpError{http.StatusUnauthorized, ""})
-			return
-		}
-		if r.Method == http.MethodPost {
-			r.Body = http.MaxBytesReader(w, r.Body, 1<<20)
-			if !equal(r.PostFormValue("csrf"), s.key("csrf")) {
+			if !equal(r.PostFormValue("csrf"), x.csrf) {
 				s.fail(w, r, httpError{http.StatusForbidden, "This form is not from this thatch's page (its CSRF field is missing or wrong). Reload the page and try again."})
 				return
 			}
@@ -237,6 +214,15 @@ func (s *Server) guard(h func(http.ResponseWriter, *http.Request) error) http.Ha
 			s.fail(w, r, err)
 		}
 	})
+}
+
+// headers are the security headers of every page.
+func headers(w http.ResponseWriter) {
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Referrer-Policy", "no-referrer")
+	w.Header().Set("X-Frame-Options", "DENY")
+	w.Header().Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'; form-action 'self'")
 }
 
 // hostCheck refuses a request to a loopback endpoint whose Host is not a loopback name or
@@ -292,9 +278,13 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	if he.code == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Cookie realm="thatch ui"`)
 	}
-	w.WriteHeader(he.code)
-	_ = s.pages["error"].ExecuteTemplate(w, "layout", map[string]any{"Code": he.code, "Title": http.StatusText(he.code),
+	page, err := s.execute(r, "error", "layout", map[string]any{"Code": he.code, "Title": http.StatusText(he.code),
 		"Message": he.msg, "Unauthorized": he.code == http.StatusUnauthorized, "NoNav": he.code == http.StatusUnauthorized})
+	if err != nil {
+		s.Log.Warn("web page failed", "path", r.URL.Path, "err", err)
+	}
+	w.WriteHeader(he.code)
+	_, _ = w.Write(page)
 }
 
 // readyz answers 200 once the consumer runs and the journal takes writes (§8).

@@ -3,8 +3,13 @@ package web_test
 import (
 	"bufio"
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"html/template"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -107,10 +112,14 @@ func TestEveryPageNeedsTheCookie(t *testing.T) {
 	r := newRig(t)
 	mems := r.populate()
 	pages := append(slices.Clone(getPages), "/memories/"+mems["secret"].ID)
-	wrong := &http.Cookie{Name: web.CookieName, Value: "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"}
-	theToken := &http.Cookie{Name: web.CookieName, Value: testToken} // the cookie is a key derived from the token, never the token
+	name := r.srv.CookieName()
+	wrong := &http.Cookie{Name: name, Value: "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"}
+	theToken := &http.Cookie{Name: name, Value: testToken}
+	// The cookie thatch set before sessions: a key derived from the broker token.
+	derived := &http.Cookie{Name: "thatch_ui", Value: oldKey(testToken, "session")}
+	derivedHere := &http.Cookie{Name: name, Value: derived.Value}
 	for _, p := range pages {
-		for _, c := range []*http.Cookie{nil, wrong, theToken} {
+		for _, c := range []*http.Cookie{nil, wrong, theToken, derived, derivedHere} {
 			var opts []reqOpt
 			if c != nil {
 				opts = append(opts, cookie(c))
@@ -138,7 +147,7 @@ func TestEveryPageNeedsTheCookie(t *testing.T) {
 	id := mems["secret"].ID
 	posts := append(slices.Clone(postPages), "/memories/"+id, "/memories/"+id+"/forget")
 	for _, p := range posts {
-		for _, c := range []*http.Cookie{nil, wrong, theToken} {
+		for _, c := range []*http.Cookie{nil, wrong, theToken, derivedHere} {
 			form := url.Values{"csrf": {csrf}, "content": {"changed by an intruder"}, "keep": {mems["decision"].ID}, "drop": {id},
 				"a": {id}, "b": {mems["decision"].ID}, "id": {id}, "host": {"h1"}}
 			if res := r.post(c, p, form); res.code != http.StatusUnauthorized || !strings.Contains(res.body, "thatch ui") {
@@ -163,64 +172,199 @@ func TestEveryPageNeedsTheCookie(t *testing.T) {
 	}
 }
 
-func TestTokenLinkSetsTheCookie(t *testing.T) {
+// oldKey is what thatch derived from the broker token for the cookie and the CSRF field
+// before sessions: neither may open anything now.
+func oldKey(token, purpose string) string {
+	m := hmac.New(sha256.New, []byte(token))
+	m.Write([]byte("thatch web " + purpose))
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+// The one-time link starts a session and leaves the address; it opens the page once, within
+// a minute; nothing of the session is the broker token or derived from it.
+func TestLoginLink(t *testing.T) {
 	r := newRig(t)
-	res := r.do("GET", "/?token="+url.QueryEscape(testToken), nil)
+	r.populate()
+	link := r.link()
+	if strings.Contains(link, testToken) || !strings.HasPrefix(link, "/login?code=") {
+		t.Errorf("the link %s", link)
+	}
+	res := r.do("GET", link, nil)
 	if res.code != http.StatusSeeOther {
-		t.Fatalf("GET /?token=: %d, want 303", res.code)
+		t.Fatalf("GET %s: %d, want 303", link, res.code)
 	}
 	if loc := res.header.Get("Location"); loc != "/" {
-		t.Errorf("redirected to %q, want /", loc)
+		t.Errorf("redirected to %q, want / (the code leaves the address bar)", loc)
 	}
 	var c *http.Cookie
 	for _, x := range res.resp.Cookies() {
-		if x.Name == web.CookieName {
+		if x.Name == "thatch_ui_4224" {
 			c = x
 		}
 	}
 	if c == nil {
-		t.Fatalf("no cookie set: %v", res.header.Values("Set-Cookie"))
+		t.Fatalf("no thatch_ui_4224 cookie set: %v", res.header.Values("Set-Cookie"))
 	}
-	if !c.HttpOnly || c.SameSite != http.SameSiteStrictMode || c.Path != "/" {
-		t.Errorf("cookie %+v, want HttpOnly, SameSite=Strict, Path=/", c)
+	if !c.HttpOnly || c.SameSite != http.SameSiteStrictMode || c.Path != "/" || c.MaxAge != 0 || !c.Expires.IsZero() {
+		t.Errorf("cookie %+v, want HttpOnly, SameSite=Strict, Path=/, for the browser's session only", c)
 	}
 	if c.Secure {
 		t.Error("cookie Secure without TLS: a browser would never send it back over http")
 	}
-	if c.Value == testToken || strings.Contains(c.Value, testToken) {
-		t.Error("the cookie holds the broker token itself")
-	}
-	if strings.Contains(res.header.Get("Location"), testToken) {
-		t.Error("the redirect keeps the token in the address")
-	}
-	if got := r.do("GET", "/", nil, cookie(c)); got.code != 200 || !strings.Contains(got.body, "Overview") {
-		t.Errorf("GET / with the cookie: %d", got.code)
+	code := strings.TrimPrefix(link, "/login?code=")
+	if len(c.Value) < 40 || c.Value == oldKey(testToken, "session") || strings.Contains(c.Value, code) {
+		t.Errorf("the cookie %q is short, the old derived key or the code", c.Value)
 	}
 	for _, h := range []string{"Cache-Control", "X-Frame-Options", "Content-Security-Policy", "Referrer-Policy"} {
 		if res.header.Get(h) == "" {
-			t.Errorf("the token's answer has no %s header", h)
+			t.Errorf("the login's answer has no %s header", h)
 		}
 	}
-
-	// The link may point below /: the redirect goes to the same page and keeps its query.
-	res = r.do("GET", "/sessions?host=h1&token="+url.QueryEscape(testToken)+"&q=x", nil)
-	if res.code != http.StatusSeeOther {
-		t.Fatalf("GET /sessions?token=: %d, want 303", res.code)
-	}
-	loc, err := url.Parse(res.header.Get("Location"))
-	if err != nil || loc.Path != "/sessions" || loc.Query().Get("token") != "" || loc.Query().Get("host") != "h1" || loc.Query().Get("q") != "x" {
-		t.Errorf("redirected to %q, want /sessions?host=h1&q=x", res.header.Get("Location"))
+	if got := r.do("GET", "/sessions", nil, cookie(c)); got.code != 200 || !strings.Contains(got.body, secretTitle) {
+		t.Errorf("GET /sessions with the cookie: %d", got.code)
 	}
 
-	// A wrong token: 401, no cookie.
-	for _, tok := range []string{"wrong", testToken + "x", testToken[:len(testToken)-1]} {
-		res = r.do("GET", "/?token="+url.QueryEscape(tok), nil)
-		if res.code != http.StatusUnauthorized || !strings.Contains(res.body, "thatch ui") {
-			t.Errorf("GET /?token=%s: %d, want 401 naming thatch ui", tok, res.code)
+	// Used once: the same link again, with or without the cookie, starts nothing.
+	usedOrOld := func(what, link string, opts ...reqOpt) {
+		t.Helper()
+		res := r.do("GET", link, nil, opts...)
+		if res.code != http.StatusUnauthorized || !strings.Contains(res.body, "used already or has expired") || !strings.Contains(res.body, "thatch ui") {
+			t.Errorf("%s: %d, want 401 saying to run thatch ui again\n%s", what, res.code, res.body)
 		}
 		if len(res.resp.Cookies()) != 0 {
-			t.Errorf("a wrong token set a cookie: %v", res.resp.Cookies())
+			t.Errorf("%s set a cookie: %v", what, res.resp.Cookies())
 		}
+		if strings.Contains(res.body, secretTitle) {
+			t.Errorf("%s shows the page", what)
+		}
+	}
+	usedOrOld("the link used again", link)
+	usedOrOld("the link used again in the browser it opened", link, cookie(c))
+	usedOrOld("a code never minted", "/login?code=AAAA")
+	usedOrOld("no code", "/login")
+	usedOrOld("the broker token as the code", "/login?code="+url.QueryEscape(testToken))
+
+	// Within a minute: a link a minute old opens nothing, one a little younger does.
+	late, fresh := r.link(), r.link()
+	r.advance(web.LoginTTL - time.Second)
+	c2 := r.follow(fresh)
+	r.advance(2 * time.Second)
+	usedOrOld("a link over a minute old", late)
+
+	// Each login is a session of its own: its own id and its own CSRF field.
+	if c2.Value == c.Value {
+		t.Error("two logins got the same session id")
+	}
+	if a, b := r.csrf(c, "/memories"), r.csrf(c2, "/memories"); a == b || a == oldKey(testToken, "csrf") {
+		t.Errorf("the CSRF fields of two sessions: %s and %s", a, b)
+	}
+
+	// The broker token's link of old opens nothing and says what to do instead.
+	res = r.do("GET", "/?token="+url.QueryEscape(testToken), nil)
+	if res.code != http.StatusUnauthorized || !strings.Contains(res.body, "no longer open the page") || len(res.resp.Cookies()) != 0 {
+		t.Errorf("GET /?token=: %d, want 401 saying links with the token no longer work\n%s", res.code, res.body)
+	}
+}
+
+// A session ends after SessionIdle without a request, and SessionMax after its login
+// however much it is used.
+func TestSessionsExpire(t *testing.T) {
+	r := newRig(t)
+	idle, busy := r.login(), r.login()
+	at := time.Duration(0) // since the logins
+	check := func(c *http.Cookie, by time.Duration, want int, what string) {
+		t.Helper()
+		r.advance(by)
+		at += by
+		if res := r.do("GET", "/", nil, cookie(c)); res.code != want {
+			t.Fatalf("%s, %s after the login: %d, want %d", what, at, res.code, want)
+		}
+	}
+	check(busy, web.SessionIdle-time.Minute, 200, "a session used within its idle time")
+	check(idle, 2*time.Minute, http.StatusUnauthorized, "a session left unused past its idle time")
+	check(busy, 0, 200, "a session used all along")
+	check(busy, web.SessionMax-web.SessionIdle-2*time.Minute, 200, "a session used all along, before its cap")
+	check(busy, 2*time.Minute, http.StatusUnauthorized, "a session used all along, past its cap")
+}
+
+// Signing out ends the session (its cookie and its CSRF field), the page says how to come
+// back, and the live stream of its open pages ends; the browser's other sessions stay.
+func TestLogout(t *testing.T) {
+	r := newRig(t)
+	r.populate()
+	c, other := r.login(), r.login()
+	csrf := r.csrf(c, "/")
+	req, _ := http.NewRequest("GET", r.ts.URL+"/live", nil)
+	req.AddCookie(c)
+	stream, err := r.client.Do(req) // its timeout bounds the read below
+	if err != nil || stream.StatusCode != 200 {
+		t.Fatalf("GET /live: %v", err)
+	}
+	defer stream.Body.Close()
+	for _, bad := range []string{"", r.csrf(other, "/")} {
+		if res := r.post(c, "/logout", url.Values{"csrf": {bad}}); res.code != http.StatusForbidden {
+			t.Errorf("POST /logout with csrf %q: %d, want 403", bad, res.code)
+		}
+	}
+	res := r.post(c, "/logout", url.Values{"csrf": {csrf}})
+	if res.code != 200 || !strings.Contains(res.body, "Signed out") || !strings.Contains(res.body, "thatch ui") || strings.Contains(res.body, secretTitle) {
+		t.Errorf("POST /logout: %d\n%s", res.code, res.body)
+	}
+	if cs := res.resp.Cookies(); len(cs) != 1 || cs[0].Name != r.srv.CookieName() || cs[0].MaxAge >= 0 {
+		t.Errorf("the logout's cookies %v, want %s taken back", cs, r.srv.CookieName())
+	}
+	if res := r.do("GET", "/", nil, cookie(c)); res.code != http.StatusUnauthorized {
+		t.Errorf("the cookie after the logout: %d, want 401", res.code)
+	}
+	if res := r.post(c, "/sweep", url.Values{"csrf": {csrf}}); res.code != http.StatusUnauthorized || len(r.sweepCalls()) != 0 {
+		t.Errorf("a form of the ended session: %d, want 401", res.code)
+	}
+	if res := r.post(other, "/sweep", url.Values{"csrf": {csrf}}); res.code != http.StatusForbidden || len(r.sweepCalls()) != 0 {
+		t.Errorf("the ended session's CSRF field with another session: %d, want 403", res.code)
+	}
+	if res := r.do("GET", "/", nil, cookie(other)); res.code != 200 {
+		t.Errorf("the other session after the logout: %d", res.code)
+	}
+	// The open stream ends by itself: reading it to its end returns (within the client's
+	// timeout, else it fails).
+	if _, err := io.Copy(io.Discard, stream.Body); err != nil {
+		t.Errorf("the live stream of the ended session: %v", err)
+	}
+	if n := strings.Count(r.page(other, "/"), `action="/logout"`); n != 1 {
+		t.Errorf("the page has %d sign-out forms, want 1", n)
+	}
+}
+
+// No session outlives the process: a new server (thatch restarted) takes no cookie of the
+// old one.
+func TestRestartEndsSessions(t *testing.T) {
+	r := newRig(t)
+	c := r.login()
+	again := &web.Server{Listen: r.srv.Listen, Loop: r.srv.Loop, Status: r.srv.Status, Journal: r.srv.Journal,
+		Memories: r.srv.Memories, Sweep: r.srv.Sweep, Metrics: r.srv.Metrics, Log: r.srv.Log}
+	h, err := again.Handler()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest("GET", "http://127.0.0.1:4224/", nil)
+	req.AddCookie(c)
+	h.ServeHTTP(rec, req)
+	if rec.Code != http.StatusUnauthorized {
+		t.Errorf("the old session's cookie after a restart: %d, want 401", rec.Code)
+	}
+}
+
+// Two thatches on one machine keep their cookies apart (a browser sends every cookie of
+// 127.0.0.1 to each port); under TLS the cookie is Secure and __Host-.
+func TestCookiePerPort(t *testing.T) {
+	a, b := &web.Server{Listen: "127.0.0.1:4224"}, &web.Server{Listen: "127.0.0.1:4225"}
+	if a.CookieName() == b.CookieName() {
+		t.Errorf("two ports, one cookie name %s", a.CookieName())
+	}
+	s := &web.Server{Listen: "10.0.0.2:443", TLSCert: "cert.pem", TLSKey: "key.pem"}
+	if got := s.CookieName(); got != "__Host-thatch_ui_443" {
+		t.Errorf("the cookie's name under TLS: %s", got)
 	}
 }
 
@@ -314,11 +458,10 @@ func TestPages(t *testing.T) {
 				}
 			}
 		}
-		for _, bad := range []string{"kind=bogus", "q=%21%21%21"} {
-			if res := r.do("GET", "/memories?"+bad, nil, cookie(c)); res.code != http.StatusBadRequest {
-				t.Errorf("/memories?%s: %d, want 400", bad, res.code)
-			}
+		if res := r.do("GET", "/memories?kind=bogus", nil, cookie(c)); res.code != http.StatusBadRequest {
+			t.Errorf("/memories?kind=bogus: %d, want 400", res.code)
 		}
+		// A search without words: TestSearchWithoutWords.
 	})
 
 	t.Run("memory", func(t *testing.T) {
@@ -490,8 +633,8 @@ func TestFormsNeedTheCSRFField(t *testing.T) {
 	if other := r.csrf(c, "/memories"); other != csrf {
 		t.Errorf("two pages carry different CSRF fields: %s and %s", csrf, other)
 	}
-	if csrf == testToken || strings.Contains(csrf, testToken) || csrf == c.Value {
-		t.Error("the CSRF field is the token or the cookie")
+	if csrf == testToken || strings.Contains(csrf, testToken) || csrf == c.Value || csrf == oldKey(testToken, "csrf") {
+		t.Error("the CSRF field is the token, the cookie, or the key once derived from the token")
 	}
 	posts := []struct {
 		path string
@@ -505,7 +648,7 @@ func TestFormsNeedTheCSRFField(t *testing.T) {
 		{"/sweep", url.Values{"host": {"h1"}}},
 	}
 	for _, p := range posts {
-		for _, bad := range []string{"", "nonsense", strings.Repeat("0", len(csrf)), testToken, c.Value} {
+		for _, bad := range []string{"", "nonsense", strings.Repeat("0", len(csrf)), testToken, c.Value, oldKey(testToken, "csrf")} {
 			form := url.Values{}
 			for k, v := range p.form {
 				form[k] = v
@@ -571,7 +714,7 @@ func TestOtherHostNamesAreRefused(t *testing.T) {
 	c := r.login()
 	_, port, _ := strings.Cut(strings.TrimPrefix(r.ts.URL, "http://"), ":")
 	for _, h := range []string{"evil.example", "evil.example:" + port, "127.0.0.1.evil.example", "localhost.evil.example:" + port, "10.1.2.3:" + port} {
-		for _, p := range []string{"/", "/sessions/" + topID, "/healthz", "/metrics", "/?token=" + url.QueryEscape(testToken)} {
+		for _, p := range []string{"/", "/sessions/" + topID, "/healthz", "/metrics", r.link()} {
 			res := r.do("GET", p, nil, cookie(c), hostHeader(h))
 			if res.code != http.StatusMisdirectedRequest {
 				t.Errorf("GET %s with Host %s: %d, want 421", p, h, res.code)
@@ -1045,13 +1188,19 @@ func TestRunStopsWithOpenLivePages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &web.Server{Listen: ln.Addr().String(), Token: r.srv.Token, Loop: r.srv.Loop, Status: r.srv.Status, Journal: r.srv.Journal,
+	srv := &web.Server{Listen: ln.Addr().String(), Loop: r.srv.Loop, Status: r.srv.Status, Journal: r.srv.Journal,
 		Memories: r.srv.Memories, Sweep: r.srv.Sweep, Metrics: r.srv.Metrics, Log: r.srv.Log}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Run(ctx, ln) }()
-	c := r.login()
 	base := "http://" + ln.Addr().String()
+	code, _ := srv.NewLogin()
+	login, err := r.client.Get(web.LoginURL(base+"/", code))
+	if err != nil || login.StatusCode != http.StatusSeeOther || len(login.Cookies()) != 1 {
+		t.Fatalf("the login through Run: %v", err)
+	}
+	login.Body.Close()
+	c := login.Cookies()[0]
 	for range 3 {
 		req, _ := http.NewRequest("GET", base+"/live", nil)
 		req.AddCookie(c)
@@ -1089,28 +1238,25 @@ func TestRunStopsWithOpenLivePages(t *testing.T) {
 	}
 }
 
-func TestLink(t *testing.T) {
+func TestPageURL(t *testing.T) {
 	for _, c := range []struct {
-		listen, token string
-		tls           bool
-		want          string
+		listen string
+		tls    bool
+		want   string
 	}{
-		{"127.0.0.1:4224", "abc", false, "http://127.0.0.1:4224/?token=abc"},
-		{"0.0.0.0:4224", "a+b/c=", true, "https://127.0.0.1:4224/?token=a%2Bb%2Fc%3D"},
-		{":4224", "t", false, "http://127.0.0.1:4224/?token=t"},
-		{"[::]:4224", "t", false, "http://127.0.0.1:4224/?token=t"},
-		{"[::1]:4224", "t", false, "http://[::1]:4224/?token=t"},
-		{"localhost:9", "t", false, "http://localhost:9/?token=t"},
+		{"127.0.0.1:4224", false, "http://127.0.0.1:4224/"},
+		{"0.0.0.0:4224", true, "https://127.0.0.1:4224/"},
+		{":4224", false, "http://127.0.0.1:4224/"},
+		{"[::]:4224", false, "http://127.0.0.1:4224/"},
+		{"[::1]:4224", false, "http://[::1]:4224/"},
+		{"localhost:9", false, "http://localhost:9/"},
 	} {
-		if got := web.Link(c.listen, c.token, c.tls); got != c.want {
-			t.Errorf("Link(%q, %q, %v) = %q, want %q", c.listen, c.token, c.tls, got, c.want)
+		if got := web.PageURL(c.listen, c.tls); got != c.want {
+			t.Errorf("PageURL(%q, %v) = %q, want %q", c.listen, c.tls, got, c.want)
 		}
 	}
-	// The link's token, as a browser sends it back, is the token.
-	r := newRig(t)
-	u, _ := url.Parse(web.Link("127.0.0.1:4224", testToken, false))
-	if res := r.do("GET", "/?"+u.RawQuery, nil); res.code != http.StatusSeeOther {
-		t.Errorf("the link's own query: %d, want 303", res.code)
+	if got := web.LoginURL("http://127.0.0.1:4224/", "a+b/c="); got != "http://127.0.0.1:4224/login?code=a%2Bb%2Fc%3D" {
+		t.Errorf("LoginURL: %s", got)
 	}
 }
 
@@ -1212,5 +1358,118 @@ func TestMemoryNamesTheExtractedSession(t *testing.T) {
 	}
 	if strings.Contains(body, `href="/sessions/`+child+`"`) {
 		t.Error("the memory page links to a session thatch does not track")
+	}
+}
+
+// /static/ serves its files and lists nothing.
+func TestStaticListsNothing(t *testing.T) {
+	r := newRig(t)
+	c := r.login()
+	for _, p := range []string{"/static/", "/static", "/static/./", "/static//"} {
+		for _, opts := range [][]reqOpt{nil, {cookie(c)}} {
+			res := r.do("GET", p, nil, opts...)
+			if res.code == 200 || strings.Contains(res.body, "live.js") || strings.Contains(res.body, "style.css") {
+				t.Errorf("GET %s: %d, a listing of the folder:\n%s", p, res.code, res.body)
+			}
+		}
+	}
+	if res := r.do("GET", "/static/", nil); res.code != http.StatusNotFound {
+		t.Errorf("GET /static/: %d, want 404", res.code)
+	}
+	if res := r.do("GET", "/static/live.js", nil); res.code != 200 || !strings.Contains(res.body, "EventSource") {
+		t.Errorf("GET /static/live.js: %d", res.code)
+	}
+}
+
+// A form over the size limit answers 413 saying so, not a CSRF refusal, and changes
+// nothing.
+func TestFormOverTheLimit(t *testing.T) {
+	r := newRig(t)
+	mems := r.populate()
+	c := r.login()
+	m := mems["secret"]
+	csrf := r.csrf(c, "/memories/"+m.ID)
+	res := r.post(c, "/memories/"+m.ID, url.Values{"csrf": {csrf}, "kind": {"fact"}, "content": {strings.Repeat("long text ", 120_000)}})
+	if res.code != http.StatusRequestEntityTooLarge || !strings.Contains(res.body, "over the 1024 KiB") || strings.Contains(res.body, "CSRF") {
+		t.Errorf("a form of 1.2 MB: %d, want 413 saying it is too long\n%s", res.code, res.body)
+	}
+	if got := r.get(m.ID); got.Content != secretMemory || got.Kind != m.Kind {
+		t.Errorf("the refused form changed the memory: %+v", got)
+	}
+	// Without the session it is still a 401: the size says nothing to a stranger.
+	if res := r.post(nil, "/memories/"+m.ID, url.Values{"content": {strings.Repeat("x", 2<<20)}}); res.code != http.StatusUnauthorized {
+		t.Errorf("a big form without the cookie: %d, want 401", res.code)
+	}
+}
+
+// A search with no words shows the memories form with a message and the newest memories,
+// not a dead end.
+func TestSearchWithoutWords(t *testing.T) {
+	r := newRig(t)
+	mems := r.populate()
+	c := r.login()
+	for _, q := range []string{"*", "?!", `"`} {
+		body := r.page(c, "/memories?q="+url.QueryEscape(q))
+		if !strings.Contains(body, `id="memory-filters"`) || !strings.Contains(body, `id="no-words"`) || !strings.Contains(body, "has no word to search for") {
+			t.Errorf("/memories?q=%s: no form or no message:\n%s", q, body)
+		}
+		if !strings.Contains(body, `name="q" value="`+template.HTMLEscapeString(q)+`"`) {
+			t.Errorf("/memories?q=%s: the form lost what was typed", q)
+		}
+		if !strings.Contains(body, `data-memory="`+mems["secret"].ID+`"`) {
+			t.Errorf("/memories?q=%s lists no memory", q)
+		}
+	}
+	if body := r.page(c, "/memories?q=vault"); strings.Contains(body, `id="no-words"`) {
+		t.Error("a search with words says it has none")
+	}
+}
+
+// The hygiene page says how many signals there are of each kind and pages through them.
+func TestHygienePages(t *testing.T) {
+	r := newRig(t)
+	c := r.login()
+	old := time.Now().Add(-200 * 24 * time.Hour) // stale
+	for i := range 60 {
+		r.rememberAt(api, old.Add(time.Duration(i)*time.Second), fmt.Sprintf("zq%da yk%db wx%dc vu%dd", i, i, i, i))
+	}
+	a := r.remember(api, "the release checklist lives in docs/release.md and needs two approvals")
+	b := r.remember(api, "the release checklist lives in docs/release.md and it needs two approvals")
+	body := r.page(c, "/hygiene")
+	total := regexp.MustCompile(`id="hygiene-total">([^<]*)<`).FindStringSubmatch(body)
+	if total == nil || total[1] != "61 findings: 1 duplicate pair, 60 stale memories; this page shows 1 to 50." {
+		t.Fatalf("the hygiene page's total: %q", total)
+	}
+	// A pair's ids are in id order; two memories of one millisecond sort either way.
+	pair := regexp.MustCompile(`data-pair="(mem_[0-9a-f]+) (mem_[0-9a-f]+)"`).FindAllStringSubmatch(body, -1)
+	if len(pair) != 1 || !slices.Equal(slices.Sorted(slices.Values(pair[0][1:])), slices.Sorted(slices.Values([]string{a.ID, b.ID}))) ||
+		strings.Count(body, "<li data-memory=") != 49 || !strings.Contains(body, "page 1 of 2") {
+		t.Errorf("page 1: %v and %d stale memories, want the pair and 49", pair, strings.Count(body, "<li data-memory="))
+	}
+	next := regexp.MustCompile(`href="(/hygiene\?page=2)">next`).FindStringSubmatch(body)
+	if next == nil {
+		t.Fatal("the hygiene page has no link to page 2")
+	}
+	body = r.page(c, next[1])
+	if n := strings.Count(body, "<li data-memory="); n != 11 || strings.Contains(body, "data-pair=") || !strings.Contains(body, "this page shows 51 to 61.") ||
+		!strings.Contains(body, "The duplicate pairs are on the pages before this one.") || !strings.Contains(body, `href="/hygiene?page=1">← previous`) {
+		t.Errorf("page 2 shows %d stale memories:\n%s", n, body)
+	}
+	if body := r.page(c, "/hygiene?page=9"); !strings.Contains(body, "page 2 of 2") {
+		t.Error("a page past the end is not the last page")
+	}
+	if res := r.do("GET", "/hygiene?page=x", nil, cookie(c)); res.code != http.StatusBadRequest {
+		t.Errorf("/hygiene?page=x: %d, want 400", res.code)
+	}
+}
+
+// A memory written from outside a session (thatch mcp) names the host and client it came
+// through.
+func TestMemoryNamesItsHost(t *testing.T) {
+	r := newRig(t)
+	c := r.login()
+	m := r.remember(memory.Caller{Project: api.Project, Host: "mcp", Client: "claude-code"}, "the CI runs make check first")
+	if body := r.page(c, "/memories/"+m.ID); !strings.Contains(body, "through mcp (claude-code)") || strings.Contains(body, "by session") {
+		t.Fatalf("the memory page does not name the host and client it came through:\n%s", body)
 	}
 }

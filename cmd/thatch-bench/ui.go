@@ -101,7 +101,7 @@ func (b *benchRun) uiBench(ctx context.Context) error {
 		st.Memories = n
 		return st, err
 	}
-	srv := &web.Server{Listen: "127.0.0.1:4224", Token: strings.Repeat("t", 64), Loop: loop, Status: status, Journal: store, Memories: mem,
+	srv := &web.Server{Listen: "127.0.0.1:4224", Loop: loop, Status: status, Journal: store, Memories: mem,
 		Sweep:   func(context.Context, string, bool) (runtime.SweepResult, error) { return runtime.SweepResult{}, nil },
 		Metrics: web.NewMetrics(web.Source{Status: status, Snapshot: loop.Snapshot, Memories: mem, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}),
 		Log:     slog.New(slog.NewTextHandler(io.Discard, nil))}
@@ -109,9 +109,10 @@ func (b *benchRun) uiBench(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	// The page's cookie, as a person's browser would have it.
+	// The page's cookie, as a person's browser has it after thatch ui's link.
+	code, _ := srv.NewLogin()
 	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "http://127.0.0.1:4224/?token="+srv.Token, nil))
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, web.LoginURL("http://127.0.0.1:4224/", code), nil))
 	cookie := rec.Result().Cookies()
 	if len(cookie) != 1 {
 		return fmt.Errorf("the page set no cookie (%d)", rec.Code)

@@ -20,7 +20,7 @@ var builds struct {
 }
 
 // goBuild builds a main package once per test run and returns the binary.
-func goBuild(t *testing.T, name string, args ...string) string {
+func goBuild(t testing.TB, name string, args ...string) string {
 	t.Helper()
 	builds.Lock()
 	defer builds.Unlock()

@@ -18,6 +18,7 @@ import (
 	"maps"
 	"math"
 	"net/http"
+	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
 	"os"
@@ -166,6 +167,31 @@ func TestOpencodeEndToEnd(t *testing.T) {
 		t.Fatalf("thatch memories lists %+v, want the extraction's one memory of project %s", mems, x.proj)
 	}
 	t.Logf("step 1b: thatch memories lists %s (%s) %q in project %s", mems[0].ID, mems[0].Kind, mems[0].Content, mems[0].Project)
+	// Provenance (issue 29): the memory names the session it was extracted from, the
+	// extraction child, and the call the child completed, with its tool and title.
+	out, err = x.cli("memories", "show", "--json", mems[0].ID)
+	if err != nil {
+		t.Fatalf("thatch memories show --json: %v\n%s", err, out)
+	}
+	var shown struct{ Provenance []runtime.Provenance }
+	must(t, json.Unmarshal(out, &shown))
+	if len(shown.Provenance) != 1 || shown.Provenance[0].Extraction != c1 || shown.Provenance[0].Session != s1 ||
+		len(shown.Provenance[0].Calls) != 1 || shown.Provenance[0].Calls[0].ID != call1 || shown.Provenance[0].Calls[0].Tool != "bash" {
+		t.Fatalf("thatch memories show --json gives the provenance %+v, want extraction %s of %s from bash call %s", shown.Provenance, c1, s1, call1)
+	}
+	out, err = x.cli("memories", "show", mems[0].ID)
+	if err != nil {
+		t.Fatalf("thatch memories show: %v\n%s", err, out)
+	}
+	call := shown.Provenance[0].Calls[0]
+	line := "bash"
+	if title := oneLine(call.Title, 120); title != "" {
+		line += " " + title
+	}
+	if want := "extracted from session " + s1 + " by extraction " + c1 + ", from calls:\n  " + line + " (" + call1 + ")\n"; !strings.Contains(string(out), want) {
+		t.Fatalf("thatch memories show:\n%s\nwant it to contain:\n%s", out, want)
+	}
+	t.Logf("step 1b: thatch memories show says %s was extracted from %s by %s, from %s %q (%s)", mems[0].ID, s1, c1, call.Tool, call.Title, call.ID)
 	var untitled ocInfo // no title: opencode asks the model for one, a request without memories
 	x.post("/session?directory="+url.QueryEscape(x.proj), map[string]string{}, &untitled)
 	s2 := untitled.ID
@@ -317,6 +343,7 @@ func TestOpencodeEndToEnd(t *testing.T) {
 	x.step("9 sub-agent while thatch is down", x.subAgentWhileDown)
 	x.step("10 colliding call ids", x.collidingCallIDs)
 	x.step("11 opencode without the plugin", x.withoutPlugin)
+	x.step("12 the web page through a one-time link", func(t *testing.T) { x.webPage(t, mems[0].ID, s1, call1) })
 
 	// The system prompt of s1 stayed the same bytes across thatch's kill and opencode's
 	// restart, so the provider's prompt cache holds.
@@ -381,6 +408,77 @@ func TestOpencodeEndToEnd(t *testing.T) {
 		}
 	}
 	t.Logf("step 7: no secret in the %d files of thatch's data folder (the embedded broker's store included) nor in its debug log", len(read))
+}
+
+// webPage opens thatch's page as a person does (issue 29, points 4, 9 and 11): thatch ui
+// prints a one-time link that holds no broker token; it logs in once (the cookie is
+// neither the token nor the code) and is refused the second time; the memory's page and
+// the session's page show the provenance of the extraction; a search with no words shows
+// the form; /static/ lists nothing; Sign out ends the session.
+func (x *e2e) webPage(t *testing.T, memoryID, session, call string) {
+	out, err := x.cli("ui", "--no-open")
+	if err != nil {
+		t.Fatalf("thatch ui: %v\n%s", err, out)
+	}
+	link := regexp.MustCompile(`http://127\.0\.0\.1:\d+/login\?code=[A-Za-z0-9_-]+`).FindString(string(out))
+	token, err := os.ReadFile(filepath.Join(x.root, "thatch", "broker.token"))
+	must(t, err)
+	tok := strings.TrimSpace(string(token))
+	if link == "" || strings.Contains(string(out), tok) {
+		t.Fatalf("thatch ui printed no one-time link, or the broker token:\n%s", out)
+	}
+	base, code := link[:strings.Index(link, "/login")], link[strings.Index(link, "code=")+len("code="):]
+	jar, _ := cookiejar.New(nil)
+	browser := &http.Client{Jar: jar, Timeout: 30 * time.Second}
+	get := func(c *http.Client, path string) (int, string) {
+		t.Helper()
+		res, err := c.Get(path)
+		must(t, err)
+		defer res.Body.Close()
+		body, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(body)
+	}
+	if code, body := get(browser, link); code != http.StatusOK || !strings.Contains(body, "Sign out") {
+		t.Fatalf("the one-time link: %d, want the overview\n%.400s", code, body)
+	}
+	u, _ := url.Parse(base)
+	cookies := jar.Cookies(u)
+	if len(cookies) != 1 || cookies[0].Value == tok || cookies[0].Value == code || strings.Contains(cookies[0].Value, tok) {
+		t.Fatalf("the page's cookies after the login: %v; want one session id, neither the token nor the code", cookies)
+	}
+	if code, body := get(&http.Client{Timeout: 30 * time.Second}, link); code != http.StatusUnauthorized || !strings.Contains(body, "thatch ui") {
+		t.Fatalf("the link used a second time: %d, want 401 saying to run thatch ui\n%.400s", code, body)
+	}
+	if code, body := get(browser, base+"/memories/"+memoryID); code != http.StatusOK || !strings.Contains(body, "Provenance") || !strings.Contains(body, call) {
+		t.Errorf("the memory's page: %d, want its provenance naming call %s\n%.600s", code, call, body)
+	}
+	if code, body := get(browser, base+"/sessions/"+session); code != http.StatusOK || !strings.Contains(body, "Provenance") || !strings.Contains(body, call) {
+		t.Errorf("the session's page: %d, want the provenance of its extractions naming call %s", code, call)
+	}
+	if code, body := get(browser, base+"/memories?q=*"); code != http.StatusOK || !strings.Contains(body, "<form") {
+		t.Errorf("a search with no words: %d, want the form again with a message\n%.400s", code, body)
+	}
+	if code, _ := get(browser, base+"/static/"); code != http.StatusNotFound {
+		t.Errorf("GET /static/: %d, want 404 (no listing)", code)
+	}
+	_, page := get(browser, base+"/")
+	csrf := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindStringSubmatch(page)
+	if csrf == nil {
+		t.Fatalf("the overview has no sign-out form with a CSRF field")
+	}
+	res, err := browser.PostForm(base+"/logout", url.Values{"csrf": {csrf[1]}})
+	must(t, err)
+	res.Body.Close()
+	replay := &http.Client{Timeout: 30 * time.Second}
+	req, _ := http.NewRequest("GET", base+"/sessions", nil)
+	req.AddCookie(cookies[0])
+	res, err = replay.Do(req)
+	must(t, err)
+	res.Body.Close()
+	if res.StatusCode != http.StatusUnauthorized {
+		t.Errorf("the session's cookie after Sign out: %d, want 401", res.StatusCode)
+	}
+	t.Logf("step 12: thatch ui's one-time link logged in once (cookie %s, neither token nor code), was refused again; the memory's and the session's pages show call %s; q=* shows the form; /static/ lists nothing; Sign out ended the session", cookies[0].Name, call)
 }
 
 // step runs one case as a subtest: its failure fails the test, and the next case still

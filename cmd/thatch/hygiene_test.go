@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os/exec"
 	"strings"
 	"testing"
@@ -171,5 +172,56 @@ func TestOrphanedBranchMemory(t *testing.T) {
 	must(t, r.tryAPI("memory.get", map[string]any{"id": id}, &got))
 	if got.Memory.Branch != "" || len(r.hygiene(repo).Orphaned) != 0 {
 		t.Errorf("after projectWide: branch %q, hygiene %+v", got.Memory.Branch, r.hygiene(repo))
+	}
+}
+
+// TestHygieneCLIPages: thatch memories hygiene says how many findings there are and pages
+// through them with --offset and --limit; --json is the page with its total.
+func TestHygieneCLIPages(t *testing.T) {
+	r := newRig(t, "v1")
+	r.start()
+	ctx := r.ctx()
+	proj := r.host.Dir
+	must(t, r.host.Hello(ctx, "b1"))
+	must(t, r.host.Created(ctx, "ses_a", "", "t", proj))
+	// Five memories of one template: every two of them are a pair, ten pairs.
+	for _, svc := range []string{"billing", "search", "ledger", "mailer", "gateway"} {
+		text := "The " + svc + " service listens on port 8080 inside the cluster and needs the office VPN for access from laptops."
+		if _, herr, err := r.host.Tool(ctx, "thatch", runtime.ToolRemember, "ses_a", map[string]any{"content": text}); err != nil || herr != nil {
+			t.Fatal(err, herr)
+		}
+	}
+	if h := r.hygiene(proj); len(h.DuplicatePairs) != 10 {
+		t.Fatalf("hygiene of five templated memories: %d pairs, want 10", len(h.DuplicatePairs))
+	}
+	run := func(args ...string) string {
+		t.Helper()
+		var out bytes.Buffer
+		must(t, memoriesCmd(ctx, r.cfg, append([]string{"hygiene"}, args...), &out))
+		return out.String()
+	}
+	out := run("--limit", "4")
+	if !strings.HasPrefix(out, "10 findings: 10 duplicate pairs\n") || strings.Count(out, "duplicate:\n") != 4 ||
+		!strings.Contains(out, "shown: 1 to 4 of 10; the next: thatch memories hygiene --offset 4\n") {
+		t.Errorf("hygiene --limit 4:\n%s", out)
+	}
+	out = run("--limit", "4", "--offset", "8")
+	if !strings.HasPrefix(out, "10 findings: 10 duplicate pairs\n") || strings.Count(out, "duplicate:\n") != 2 ||
+		!strings.Contains(out, "shown: 9 to 10 of 10\n") || strings.Contains(out, "the next:") {
+		t.Errorf("hygiene --limit 4 --offset 8:\n%s", out)
+	}
+	if out := run(); strings.Count(out, "duplicate:\n") != 10 || strings.Contains(out, "shown:") {
+		t.Errorf("hygiene, all on one page:\n%s", out)
+	}
+	var page memory.SignalPage
+	must(t, json.Unmarshal([]byte(run("--json", "--limit", "4", "--offset", "4")), &page))
+	if page.Total != 10 || page.Offset != 4 || len(page.Signals) != 4 || page.Counts[memory.SignalDuplicate] != 10 {
+		t.Errorf("hygiene --json: total %d, offset %d, %d signals, counts %v", page.Total, page.Offset, len(page.Signals), page.Counts)
+	}
+	for _, bad := range [][]string{{"--limit", "0"}, {"--limit", "101"}, {"--offset", "-1"}} {
+		var out bytes.Buffer
+		if err := memoriesCmd(ctx, r.cfg, append([]string{"hygiene"}, bad...), &out); err == nil || !strings.Contains(err.Error(), bad[0]) {
+			t.Errorf("hygiene %v: %v", bad, err)
+		}
 	}
 }

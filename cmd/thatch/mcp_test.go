@@ -16,6 +16,7 @@ import (
 	"github.com/thatch-dev/thatch/adapters/mcp"
 	"github.com/thatch-dev/thatch/journal/memory"
 	"github.com/thatch-dev/thatch/runtime"
+	"github.com/thatch-dev/thatch/runtime/protocol"
 )
 
 // mcpClientName is the name the tests' MCP client gives in its initialize: the client of
@@ -235,6 +236,11 @@ func TestMCPServer(t *testing.T) {
 		written.Directory != repo || written.Folder != repo {
 		t.Errorf("the project %s holds %+v; want the opencode memory and %s with source {mcp %s}, written from the checkout's top %s", root, ms, id, mcpClientName, repo)
 	}
+	var shown strings.Builder
+	must(t, client(lctx, r.cfg, "memories", []string{"show", id}, &shown))
+	if !strings.Contains(shown.String(), "source   mcp, client "+mcpClientName+"\n") {
+		t.Errorf("thatch memories show %s:\n%s\nwant its source, mcp and the client", id, shown.String())
+	}
 	// The opencode session finds what thatch mcp wrote: one set of memories.
 	a, herr, err = r.host.Tool(lctx, "thatch", runtime.ToolSearch, "ses_oc", map[string]any{"query": "release notes"})
 	if err != nil || herr != nil || !strings.Contains(a.Output, id) {
@@ -399,4 +405,71 @@ func TestMCPInstallSnippet(t *testing.T) {
 	must(t, err)
 	defer cs.Close()
 	toolOK(t, cs, runtime.ToolSearch, map[string]any{"query": "anything"})
+}
+
+// TestMemoryToolsWithoutSession: the memory tools called with a project instead of a
+// session (protocol §10, an extension) need the project and the source's host, and an
+// absolute directory; memory.context takes a project too. What they write is the
+// project's, with its source.
+func TestMemoryToolsWithoutSession(t *testing.T) {
+	r := newRig(t, "v1")
+	r.start()
+	ctx := r.ctx()
+	tool := func(name string, body map[string]any) (runtime.Answer, *protocol.Error) {
+		t.Helper()
+		var a runtime.Answer
+		raw, err := json.Marshal(body)
+		must(t, err)
+		msg, err := r.nc.RequestWithContext(ctx, "thatch.tool."+name, raw)
+		must(t, err)
+		res, perr, err := protocol.Decode(msg.Data)
+		must(t, err)
+		if perr == nil {
+			must(t, json.Unmarshal(res, &a))
+		}
+		return a, perr
+	}
+	dir := t.TempDir()
+	args := map[string]any{"content": "Hostless calls keep their source."}
+	for _, bad := range []map[string]any{
+		{"args": args},
+		{"project": "p1", "args": args},
+		{"project": "p1", "source": map[string]any{"client": "x"}, "args": args},
+		{"project": "p1", "directory": "rel/dir", "source": map[string]any{"host": "mcp"}, "args": args},
+	} {
+		if _, perr := tool(runtime.ToolRemember, bad); perr == nil || perr.Name != protocol.BadRequest {
+			t.Errorf("memory_remember %v answered %v, want BadRequestError", bad, perr)
+		}
+	}
+	a, perr := tool(runtime.ToolRemember, map[string]any{"project": "p1", "directory": dir, "source": map[string]any{"host": "mcp", "client": "zed"}, "args": args})
+	if perr != nil {
+		t.Fatal(perr)
+	}
+	m, ok := r.memoryIn("p1", "keep their source")
+	if !ok || m.Source != (memory.Source{Host: "mcp", Client: "zed"}) || m.Directory != dir {
+		t.Errorf("the hostless write answered %+v and stored %+v", a, r.memories("p1"))
+	}
+	var section struct {
+		Text string `json:"text"`
+	}
+	must(t, r.tryAPI("memory.context", map[string]any{"project": "p1", "directory": dir}, &section))
+	if !strings.Contains(section.Text, "- ["+m.ID+"] (fact) Hostless calls keep their source.") {
+		t.Errorf("memory.context {project} answered %q", section.Text)
+	}
+	if err := r.tryAPI("memory.context", map[string]any{}, &section); err == nil || !strings.Contains(err.Error(), "project") {
+		t.Errorf("memory.context {} answered %v, want a BadRequestError naming project", err)
+	}
+}
+
+// TestMCPNoResponder: on an external broker that runs while thatch does not, a call is a
+// tool error that says nothing answers and to start thatch serve; once thatch runs, the
+// same client's next call works.
+func TestMCPNoResponder(t *testing.T) {
+	r := newRig(t, "v1") // the broker runs; thatch not yet
+	cs := mcpSession(t, envOf{"THATCH_NATS_URL=" + r.url, "THATCH_DATA_DIR=" + r.dataDir}, t.TempDir(), nil)
+	toolError(t, cs, runtime.ToolSearch, map[string]any{"query": "x"}, "thatch is not running: nothing answers on thatch.tool.memory_search", "thatch serve")
+	r.start()
+	if got := text(toolOK(t, cs, runtime.ToolSearch, map[string]any{"query": "x"})); got != "No memory of this project matches." {
+		t.Errorf("once thatch runs the search answers %q", got)
+	}
 }

@@ -188,6 +188,8 @@ func (s *memoriesShowCommand) Run(ctx context.Context, c daemon.Config, out io.W
 		Memory        memory.Memory  `json:"memory"`
 		Audit         []memory.Audit `json:"audit"`
 		ExtractedFrom string         `json:"extractedFrom"`
+		// Provenance: the calls each extraction that wrote it completed (issue 29).
+		Provenance []runtime.Provenance `json:"provenance"`
 	}
 	if err := json.Unmarshal(raw, &r); err != nil {
 		return err
@@ -199,7 +201,7 @@ func (s *memoriesShowCommand) Run(ctx context.Context, c daemon.Config, out io.W
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	rows := [][2]string{{"id", m.ID}, {"project", m.Project}, {"folder", m.Folder}, {"kind", m.Kind}, {"tags", strings.Join(m.Tags, ", ")},
 		{"branch", m.Branch}, {"created", stamp(&m.CreatedAt)}, {"updated", stamp(&m.UpdatedAt)}, {"used", stamp(m.UsedAt)},
-		{"source", strings.TrimSuffix(m.Source.SessionID+" "+m.Source.CallID, " ")}, {"extracted from", r.ExtractedFrom}, {"forgotten", stamp(m.ForgottenAt)}}
+		{"source", source(m.Source)}, {"extracted from", r.ExtractedFrom}, {"forgotten", stamp(m.ForgottenAt)}}
 	for _, row := range rows {
 		if row[1] != "" {
 			fmt.Fprintf(tw, "%s\t%s\n", row[0], row[1])
@@ -207,6 +209,7 @@ func (s *memoriesShowCommand) Run(ctx context.Context, c daemon.Config, out io.W
 	}
 	tw.Flush()
 	fmt.Fprintf(out, "\n%s\n", m.Content)
+	writeProvenance(out, r.Provenance, r.Audit)
 	if len(r.Audit) > 0 {
 		fmt.Fprintln(out, "\nhistory:")
 		for _, a := range r.Audit {
@@ -224,6 +227,39 @@ func (s *memoriesShowCommand) Run(ctx context.Context, c daemon.Config, out io.W
 		}
 	}
 	return nil
+}
+
+// writeProvenance writes which tool calls fed a memory: for each extraction that wrote it
+// (ps, the journal's), what it did to the memory (audit), the session it extracted and the
+// calls it completed, "<tool> <title> (<callID>)" a line.
+func writeProvenance(out io.Writer, ps []runtime.Provenance, audit []memory.Audit) {
+	for i, p := range ps {
+		verb := "extracted from session " + p.Session + " by extraction " + p.Extraction
+		switch memory.WroteAs(audit, p.Extraction) {
+		case "update":
+			verb = "updated" + strings.TrimPrefix(verb, "extracted")
+		case "forget":
+			verb = "forgotten" + strings.TrimPrefix(verb, "extracted")
+		}
+		if i == 0 {
+			fmt.Fprintln(out)
+		}
+		if len(p.Calls) == 0 {
+			fmt.Fprintf(out, "%s, from no call thatch kept\n", verb)
+			continue
+		}
+		fmt.Fprintf(out, "%s, from calls:\n", verb)
+		for _, c := range p.Calls {
+			line := "  " + c.Tool
+			if t := oneLine(c.Title, 120); t != "" {
+				line += " " + t
+			}
+			fmt.Fprintf(out, "%s (%s)\n", line, c.ID)
+		}
+		if p.More > 0 {
+			fmt.Fprintf(out, "  … and %d more\n", p.More)
+		}
+	}
 }
 
 // memoriesForgetCommand is thatch memories forget.
@@ -356,6 +392,7 @@ func (*memoriesImportCommand) Run(ctx context.Context, c daemon.Config, out io.W
 type memoriesHygieneCommand struct {
 	json    bool
 	limit   int
+	offset  int
 	project string
 }
 
@@ -365,7 +402,8 @@ func (*memoriesHygieneCommand) Usage() usage {
 
 func (h *memoriesHygieneCommand) Flags(fs *flag.FlagSet) {
 	jsonFlag(fs, &h.json)
-	fs.IntVar(&h.limit, "limit", 100, "at most `N` findings")
+	fs.IntVar(&h.limit, "limit", 100, "at most `N` findings: 1 to 100")
+	fs.IntVar(&h.offset, "offset", 0, "skip the first `N` findings (the next page: the offset plus the limit)")
 	projectFlag(fs, &h.project)
 }
 
@@ -375,26 +413,58 @@ func (h *memoriesHygieneCommand) Run(ctx context.Context, c daemon.Config, out i
 		return err
 	}
 	defer nc.Close()
-	raw, err := call(ctx, nc, c, protocol.APIMemorySignals, map[string]any{"project": h.project, "limit": h.limit})
+	if h.limit < 1 || h.limit > 100 {
+		return fmt.Errorf("--limit must be 1 to 100, got %d (--offset pages through more)", h.limit)
+	}
+	if h.offset < 0 {
+		return fmt.Errorf("--offset must be 0 or more, got %d", h.offset)
+	}
+	raw, err := call(ctx, nc, c, protocol.APIMemorySignals, map[string]any{"project": h.project, "limit": h.limit, "offset": h.offset})
 	if err != nil {
 		return err
 	}
-	if h.json {
-		return printJSON(out, raw)
+	var page memory.SignalPage
+	if t := strings.TrimSpace(string(raw)); strings.HasPrefix(t, "[") {
+		// A daemon from before pages answers the first signals, without a total.
+		if h.json {
+			return printJSON(out, raw)
+		}
+		if err := json.Unmarshal(raw, &page.Signals); err != nil {
+			return err
+		}
+		page.Total = len(page.Signals)
+	} else {
+		if h.json {
+			return printJSON(out, raw)
+		}
+		if err := json.Unmarshal(raw, &page); err != nil {
+			return err
+		}
 	}
-	var sigs []memory.Signal
-	if err := json.Unmarshal(raw, &sigs); err != nil {
-		return err
-	}
-	if len(sigs) == 0 {
+	if page.Total == 0 {
 		fmt.Fprintln(out, "nothing to tidy: no duplicate pairs, stale memories or memories of deleted branches")
 		return nil
 	}
-	for _, s := range sigs {
+	head := fmt.Sprintf("%d %s", page.Total, runtime.Plural(page.Total, "finding", "findings"))
+	if kinds := page.Kinds(); kinds != "" {
+		head += ": " + kinds
+	}
+	fmt.Fprintln(out, head)
+	for _, s := range page.Signals {
 		fmt.Fprintln(out, s.Kind+":")
 		for _, m := range s.Memories {
 			fmt.Fprintf(out, "  %s (%s) %s\n", m.ID, m.Kind, oneLine(m.Content, 100))
 		}
+	}
+	switch shown := len(page.Signals); {
+	case shown == 0:
+		fmt.Fprintf(out, "no findings from %d on: --offset 0 shows the first\n", page.Offset+1)
+	case shown < page.Total:
+		fmt.Fprintf(out, "shown: %d to %d of %d", page.Offset+1, page.Offset+shown, page.Total)
+		if next := page.Offset + shown; next < page.Total {
+			fmt.Fprintf(out, "; the next: thatch memories hygiene --offset %d", next)
+		}
+		fmt.Fprintln(out)
 	}
 	fmt.Fprintln(out, "\nthe next extraction of each project is asked to resolve them; by hand: thatch memories forget ID, thatch memories dismiss ID OTHER, thatch memories restore ID")
 	return nil
@@ -554,4 +624,16 @@ func stamp(t *time.Time) string {
 		return ""
 	}
 	return t.Local().Format("2006-01-02 15:04:05")
+}
+
+// source says where a memory came from: the session and call that wrote it, or the host
+// and client of a write from outside a session (thatch mcp: "mcp, client claude-code").
+func source(s memory.Source) string {
+	if s.Host != "" && s.SessionID == "" {
+		if s.Client != "" {
+			return s.Host + ", client " + s.Client
+		}
+		return s.Host
+	}
+	return strings.TrimSuffix(s.SessionID+" "+s.CallID, " ")
 }

@@ -41,7 +41,7 @@ func (s *sessionsCommand) Run(ctx context.Context, c daemon.Config, out io.Write
 		return err
 	}
 	return printTable(out, raw, s.json, func(tw io.Writer, rows []runtime.SessionView) error {
-		fmt.Fprintln(tw, "SESSION\tHOST\tKIND\tSTATUS\tPENDING\tACCEPTED\tFLAGS\tDIRECTORY")
+		fmt.Fprintln(tw, "SESSION\tHOST\tKIND\tSTATUS\tPENDING\tACCEPTED\tFLAGS\tDIRECTORY\tWRAP-UP")
 		for _, r := range rows {
 			flags := ""
 			for _, f := range []struct {
@@ -52,8 +52,20 @@ func (s *sessionsCommand) Run(ctx context.Context, c daemon.Config, out io.Write
 					flags += f.name + " "
 				}
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", r.SessionID, r.HostID, r.Kind, r.Status, r.Pending, r.Accepted, flags, r.Directory)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", r.SessionID, r.HostID, r.Kind, r.Status, r.Pending, r.Accepted, flags, r.Directory, wrapUpCell(r))
 		}
 		return nil
 	})
+}
+
+// wrapUpCell says where a session's wrap-up stands: the command armed, or the last one
+// that did not proceed, when, and why (last, since the reason is long).
+func wrapUpCell(r runtime.SessionView) string {
+	switch {
+	case r.WrapUp != runtime.WrapNone:
+		return "/" + r.WrapUp.Command() + " armed"
+	case r.Refused != nil:
+		return fmt.Sprintf("/%s refused at %s: %s", r.Refused.Command.Command(), r.Refused.At.UTC().Format("2006-01-02 15:04:05Z"), r.Refused.Reason)
+	}
+	return "-"
 }

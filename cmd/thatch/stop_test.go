@@ -31,7 +31,7 @@ import (
 // the embedded broker: thatch's default, where hosts connect to the broker thatch runs.
 
 // freeAddr returns a loopback address nothing listens on (at the time of asking).
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

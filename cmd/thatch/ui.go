@@ -2,30 +2,31 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	goruntime "runtime"
 	"strings"
 	"time"
 
-	"github.com/thatch-dev/thatch/adapters/natsbus"
 	"github.com/thatch-dev/thatch/cmd/internal/daemon"
+	"github.com/thatch-dev/thatch/runtime/protocol"
 )
 
-// uiCommand is thatch ui: the web page's link.
+// uiCommand is thatch ui: a one-time link to the web page.
 type uiCommand struct{ noOpen bool }
 
 func (*uiCommand) Usage() usage {
-	return usage{Name: "ui", Summary: "print the web page's link (and open it): sessions, memories, dead letters, sweep",
-		Help: `print the link to thatch's web page (hosts, sessions, memories, dead letters, the sweep
-plan) and open it in a browser when one is at hand. The link carries the broker token of
-THATCH_DATA_DIR/broker.token: keep it private. The page is served by thatch serve on
+	return usage{Name: "ui", Summary: "print a one-time link to the web page (and open it): sessions, memories, dead letters, sweep",
+		Help: `ask the running thatch for a link to its web page (hosts, sessions, memories, dead
+letters, the sweep plan) and open it in a browser when one is at hand. The link opens the
+page once, within a minute, and starts a session in that browser (until you sign out, it
+is left unused for 12 hours, a day has passed, or thatch stops); run thatch ui again for
+another browser. The link carries no token. The page is served by thatch serve on
 THATCH_HTTP_LISTEN (default 127.0.0.1:4224).`}
 }
 
@@ -33,49 +34,38 @@ func (u *uiCommand) Flags(fs *flag.FlagSet) {
 	fs.BoolVar(&u.noOpen, "no-open", false, "print the link only")
 }
 
-// Run prints the web page's link and opens it when it can.
+// uiLink is the answer of the ui.link method.
+type uiLink struct {
+	URL       string    `json:"url"`
+	ExpiresAt time.Time `json:"expiresAt"`
+}
+
+// Run asks the daemon for a one-time link, prints it and opens it when it can.
 func (u *uiCommand) Run(ctx context.Context, c daemon.Config, out io.Writer, _ []string) error {
-	// The daemon's own address comes first: it may run with another THATCH_HTTP_LISTEN.
-	base := savedStatus(c).PageURL
-	if base == "" {
-		if !c.HTTPOn() {
-			return fmt.Errorf("THATCH_HTTP_LISTEN=off: the web page is disabled; unset it (or set an address) and restart thatch serve")
-		}
-		base = daemon.PageURL(c.HTTPListen, c.HTTPTLSCert != "")
+	raw, err := request(ctx, c, protocol.APIUILink, struct{}{})
+	var herr *protocol.Error
+	switch {
+	case errors.As(err, &herr) && herr.Name == protocol.NotFound && strings.Contains(herr.Message, "no API method"):
+		return fmt.Errorf("the running thatch is older than its one-time links: restart thatch serve with this build")
+	case errors.As(err, &herr) && herr.Name == protocol.NotImplemented:
+		return errors.New(herr.Message)
+	case err != nil:
+		return err
 	}
-	token, err := os.ReadFile(c.TokenPath())
-	if errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("no broker token in %s: start thatch serve first (it creates the token the page takes)", c.DataDir)
+	var link uiLink
+	if err := json.Unmarshal(raw, &link); err != nil || link.URL == "" {
+		return fmt.Errorf("ui.link answered what thatch ui cannot read (%s)", raw)
 	}
-	if err != nil {
-		return fmt.Errorf("read the broker token: %w", err)
-	}
-	tok := strings.TrimSpace(string(token))
-	if !natsbus.ValidToken(tok) {
-		return fmt.Errorf("%s does not hold a usable token: start thatch serve, which replaces it", c.TokenPath())
-	}
-	link := base + "?token=" + tok
-	// Is the page there? Say so rather than hand out a link that does not open.
-	hc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // only /healthz, no secret sent
-	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(rctx, http.MethodGet, base+"healthz", nil)
-	resp, err := hc.Do(req)
-	if err == nil {
-		resp.Body.Close()
-	}
-	fmt.Fprintln(out, link)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		fmt.Fprintf(out, "(nothing answers at %s: is thatch serve running? The link works once it is.)\n", base)
-		return nil
-	}
+	fmt.Fprintln(out, link.URL)
 	if !u.noOpen {
 		if opener := browserOpener(); opener != "" {
-			if err := exec.Command(opener, link).Start(); err == nil {
-				fmt.Fprintf(out, "opened in your browser (%s)\n", opener)
+			if err := exec.Command(opener, link.URL).Start(); err == nil {
+				fmt.Fprintf(out, "opened in your browser (%s); the link is used: run thatch ui again for another browser\n", opener)
+				return nil
 			}
 		}
 	}
+	fmt.Fprintln(out, "(opens the page once, within a minute: run thatch ui again for a new one)")
 	return nil
 }
 

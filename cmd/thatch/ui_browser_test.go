@@ -18,7 +18,6 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/thatch-dev/thatch/adapters/natsbus"
-	"github.com/thatch-dev/thatch/adapters/web"
 	"github.com/thatch-dev/thatch/journal/memory"
 	"github.com/thatch-dev/thatch/runtime"
 )
@@ -216,12 +215,17 @@ func TestBrowserUI(t *testing.T) {
 	t.Setenv("THATCH_SHIM_LISTEN", freeAddr(t))
 	r.process(bin)
 	waitFor(t, "thatch to answer", func() bool { return r.tryAPI("status", nil, new(map[string]any)) == nil })
-	ctx := r.ctx()
+	// The host's context lasts the whole test (r.ctx's 30 s do not: Chromium alone may take
+	// longer to start on a busy machine).
+	ctx, cancelHost := context.WithTimeout(context.Background(), 9*time.Minute)
+	t.Cleanup(cancelHost)
 	must(t, h.Hello(ctx, "b1"))
 
-	// The link, as thatch ui prints it: the page's address with the broker token.
+	// The link, as thatch ui prints it: a one-time link that carries no token.
 	ui := exec.Command(bin, "ui", "--no-open")
-	ui.Env = append(os.Environ(), "THATCH_DATA_DIR="+r.dataDir)
+	// thatch ui asks the daemon, on the broker address it serves on (its status file
+	// would say so too, once it wrote it).
+	ui.Env = append(os.Environ(), "THATCH_DATA_DIR="+r.dataDir, "THATCH_NATS_LISTEN="+r.cfg.NATSListen)
 	out, err := ui.CombinedOutput()
 	if err != nil {
 		t.Fatalf("thatch ui --no-open: %v\n%s", err, out)
@@ -229,11 +233,12 @@ func TestBrowserUI(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	token, err := os.ReadFile(filepath.Join(r.dataDir, natsbus.TokenFile))
 	must(t, err)
-	link := lines[0]
-	if want := web.Link(httpAddr, strings.TrimSpace(string(token)), false); link != want || len(lines) != 1 {
-		t.Fatalf("thatch ui --no-open printed:\n%s\nwant the one line %s", out, want)
-	}
+	tok := strings.TrimSpace(string(token))
 	base := "http://" + httpAddr
+	link := lines[0]
+	if !strings.HasPrefix(link, base+"/login?code=") || strings.Contains(link, tok) || len(lines) != 2 || !strings.Contains(lines[1], "once, within a minute") {
+		t.Fatalf("thatch ui --no-open printed:\n%s\nwant a one-time link to %s/login and a line saying how long it works", out, base)
+	}
 
 	// The browser: headless Chromium with a profile of its own.
 	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
@@ -261,17 +266,26 @@ func TestBrowserUI(t *testing.T) {
 	b := &tab{t: t, ctx: bctx, base: base}
 	t.Logf("thatch and Chromium up after %s", time.Since(began).Round(time.Millisecond))
 
-	// The link sets the cookie and drops the token from the address.
+	// The link starts a session and leaves the address: the browser lands on /.
 	b.load("open thatch ui's link", http.StatusOK, "/", chromedp.Navigate(link))
 	if c := eval[string](b, "read document.cookie", `document.cookie`); c != "" {
 		t.Errorf("the page's script sees the cookie %q: it must be HttpOnly", c)
 	}
+	_, port, _ := strings.Cut(httpAddr, ":")
+	cookieName := "thatch_ui_" + port
 	cookies, err := chromedp.Call(bctx, network.GetCookies, network.GetCookiesParams{URLs: []string{base + "/"}})
 	must(t, err)
-	if len(cookies.Cookies) != 1 || cookies.Cookies[0].Name != web.CookieName || !cookies.Cookies[0].HTTPOnly ||
-		cookies.Cookies[0].SameSite != network.CookieSameSiteStrict || strings.Contains(cookies.Cookies[0].Value, strings.TrimSpace(string(token))) {
-		t.Errorf("cookies after the link: %+v, want one HttpOnly SameSite=Strict %s without the token", cookies.Cookies, web.CookieName)
+	if len(cookies.Cookies) != 1 || cookies.Cookies[0].Name != cookieName || !cookies.Cookies[0].HTTPOnly || !cookies.Cookies[0].Session ||
+		cookies.Cookies[0].SameSite != network.CookieSameSiteStrict || strings.Contains(cookies.Cookies[0].Value, tok) || strings.Contains(link, cookies.Cookies[0].Value) {
+		t.Errorf("cookies after the link: %+v, want one HttpOnly SameSite=Strict session cookie %s, neither the token nor the code", cookies.Cookies, cookieName)
 	}
+	session := cookies.Cookies[0].Value
+	// Used once: the same link again says to run thatch ui again (the session stays).
+	b.load("open thatch ui's link again", http.StatusUnauthorized, strings.TrimPrefix(link, base), chromedp.Navigate(link))
+	if got := b.text("main p.warn"); !strings.Contains(got, "used already or has expired") || !strings.Contains(got, "Run thatch ui again") {
+		t.Errorf("the link used again says %q", got)
+	}
+	b.load("go back to the overview", http.StatusOK, "/", chromedp.Navigate(base+"/"))
 
 	// The overview: the host that said hello, online.
 	if got := eval[string](b, "read the title", `document.title`); got != "Overview · thatch" {
@@ -361,6 +375,16 @@ func TestBrowserUI(t *testing.T) {
 	if n := len(r.entries(sid)); n != 0 {
 		t.Errorf("%d entries left in the journal after the extraction", n)
 	}
+	// Provenance (issue 29): the calls the extraction completed and the memories it wrote.
+	prov := b.text("#provenance tbody")
+	for _, call := range []string{"call_0", "call_1", "call_2", task + "/call_task"} {
+		if !strings.Contains(prov, call) {
+			t.Errorf("the session page's provenance lacks the call %s:\n%s", call, prov)
+		}
+	}
+	if n := b.count(`#provenance tbody a[href^="/memories/mem_"]`); n != len(uiMemories) {
+		t.Errorf("the session page's provenance links %d memories, want the %d the extraction wrote:\n%s", n, len(uiMemories), prov)
+	}
 
 	// The memories the extraction wrote: search, open, edit.
 	b.load("click Memories", http.StatusOK, "/memories", chromedp.Click(chromedp.CSS(`nav a[href="/memories"]`)))
@@ -378,6 +402,11 @@ func TestBrowserUI(t *testing.T) {
 	}
 	id := eval[string](b, "read the memory's id", `document.querySelector("#memories li").dataset.memory`)
 	b.load("click Edit", http.StatusOK, "/memories/"+id, chromedp.Click(chromedp.CSS(`#memories li a.button`)))
+	// The memory's page says which calls fed it (issue 29).
+	if got := b.text("#provenance"); !strings.Contains(got, "Extracted from session "+sid+" by extraction ") ||
+		!strings.Contains(got, "bash bash call_0") || !strings.Contains(got, "grep grep "+task+"/call_task") {
+		t.Errorf("the memory page's provenance:\n%s", got)
+	}
 	old := uiMemories[1]["content"].(string)
 	if got := eval[string](b, "read the text", `document.querySelector("#edit textarea[name=content]").value`); got != old {
 		t.Errorf("the edit form holds %q, want %q", got, old)
@@ -466,8 +495,47 @@ func TestBrowserUI(t *testing.T) {
 		t.Errorf("after Restore the page shows:\n%s", b.text("main"))
 	}
 
-	// Hygiene: the near-duplicate pair, side by side; "Not duplicates" closes it.
+	// A search with no words: the form again, saying so, over the newest memories.
+	b.load("show every memory again", http.StatusOK, "/memories", chromedp.Navigate(base+"/memories"))
+	b.load("search for *", http.StatusOK, "/memories?q=*&project=&kind=&state=",
+		chromedp.SendKeys(chromedp.CSS(`#memory-filters input[name=q]`), "*\n"))
+	if got := b.text("#no-words"); !strings.Contains(got, "“*” has no word to search for") || b.count("#memory-filters") != 1 ||
+		b.count("#memories li[data-memory]") != len(uiMemories) {
+		t.Errorf("searching * shows:\n%s", b.text("main"))
+	}
+
+	// Hygiene: the total by kind, 50 signals a page. Memories untouched for 200 days
+	// (imported) are stale: 55 of them and the pair make two pages.
+	const staleN = 55
+	longAgo := time.Now().Add(-200 * 24 * time.Hour).UTC()
+	var stale []memory.Memory
+	for i := range staleN {
+		at := longAgo.Add(time.Duration(i) * time.Minute)
+		stale = append(stale, memory.Memory{ID: fmt.Sprintf("mem_%012x%08x", at.UnixMilli(), i), Project: h.Dir, Kind: "fact",
+			Content: fmt.Sprintf("legacy note zq%da yk%db wx%dc", i, i, i), CreatedAt: at, UpdatedAt: at, Source: memory.Source{SessionID: "ses_import"}})
+	}
+	var imported struct {
+		Added int `json:"added"`
+	}
+	must(t, r.tryAPI("memory.import", map[string]any{"memories": stale}, &imported))
+	if imported.Added != staleN {
+		t.Fatalf("imported %d stale memories, want %d", imported.Added, staleN)
+	}
 	b.load("click Hygiene", http.StatusOK, "/hygiene", chromedp.Click(chromedp.CSS(`nav a[href="/hygiene"]`)))
+	if got, want := b.text("#hygiene-total"), fmt.Sprintf("%d findings: 1 duplicate pair, %d stale memories; this page shows 1 to 50.", staleN+1, staleN); got != want {
+		t.Errorf("hygiene's total says %q, want %q", got, want)
+	}
+	if n := b.count("#signals li[data-memory]"); n != 49 || !strings.Contains(b.text("#hygiene-pager"), "page 1 of 2") {
+		t.Errorf("hygiene's first page: %d stale memories, pager %q", n, b.text("#hygiene-pager"))
+	}
+	b.load("click next", http.StatusOK, "/hygiene?page=2", chromedp.Click(chromedp.CSS(`#hygiene-pager a`)))
+	if n := b.count("#signals li[data-memory]"); n != staleN-49 || b.count("section.pair") != 0 ||
+		!strings.Contains(b.text("#hygiene-total"), fmt.Sprintf("this page shows 51 to %d", staleN+1)) {
+		t.Errorf("hygiene's second page:\n%s", b.text("main"))
+	}
+	b.load("click previous", http.StatusOK, "/hygiene?page=1", chromedp.Click(chromedp.CSS(`#hygiene-pager a`)))
+
+	// The near-duplicate pair, side by side; "Not duplicates" closes it.
 	if n := b.count("section.pair"); n != 1 {
 		t.Fatalf("hygiene shows %d duplicate pairs, want 1:\n%s", n, b.text("main"))
 	}
@@ -523,7 +591,7 @@ func TestBrowserUI(t *testing.T) {
 	// The overview again, with what happened.
 	b.load("click Overview", http.StatusOK, "/", chromedp.Click(chromedp.CSS(`nav a[href="/"]`)))
 	b.live()
-	for sel, want := range map[string]string{"#stat-hosts": "1", "#stat-memories": fmt.Sprint(len(uiMemories)), "#stat-pending": "0"} {
+	for sel, want := range map[string]string{"#stat-hosts": "1", "#stat-memories": fmt.Sprint(len(uiMemories) + staleN), "#stat-pending": "0"} {
 		if got := b.text(sel); got != want {
 			t.Errorf("the overview's %s says %s, want %s", sel, got, want)
 		}
@@ -541,15 +609,37 @@ func TestBrowserUI(t *testing.T) {
 		t.Errorf("a POST without the CSRF field answered %d, want 403", code)
 	}
 
+	// Sign out: the page says how to come back, and the session is gone (its cookie,
+	// replayed, opens nothing).
+	b.load("click Sign out", http.StatusOK, "/logout", chromedp.Click(chromedp.CSS(`#logout button`)))
+	if got := b.text("main"); !strings.Contains(got, "Signed out") || !strings.Contains(got, "thatch ui") {
+		t.Errorf("after Sign out the page says:\n%s", got)
+	}
+	cookies, err = chromedp.Call(bctx, network.GetCookies, network.GetCookiesParams{URLs: []string{base + "/"}})
+	must(t, err)
+	if len(cookies.Cookies) != 0 {
+		t.Errorf("cookies after Sign out: %+v", cookies.Cookies)
+	}
+	b.load("open the overview after Sign out", http.StatusUnauthorized, "/", chromedp.Navigate(base+"/"))
+	replay, err := http.NewRequest("GET", base+"/", nil)
+	must(t, err)
+	replay.AddCookie(&http.Cookie{Name: cookieName, Value: session})
+	resp, err := http.DefaultClient.Do(replay)
+	must(t, err)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("the signed-out session's cookie replayed: %s, want 401", resp.Status)
+	}
+
 	// A browser without the cookie gets the 401 page, which says to run thatch ui; so does
-	// a link with another token.
+	// a link with the broker token, as links were before.
 	fresh, cancelFresh := chromedp.NewContext(bctx, chromedp.WithNewBrowserContext())
 	defer cancelFresh()
 	if err := chromedp.Do(fresh); err != nil { // its tab lives as long as fresh, not one step's timeout
 		t.Fatalf("open a tab in a new browser context: %v", err)
 	}
 	nb := &tab{t: t, ctx: fresh, base: base}
-	for _, u := range []string{base + "/", base + "/memories", base + "/?token=" + strings.Repeat("x", 43)} {
+	for _, u := range []string{base + "/", base + "/memories", base + "/?token=" + tok} {
 		nb.load("open "+u+" without the cookie", http.StatusUnauthorized, "", chromedp.Navigate(u))
 		if got := nb.text("main"); !strings.Contains(got, "401 Unauthorized") || !strings.Contains(got, "Run thatch ui") {
 			t.Errorf("%s without the cookie shows:\n%s", u, got)
@@ -558,8 +648,8 @@ func TestBrowserUI(t *testing.T) {
 			t.Errorf("%s: the 401 page shows the navigation", u)
 		}
 	}
-	if got := nb.text("main p.warn"); !strings.Contains(got, "not this thatch's broker token") {
-		t.Errorf("a link with another token says %q", got)
+	if got := nb.text("main p.warn"); !strings.Contains(got, "no longer open the page") {
+		t.Errorf("a link with the broker token says %q", got)
 	}
 	t.Logf("the browser test took %s", time.Since(began).Round(time.Millisecond))
 }

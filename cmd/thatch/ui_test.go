@@ -2,61 +2,81 @@ package main
 
 import (
 	"context"
-	"encoding/json"
+	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/thatch-dev/thatch/adapters/natsbus"
-	"github.com/thatch-dev/thatch/cmd/internal/daemon"
 )
 
-// TestUILink: thatch ui prints the page's link with the broker token, at the address the
-// running daemon wrote into its status file; it says so when nothing answers there, and
-// fails in words when the page is off or no token exists yet.
+// TestUILink: thatch ui asks the running daemon for a one-time link to its page: the link
+// holds no broker token, opens the page once (a session cookie, a redirect to /), and a
+// second use says to run thatch ui again; each run prints a new link. A daemon with the
+// page off, or none at all, is an error in words.
 func TestUILink(t *testing.T) {
-	c := daemon.Config{DataDir: t.TempDir(), HTTPListen: "127.0.0.1:1"}
+	ctx := context.Background()
+	if err := ui(ctx, cliConfig(t), []string{"--no-open"}, io.Discard); err == nil || !strings.Contains(err.Error(), "is thatch serve running") {
+		t.Fatalf("without a daemon: %v", err)
+	}
+
+	r := newRig(t, "v1")
+	addr := freeAddr(t)
+	r.cfg.HTTPListen = addr
+	r.start()
 	var out strings.Builder
-	err := ui(context.Background(), c, nil, &out)
-	if err == nil || !strings.Contains(err.Error(), "start thatch serve first") {
-		t.Fatalf("without a token: %v", err)
-	}
-	token, _, err := natsbus.EnsureToken(c.TokenPath())
-	must(t, err)
-
-	// Nothing listens at the configured address.
-	out.Reset()
-	must(t, ui(context.Background(), c, []string{"--no-open"}, &out))
+	must(t, ui(ctx, r.cfg, []string{"--no-open"}, &out))
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	if lines[0] != "http://127.0.0.1:1/?token="+token || len(lines) != 2 || !strings.Contains(lines[1], "is thatch serve running") {
-		t.Fatalf("with nothing at the address:\n%s", out.String())
+	link := lines[0]
+	if !strings.HasPrefix(link, "http://"+addr+"/login?code=") || len(lines) != 2 || !strings.Contains(lines[1], "once, within a minute") {
+		t.Fatalf("thatch ui printed:\n%s", out.String())
+	}
+	token, err := os.ReadFile(r.cfg.TokenPath())
+	must(t, err)
+	if tok := strings.TrimSpace(string(token)); !natsbus.ValidToken(tok) || strings.Contains(link, tok) {
+		t.Errorf("the link %s carries the broker token", link)
 	}
 
-	// The daemon runs elsewhere: its status file says where.
-	page := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/healthz" {
-			http.NotFound(w, r)
+	hc := &http.Client{Timeout: 20 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	get := func(u string, c *http.Cookie) (*http.Response, string) {
+		t.Helper()
+		req, _ := http.NewRequest("GET", u, nil)
+		if c != nil {
+			req.AddCookie(c)
 		}
-	}))
-	defer page.Close()
-	data, _ := json.Marshal(daemon.SavedStatus{PageURL: page.URL + "/"})
-	must(t, os.WriteFile(filepath.Join(c.DataDir, daemon.StatusFile), data, 0o600))
+		resp, err := hc.Do(req)
+		must(t, err)
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp, string(body)
+	}
+	resp, _ := get(link, nil)
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/" || len(resp.Cookies()) != 1 {
+		t.Fatalf("the link: %d to %q with cookies %v", resp.StatusCode, resp.Header.Get("Location"), resp.Cookies())
+	}
+	c := resp.Cookies()[0]
+	if page, body := get("http://"+addr+"/", c); page.StatusCode != 200 || !strings.Contains(body, "Overview") {
+		t.Errorf("the page with the link's cookie: %d", page.StatusCode)
+	}
+	if again, body := get(link, nil); again.StatusCode != http.StatusUnauthorized || !strings.Contains(body, "Run thatch ui again") || len(again.Cookies()) != 0 {
+		t.Errorf("the link used twice: %d\n%s", again.StatusCode, body)
+	}
 	out.Reset()
-	must(t, ui(context.Background(), c, []string{"--no-open"}, &out))
-	if got := strings.TrimSpace(out.String()); got != page.URL+"/?token="+token {
-		t.Fatalf("with the daemon's page at %s: %q", page.URL, got)
+	must(t, ui(ctx, r.cfg, []string{"--no-open"}, &out))
+	if next := strings.SplitN(out.String(), "\n", 2)[0]; next == link || !strings.HasPrefix(next, "http://"+addr+"/login?code=") {
+		t.Errorf("a second thatch ui printed %q after %q", next, link)
 	}
+	r.stop()
 
-	// Off, and no daemon wrote an address.
-	must(t, os.Remove(filepath.Join(c.DataDir, daemon.StatusFile)))
-	c.HTTPListen = "off"
-	if err := ui(context.Background(), c, nil, &out); err == nil || !strings.Contains(err.Error(), "THATCH_HTTP_LISTEN=off") {
-		t.Fatalf("with the page off: %v", err)
+	// The page off: thatch ui says so.
+	off := newRig(t, "v1")
+	off.start()
+	if err := ui(ctx, off.cfg, []string{"--no-open"}, &out); err == nil || !strings.Contains(err.Error(), "THATCH_HTTP_LISTEN=off") {
+		t.Errorf("with the page off: %v", err)
 	}
-	if err := ui(context.Background(), c, []string{"extra"}, &out); err == nil || !strings.Contains(err.Error(), "no arguments") {
+	if err := ui(ctx, off.cfg, []string{"extra"}, &out); err == nil || !strings.Contains(err.Error(), "no arguments") {
 		t.Fatalf("with an argument: %v", err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -43,28 +44,37 @@ type Signal struct {
 // Hygiene is the open hygiene signals of the project keys projects (none = every project) at
 // now. It changes nothing: looking at a stale memory here does not count as a use.
 func (s *Store) Hygiene(ctx context.Context, projects []string, now time.Time) (Hygiene, error) {
-	h := Hygiene{DuplicatePairs: [][2]string{}, Stale: []string{}, Orphaned: []string{}, Merged: []string{}}
 	// One read transaction, so the four lists describe one state of the store.
 	tx, err := s.r.BeginTx(ctx, nil)
 	if err != nil {
 		return Hygiene{}, fmt.Errorf("memory hygiene: %w", err)
 	}
 	defer tx.Rollback()
-	pairs, err := openPairs(ctx, tx, projects, -1)
+	h, err := s.hygiene(ctx, tx, projects, now)
 	if err != nil {
 		return Hygiene{}, fmt.Errorf("memory hygiene: %w", err)
+	}
+	return h, nil
+}
+
+// hygiene reads Hygiene's lists through q.
+func (s *Store) hygiene(ctx context.Context, q queryer, projects []string, now time.Time) (Hygiene, error) {
+	h := Hygiene{DuplicatePairs: [][2]string{}, Stale: []string{}, Orphaned: []string{}, Merged: []string{}}
+	pairs, err := openPairs(ctx, q, projects, -1)
+	if err != nil {
+		return Hygiene{}, err
 	}
 	for _, p := range pairs {
 		h.DuplicatePairs = append(h.DuplicatePairs, [2]string{p.a, p.b})
 	}
-	if h.Orphaned, err = verdicts(ctx, tx, projects, SignalOrphaned, -1); err != nil {
-		return Hygiene{}, fmt.Errorf("memory hygiene: %w", err)
+	if h.Orphaned, err = verdicts(ctx, q, projects, SignalOrphaned, -1); err != nil {
+		return Hygiene{}, err
 	}
-	if h.Merged, err = verdicts(ctx, tx, projects, SignalMerged, -1); err != nil {
-		return Hygiene{}, fmt.Errorf("memory hygiene: %w", err)
+	if h.Merged, err = verdicts(ctx, q, projects, SignalMerged, -1); err != nil {
+		return Hygiene{}, err
 	}
-	if h.Stale, err = s.stale(ctx, tx, projects, now, -1); err != nil {
-		return Hygiene{}, fmt.Errorf("memory hygiene: %w", err)
+	if h.Stale, err = s.stale(ctx, q, projects, now, -1); err != nil {
+		return Hygiene{}, err
 	}
 	return h, nil
 }
@@ -96,6 +106,100 @@ func (s *Store) Signals(ctx context.Context, projects []string, limit int, now t
 	}
 	s.signals.put(key, signalsAnswer{writes: writes, at: now, next: next, signals: out})
 	return slices.Clone(out), nil
+}
+
+// SignalPage is one page of the open signals, in Signals' order, with how many there are
+// in all and of each kind: a person pages through them knowing how many remain.
+type SignalPage struct {
+	Total   int            `json:"total"`
+	Counts  map[string]int `json:"counts"` // by kind; a kind without signals is left out
+	Offset  int            `json:"offset"`
+	Signals []Signal       `json:"signals"` // never nil
+}
+
+// Kinds says how many signals there are of each kind, in Signals' order, for people:
+// "1 duplicate pair, 60 stale memories"; "" when there are none.
+func (p SignalPage) Kinds() string {
+	var parts []string
+	for _, k := range []struct{ kind, one, many string }{
+		{SignalDuplicate, "duplicate pair", "duplicate pairs"},
+		{SignalOrphaned, "memory of a deleted branch", "memories of deleted branches"},
+		{SignalMerged, "memory of a merged branch", "memories of merged branches"},
+		{SignalStale, "stale memory", "stale memories"},
+	} {
+		switch n := p.Counts[k.kind]; n {
+		case 0:
+		case 1:
+			parts = append(parts, "1 "+k.one)
+		default:
+			parts = append(parts, fmt.Sprintf("%d %s", n, k.many))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// SignalsPage is the open signals of projects (none = every project) at now from the
+// offset-th (from 0), at most limit (1 to 100, 0 = 10) of them, and how many there are:
+// one read of the store, so the counts and the page agree. Nothing is marked used.
+func (s *Store) SignalsPage(ctx context.Context, projects []string, offset, limit int, now time.Time) (SignalPage, error) {
+	limit, err := checkLimit(limit, 10, 100)
+	if err != nil {
+		return SignalPage{}, err
+	}
+	if offset < 0 {
+		return SignalPage{}, fmt.Errorf("%w: offset %d is negative; give 0 for the first signals", ErrBadRequest, offset)
+	}
+	p := SignalPage{Counts: map[string]int{}, Offset: offset, Signals: []Signal{}}
+	err = func() error {
+		tx, err := s.r.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback()
+		h, err := s.hygiene(ctx, tx, projects, now)
+		if err != nil {
+			return err
+		}
+		var list []Signal // each with its memories' ids only, until the page is known
+		for _, pair := range h.DuplicatePairs {
+			list = append(list, Signal{Kind: SignalDuplicate, Memories: []Memory{{ID: pair[0]}, {ID: pair[1]}}})
+		}
+		for _, k := range []struct {
+			kind string
+			ids  []string
+		}{{SignalOrphaned, h.Orphaned}, {SignalMerged, h.Merged}, {SignalStale, h.Stale}} {
+			for _, id := range k.ids {
+				list = append(list, Signal{Kind: k.kind, Memories: []Memory{{ID: id}}})
+			}
+		}
+		p.Total = len(list)
+		for _, sg := range list {
+			p.Counts[sg.Kind]++
+		}
+		list = list[min(offset, len(list)):min(offset+limit, len(list))]
+		var ids []string
+		for _, sg := range list {
+			for _, m := range sg.Memories {
+				ids = append(ids, m.ID)
+			}
+		}
+		byID, err := memoriesByID(ctx, tx, ids)
+		if err != nil {
+			return err
+		}
+		for _, sg := range list {
+			full := Signal{Kind: sg.Kind}
+			for _, m := range sg.Memories {
+				full.Memories = append(full.Memories, byID[m.ID])
+			}
+			p.Signals = append(p.Signals, full)
+		}
+		return nil
+	}()
+	if err != nil {
+		return SignalPage{}, fmt.Errorf("memory signals: %w", err)
+	}
+	return p, nil
 }
 
 // readSignals reads Signals from the store, in one read transaction so the lists describe

@@ -491,6 +491,40 @@ func TestSignals(t *testing.T) {
 	if _, err := s.Signals(ctx, nil, 101, now); !errors.Is(err, ErrBadRequest) {
 		t.Errorf("limit 101: %v", err)
 	}
+	// Page by page, with the counts: the same signals in the same order.
+	var paged []string
+	for offset := 0; offset < 12; offset += 2 {
+		p, err := s.SignalsPage(ctx, one(alice.Project), offset, 2, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Total != len(want) || p.Offset != offset || p.Counts[SignalDuplicate] != 3 || p.Counts[SignalOrphaned] != 1 ||
+			p.Counts[SignalMerged] != 1 || p.Counts[SignalStale] != 4 {
+			t.Errorf("page at %d: total %d, counts %v", offset, p.Total, p.Counts)
+		}
+		if offset >= len(want) && (p.Signals == nil || len(p.Signals) != 0) {
+			t.Errorf("a page past the end: %+v", p.Signals)
+		}
+		for _, sig := range p.Signals {
+			var ids []string
+			for _, m := range sig.Memories {
+				if m.Content == "" {
+					t.Errorf("a paged signal's memory %s has no text", m.ID)
+				}
+				ids = append(ids, m.ID)
+			}
+			paged = append(paged, sig.Kind+":"+strings.Join(ids, ","))
+		}
+	}
+	if strings.Join(paged, "\n") != strings.Join(want, "\n") {
+		t.Errorf("paged signals\n%s\nwant\n%s", strings.Join(paged, "\n"), strings.Join(want, "\n"))
+	}
+	if _, err := s.SignalsPage(ctx, nil, -1, 2, now); !errors.Is(err, ErrBadRequest) {
+		t.Errorf("offset -1: %v", err)
+	}
+	if _, err := s.SignalsPage(ctx, nil, 0, 101, now); !errors.Is(err, ErrBadRequest) {
+		t.Errorf("limit 101: %v", err)
+	}
 	h := hygiene(t, s, alice.Project, now)
 	if len(h.DuplicatePairs) != 3 || len(h.Orphaned) != 1 || len(h.Merged) != 1 || len(h.Stale) != 4 {
 		t.Errorf("hygiene %+v", h)

@@ -3,6 +3,7 @@ package memory
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"io/fs"
 	"path/filepath"
@@ -64,7 +65,7 @@ func TestScopedIndexMigration(t *testing.T) {
 	}
 	for _, r := range rows {
 		m := Memory{ID: r.id, Project: r.c.Project, Kind: "fact", Content: r.text, Tags: []string{"infra"}, CreatedAt: t0, UpdatedAt: t0}
-		if err := insert(ctx, tx, m); err != nil {
+		if err := insertAt5(ctx, tx, m); err != nil {
 			t.Fatal(err)
 		}
 		if r.forgotten {
@@ -155,4 +156,20 @@ func TestMergeIndex(t *testing.T) {
 	if got := found(t, s, alice, "api-gw-07"); len(got) != 1 {
 		t.Errorf("an identifier after the merge: %v", got)
 	}
+}
+
+// insertAt5 is insert as a store of version 5 did it: without the source's host and client
+// (version 8).
+func insertAt5(ctx context.Context, tx cachedTx, m Memory) error {
+	tags, _ := json.Marshal(m.Tags)
+	_, err := tx.ExecContext(ctx, `
+		INSERT INTO memories (id, project, scope, branch, directory, branch_tip, kind, content, norm, tags,
+			created_at, updated_at, used_at, source_session, source_call)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?)`,
+		m.ID, m.Project, scope(m.Project), m.Branch, m.Directory, m.BranchTip, m.Kind, m.Content, normalize(m.Content), string(tags),
+		toMS(m.CreatedAt), toMS(m.UpdatedAt), m.Source.SessionID, m.Source.CallID)
+	if err != nil {
+		return err
+	}
+	return countWords(ctx, tx, m.Content, 1)
 }

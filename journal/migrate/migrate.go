@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
@@ -23,6 +24,20 @@ func Damaged(err error) bool {
 	}
 	code := e.Code() & 0xff
 	return code == sqlite3.SQLITE_CORRUPT || code == sqlite3.SQLITE_NOTADB
+}
+
+// DiskFull tells whether err says the disk is full: SQLite's SQLITE_FULL (which it also
+// answers when a database reaches its max_page_count), or the system's ENOSPC or EDQUOT
+// (over quota) from a write.
+func DiskFull(err error) bool {
+	if err == nil {
+		return false
+	}
+	var e *sqlite.Error
+	if errors.As(err, &e) && e.Code()&0xff == sqlite3.SQLITE_FULL {
+		return true
+	}
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
 }
 
 // Apply runs the migrations of fsys matching pattern (e.g. "migrations/*.sql") that db has

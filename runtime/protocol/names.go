@@ -125,4 +125,6 @@ const (
 	APIMemorySignals  = "memory.signals"
 	APIMemoryDismiss  = "memory.dismiss"
 	APIMemoryProjects = "memory.projects"
+	// APIUILink mints a one-time link to the web page (an extension: thatch ui).
+	APIUILink = "ui.link"
 )

@@ -89,6 +89,9 @@ func (sc *scanner) trimName(h, ns, ne int) (int, int, int) {
 // a long line of "k=k=k=…" linear.
 func (sc *scanner) assignment(ns, ne int) int {
 	s := sc.s
+	// A name does not run back into a JSON escape before it: in "…\nDB_PASSWORD=x" and
+	// "…\tPWD=/home" the name is DB_PASSWORD and PWD.
+	ns += escapeAt(s, ns, ne)
 	if ns > 0 && s[ns-1] == '/' {
 		// A path component (/etc/passwd, /run/secrets/token) or URL user info: the
 		// URL rule owns the latter.
@@ -96,7 +99,7 @@ func (sc *scanner) assignment(ns, ne int) int {
 	}
 	raw := s[ns:ne]
 	name := strings.TrimLeft(raw, "-.")
-	flag := len(name) < len(raw) && raw[0] == '-' && (ns == 0 || isSpace(s[ns-1]))
+	flag := len(name) < len(raw) && raw[0] == '-' && (ns == 0 || isSpace(s[ns-1]) || escapeBefore(s, ns) > 0)
 	cls := classify(name)
 	if cls == clsNone {
 		return 0
@@ -191,6 +194,8 @@ func standInEnd(s string, i int) int {
 		closer = "}"
 	case strings.HasPrefix(s[i:], "<"):
 		closer = ">"
+	case strings.HasPrefix(s[i:], `\u003c`):
+		closer = `\u003e` // <…> in JSON written by Go's encoder, kept as text
 	default:
 		return i
 	}
@@ -221,14 +226,14 @@ func endsValue(s string, i int, encl byte) bool {
 		strings.HasPrefix(s[i:], "//")
 }
 
-// escapedEnd reports whether s[i:] starts with an escaped line break, or an escaped
-// quote encl, as in a JSON document shown as text.
+// escapedEnd reports whether s[i:] starts with an escaped line break or tab, or an
+// escaped quote encl, as in a JSON document shown as text.
 func escapedEnd(s string, i int, encl byte) bool {
 	if s[i] != '\\' || i+1 >= len(s) {
 		return false
 	}
 	c := s[i+1]
-	return c == 'n' || c == 'r' || (encl != 0 && c == encl)
+	return c == 'n' || c == 'r' || c == 't' || (encl != 0 && c == encl)
 }
 
 // judge decides whether value v of a key named name, of class cls, is redacted, and
@@ -423,6 +428,14 @@ func isPlaceholder(v string) bool {
 	}
 	if strings.Trim(v, "*xX.#?_-•…●") == "" {
 		return true
+	}
+	if t := strings.TrimRight(v, "\"'`)]},;\\"); t != "" && len(t) < len(v) && isPlaceholder(t) {
+		// A value read to the end of its line inside a JSON string kept as text takes
+		// the string's closing quote and the document's closers with it: "********\"}".
+		return true
+	}
+	if strings.HasPrefix(v, `\u003c`) && strings.HasSuffix(v, `\u003e`) {
+		return true // a <…> stand-in in JSON written by Go's encoder, kept as text
 	}
 	last := v[len(v)-1]
 	switch v[0] {

@@ -12,6 +12,7 @@ func isLetter(c byte) bool     { return isUpper(c) || isLower(c) }
 func isAlnum(c byte) bool      { return isLetter(c) || isDigit(c) }
 func isWord(c byte) bool       { return isAlnum(c) || c == '_' }
 func isUpperDigit(c byte) bool { return isUpper(c) || isDigit(c) }
+func isHex(c byte) bool        { return isDigit(c) || ('a' <= c && c <= 'f') || ('A' <= c && c <= 'F') }
 func isB64URL(c byte) bool     { return isWord(c) || c == '-' }
 func isB64(c byte) bool        { return isAlnum(c) || c == '+' || c == '/' || c == '=' }
 func isSlackChar(c byte) bool  { return isAlnum(c) || c == '-' }
@@ -46,8 +47,45 @@ func spanWhile(s string, i int, f func(byte) bool) int {
 	return i
 }
 
-// boundaryBefore reports whether s[i] starts a word.
-func boundaryBefore(s string, i int) bool { return i == 0 || !isWord(s[i-1]) }
+// boundaryBefore reports whether s[i] starts a word: nothing, a character that is not a
+// letter, digit or '_', or a JSON escape stands before it.
+func boundaryBefore(s string, i int) bool {
+	return i == 0 || !isWord(s[i-1]) || escapeBefore(s, i) > 0
+}
+
+// escapeBefore returns the length of the JSON string escape that ends just before s[i]
+// (\n, \t, \r, \b, \f, \", \\, \/ or \uXXXX), or 0. JSON text kept as text (a tool's
+// output that is JSON, a dead letter's body, a JSON string inside a JSON string) has
+// its line breaks and tabs as such escapes: the word after one starts there.
+func escapeBefore(s string, i int) int {
+	if i >= 2 && s[i-2] == '\\' {
+		switch s[i-1] {
+		case 'n', 't', 'r', 'b', 'f', '"', '\\', '/':
+			return 2
+		}
+	}
+	if i >= 6 && s[i-6] == '\\' && s[i-5] == 'u' && isHex(s[i-4]) && isHex(s[i-3]) && isHex(s[i-2]) && isHex(s[i-1]) {
+		return 6
+	}
+	return 0
+}
+
+// escapeAt returns the length of the JSON string escape the name s[i:e] starts with when
+// a backslash stands before i (the name grew back over an escape's letters), or 0.
+func escapeAt(s string, i, e int) int {
+	if i == 0 || s[i-1] != '\\' || i >= e {
+		return 0
+	}
+	switch s[i] {
+	case 'n', 't', 'r', 'b', 'f':
+		return 1
+	case 'u':
+		if i+5 <= e && isHex(s[i+1]) && isHex(s[i+2]) && isHex(s[i+3]) && isHex(s[i+4]) {
+			return 5
+		}
+	}
+	return 0
+}
 
 func skipBlanks(s string, i int) int { return spanWhile(s, i, isBlank) }
 

@@ -55,8 +55,18 @@
 //	                   is a bare token; the scheme is kept
 //	assignment         the value of a key that names a secret, below
 //
-// Tokens with a prefix must start a word: the character before the prefix is not a
-// letter, digit or underscore.
+// A distinctive prefix is a token after any character, a letter, digit or '_' included
+// ("xghp_…", "log\nghp_…" in JSON kept as text): ghp_, gho_, ghu_, ghs_, ghr_,
+// github_pat_, the GitLab prefixes, sk-ant-, sk-proj-, the Slack prefixes, sk_live_,
+// sk_test_, rk_live_, rk_test_, AGE-SECRET-KEY-1 and a JWT's eyJ. Inside a word, where an
+// identifier is likelier, sk-ant- and sk-proj- bodies need upper- and lower-case
+// letters, a Stripe body a digit, and a JWT's first segment must decode to a header with
+// "alg", "typ" or "enc" (framework_test_integrationSuite, org.monkeyJar.a.b stay). The
+// other tokens (AKIA, ASIA, sk-, AIza, npm_, pypi-, hf_, Bearer, a base64 PEM key) must
+// start a word: the character before them is not a letter, digit or underscore, or it
+// ends a JSON string escape (\n, \t, \r, \b, \f, \", \\, \/, \uXXXX). An assignment's name
+// does not take in the escape before it: in "…\nDB_PASSWORD=x" the name is DB_PASSWORD.
+// A URL's password is found with its slashes escaped too (postgres:\/\/bob:pw@db).
 //
 // # Assignments
 //

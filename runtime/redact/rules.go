@@ -90,22 +90,30 @@ type prefixRule struct {
 	dots bool
 	// valid, when set, vetoes a body.
 	valid func(body string) bool
+	// anywhere marks a prefix distinctive enough to start a token after any character
+	// (a letter, a digit, '_'): "xghp_…" and "created\nghp_…" hold a token too. The
+	// others must start a word (boundaryBefore).
+	anywhere bool
+	// inWord, when set, also vetoes a body whose prefix does not start a word, where an
+	// identifier is likelier than a token ("framework_test_integrationSuite").
+	inWord func(body string) bool
 }
 
 var prefixRules = []prefixRule{
 	{rule: ruleAWSKey, prefixes: []string{"AKIA", "ASIA"}, body: isUpperDigit, min: 16},
-	{rule: ruleGitHub, prefixes: []string{"ghp_", "gho_", "ghu_", "ghs_", "ghr_"}, body: isAlnum, min: 36},
-	{rule: ruleGitHub, prefixes: []string{"github_pat_"}, body: isWord, min: 22},
-	{rule: ruleGitLab, prefixes: []string{"glpat-", "glptt-", "gldt-", "glrt-", "glcbt-", "gloas-"}, body: isB64URL, min: 20, dots: true},
-	{rule: ruleAnthropic, prefixes: []string{"sk-ant-"}, body: isB64URL, min: 20},
-	{rule: ruleOpenAI, prefixes: []string{"sk-"}, body: isB64URL, min: 17, valid: notKebab},
-	{rule: ruleSlack, prefixes: []string{"xoxa-", "xoxb-", "xoxe-", "xoxp-", "xoxr-", "xoxs-", "xapp-"}, body: isSlackChar, min: 10},
+	{rule: ruleGitHub, prefixes: []string{"ghp_", "gho_", "ghu_", "ghs_", "ghr_"}, body: isAlnum, min: 36, anywhere: true},
+	{rule: ruleGitHub, prefixes: []string{"github_pat_"}, body: isWord, min: 22, anywhere: true},
+	{rule: ruleGitLab, prefixes: []string{"glpat-", "glptt-", "gldt-", "glrt-", "glcbt-", "gloas-"}, body: isB64URL, min: 20, dots: true, anywhere: true},
+	{rule: ruleAnthropic, prefixes: []string{"sk-ant-"}, body: isB64URL, min: 20, anywhere: true, inWord: mixedCase},
+	// sk- starts a word; sk-proj- (a project key) may stand anywhere.
+	{rule: ruleOpenAI, prefixes: []string{"sk-"}, body: isB64URL, min: 17, valid: notKebab, anywhere: true, inWord: projectKey},
+	{rule: ruleSlack, prefixes: []string{"xoxa-", "xoxb-", "xoxe-", "xoxp-", "xoxr-", "xoxs-", "xapp-"}, body: isSlackChar, min: 10, anywhere: true},
 	{rule: ruleGoogle, prefixes: []string{"AIza"}, body: isB64URL, min: 35},
-	{rule: ruleStripe, prefixes: []string{"sk_live_", "sk_test_", "rk_live_", "rk_test_"}, body: isAlnum, min: 16},
+	{rule: ruleStripe, prefixes: []string{"sk_live_", "sk_test_", "rk_live_", "rk_test_"}, body: isAlnum, min: 16, anywhere: true, inWord: hasDigit},
 	{rule: ruleNPM, prefixes: []string{"npm_"}, body: isAlnum, min: 36},
 	{rule: rulePyPI, prefixes: []string{"pypi-"}, body: isB64URL, min: 50},
 	{rule: ruleHuggingFace, prefixes: []string{"hf_"}, body: isAlnum, min: 30},
-	{rule: ruleAge, prefixes: []string{"AGE-SECRET-KEY-1"}, body: isUpperDigit, min: 50},
+	{rule: ruleAge, prefixes: []string{"AGE-SECRET-KEY-1"}, body: isUpperDigit, min: 50, anywhere: true},
 }
 
 func findPrefixed(sc *scanner) {
@@ -119,7 +127,8 @@ func findPrefixed(sc *scanner) {
 				}
 				i := off + k
 				off = i + len(p)
-				if !boundaryBefore(s, i) {
+				inWord := !boundaryBefore(s, i)
+				if inWord && !r.anywhere {
 					continue
 				}
 				j := i + len(p)
@@ -130,13 +139,41 @@ func findPrefixed(sc *scanner) {
 				// A prefix inside a run that failed has no longer run after it: go on
 				// after the run, which keeps "sk-sk-sk-…" linear.
 				off = e
-				if e-j < r.min || (r.valid != nil && !r.valid(s[j:e])) {
+				body := s[j:e]
+				if len(body) < r.min || (r.valid != nil && !r.valid(body)) || (inWord && r.inWord != nil && !r.inWord(body)) {
 					continue
 				}
 				sc.add(i, e, r.rule)
 			}
 		}
 	}
+}
+
+// mixedCase reports whether body has upper- and lower-case letters, as every random
+// base64url key of 20 characters or more has, and kebab-case words do not.
+func mixedCase(body string) bool {
+	u, l := false, false
+	for i := 0; i < len(body); i++ {
+		u = u || isUpper(body[i])
+		l = l || isLower(body[i])
+	}
+	return u && l
+}
+
+// projectKey reports whether an sk- body is an OpenAI project key's, "proj-" and a
+// random body: the one sk- key distinctive enough to be found inside a word.
+func projectKey(body string) bool {
+	rest, ok := strings.CutPrefix(body, "proj-")
+	return ok && mixedCase(rest)
+}
+
+func hasDigit(body string) bool {
+	for i := 0; i < len(body); i++ {
+		if isDigit(body[i]) {
+			return true
+		}
+	}
+	return false
 }
 
 // notKebab rejects an sk- body made of lower-case words joined by hyphens
@@ -167,9 +204,7 @@ func findJWT(sc *scanner) {
 		}
 		i := off + k
 		off = i + 3
-		if i > 0 && (isB64URL(s[i-1]) || s[i-1] == '.') {
-			continue
-		}
+		inWord := i > 0 && (isB64URL(s[i-1]) || s[i-1] == '.') && escapeBefore(s, i) == 0
 		e1 := spanWhile(s, i, isB64URL)
 		if e1-i < 10 || e1 >= len(s) || s[e1] != '.' {
 			continue
@@ -182,9 +217,26 @@ func findJWT(sc *scanner) {
 		if e3-e2-1 < 10 && !strings.HasPrefix(s[e1+1:], "eyJ") {
 			continue
 		}
+		if inWord && !jwtHeader(s[i:e1]) {
+			continue
+		}
 		sc.add(i, e3, ruleJWT)
 		off = e3
 	}
+}
+
+// jwtHeader reports whether seg, the first segment of a token that does not start a
+// word, decodes to a JOSE header: a JSON object with an "alg" member (RFC 7515 4.1.1),
+// or "typ" or "enc" when "alg" comes after 190 bytes of other members.
+// Inside a word "eyJ" may start a dotted name (org.monkeyJar.…); a header is a token.
+func jwtHeader(seg string) bool {
+	seg = seg[:min(len(seg), 256)]
+	dec, err := base64.RawURLEncoding.DecodeString(seg[:len(seg)/4*4])
+	if err != nil {
+		return false
+	}
+	h := string(dec)
+	return strings.Contains(h, `"alg"`) || strings.Contains(h, `"typ"`) || strings.Contains(h, `"enc"`)
 }
 
 const pemBegin = "-----BEGIN "
@@ -299,7 +351,7 @@ func findBase64PEM(sc *scanner) {
 		}
 		i := off + k
 		off = i + len(anchor)
-		if i > 0 && isB64(s[i-1]) {
+		if i > 0 && isB64(s[i-1]) && escapeBefore(s, i) == 0 {
 			continue
 		}
 		e := spanWhile(s, i, isB64)
@@ -315,16 +367,33 @@ func findBase64PEM(sc *scanner) {
 
 // findURLPassword finds scheme://user:password@host and redacts the password only. The
 // authority ends at white space, a slash, '?', '#', a quote or '<', and the password runs
-// to its last '@', so a password with an '@' goes entirely.
+// to its last '@', so a password with an '@' goes entirely. A URL in JSON kept as text may
+// have its slashes escaped (scheme:\/\/user:password@host).
 func findURLPassword(sc *scanner) {
+	findURLPasswordAfter(sc, "://")
+	findURLPasswordAfter(sc, `:\`)
+}
+
+// findURLPasswordAfter finds the URLs whose "://" starts with sep: "://" itself, or ":\"
+// for the slashes escaped once or more (":\/\/", ":\\\/\\\/" in a JSON string inside a JSON
+// string kept as text).
+func findURLPasswordAfter(sc *scanner, sep string) {
 	s := sc.s
 	for off := 0; ; {
-		k := strings.Index(s[off:], "://")
+		k := strings.Index(s[off:], sep)
 		if k < 0 {
 			return
 		}
 		i := off + k
-		off = i + 3
+		off = i + len(sep)
+		p := i + 1
+		if sep != "://" {
+			if p = escapedSlashes(s, p); p < 0 {
+				continue
+			}
+		} else {
+			p = i + 3
+		}
 		b := i
 		for b > 0 && isSchemeChar(s[b-1]) {
 			b--
@@ -335,7 +404,6 @@ func findURLPassword(sc *scanner) {
 		if b == i {
 			continue
 		}
-		p := i + 3
 		e := p
 		for e < len(s) && !isAuthorityStop(s[e]) {
 			e++
@@ -356,6 +424,22 @@ func findURLPassword(sc *scanner) {
 		sc.add(vs, at, ruleURLPassword)
 		off = at
 	}
+}
+
+// escapedSlashes returns the index after two escaped slashes ("\/\/", "\\\/\\\/") that
+// start at i, or -1.
+func escapedSlashes(s string, i int) int {
+	for range 2 {
+		j := i
+		for j < len(s) && s[j] == '\\' {
+			j++
+		}
+		if j == i || j >= len(s) || s[j] != '/' {
+			return -1
+		}
+		i = j + 1
+	}
+	return i
 }
 
 func isAuthorityStop(c byte) bool {

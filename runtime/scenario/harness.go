@@ -466,6 +466,9 @@ func dumpSession(x *runtime.Session) []string {
 	if x.Resolved != runtime.WrapNone {
 		line += " resolved=" + string(x.Resolved)
 	}
+	if r := x.Refused; r != nil {
+		line += fmt.Sprintf(" refused=%s@+%s", r.Command, r.At.Sub(Epoch))
+	}
 	if x.Metrics.Total() > 0 {
 		line += fmt.Sprintf(" metrics=%d/%d/%d", x.Metrics.New, x.Metrics.Updated, x.Metrics.Deleted)
 	}

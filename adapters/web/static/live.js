@@ -18,7 +18,12 @@
     if (editing()) { set("paused", "paused while you edit"); again = true; return; }
     busy = true;
     fetch(location.href, { headers: { "X-Partial": "1" }, credentials: "same-origin", cache: "no-store" })
-      .then(function (r) { if (!r.ok) { throw new Error(r.status); } return r.text(); })
+      .then(function (r) {
+        // Signed out (here or in another tab) or expired: show the page that says so.
+        if (r.status === 401) { location.reload(); }
+        if (!r.ok) { throw new Error(r.status); }
+        return r.text();
+      })
       .then(function (html) { if (main.innerHTML !== html) { main.innerHTML = html; } set("on", "live"); })
       .catch(function () { set("off", "offline"); })
       .then(function () { busy = false; if (again) { again = false; setTimeout(refresh, 250); } });
@@ -27,5 +32,10 @@
   var es = new EventSource("/live");
   es.addEventListener("hello", function () { set("on", "live"); });
   es.addEventListener("change", refresh);
-  es.onerror = function () { set("off", "reconnecting…"); };
+  es.onerror = function () {
+    set("off", "reconnecting…");
+    // A stream the browser gave up on (the session ended: /live answered 401): ask the
+    // page itself, which reloads on a 401.
+    if (es.readyState === EventSource.CLOSED) { refresh(); }
+  };
 })();

@@ -36,7 +36,8 @@ type Config struct {
 	Consumer             string `envconfig:"CONSUMER" default:"thatch" desc:"durable consumer name"`
 	StreamMaxBytes       int64  `envconfig:"STREAM_MAX_BYTES" default:"1073741824" desc:"bytes the event stream keeps at most; past it the oldest events go"`
 	StreamMaxMsgBytes    int64  `envconfig:"STREAM_MAX_MSG_BYTES" default:"1114112" desc:"bytes of one message (headers included) the event stream stores at most; the broker refuses a larger publish"`
-	HostTimeoutMS        int    `envconfig:"HOST_TIMEOUT_MS" default:"10000" desc:"host call timeout, and how long a tool call waits for the consumer"`
+	StreamPurgeMS        int    `envconfig:"STREAM_PURGE_MS" default:"5000" desc:"with the embedded broker, how often events thatch applied are purged from the stream (0 keeps them to the stream's limits)"`
+	HostTimeoutMS        int    `envconfig:"HOST_TIMEOUT_MS" default:"10000" desc:"host call timeout, how long a tool call waits for the consumer, and as long again for its commit"`
 	StaleAcceptedMS      int    `envconfig:"STALE_ACCEPTED_MS" default:"900000" desc:"age after which an accepted entry goes back to pending"`
 	InteractionOutputMax int    `envconfig:"INTERACTION_OUTPUT_MAX" default:"2000" desc:"characters kept of a tool output and of each top-level string arg"`
 	BatchMax             int    `envconfig:"BATCH_MAX" default:"512" desc:"events applied per journal transaction at most"`
@@ -143,6 +144,9 @@ func LoadConfig() (Config, error) {
 	}
 	if c.StreamMaxBytes < 64<<20 {
 		return c, fmt.Errorf("THATCH_STREAM_MAX_BYTES=%d: must be at least 67108864 (64 MiB); the default is 1073741824 (1 GiB)", c.StreamMaxBytes)
+	}
+	if c.StreamPurgeMS < 0 {
+		return c, fmt.Errorf("THATCH_STREAM_PURGE_MS=%d: must be 0 (keep applied events) or a positive number of milliseconds; the default is 5000", c.StreamPurgeMS)
 	}
 	if c.RuntimeStateTTLMS <= 0 {
 		return c, fmt.Errorf("THATCH_RUNTIME_STATE_TTL_MS=%d: must be a positive integer", c.RuntimeStateTTLMS)

@@ -59,8 +59,8 @@ func ServeWith(ctx context.Context, c Config, log *slog.Logger, tune func(*runti
 			log.Info("stopped", "took", time.Since(stopBegan).Round(time.Millisecond).String())
 		}
 	}()
-	// The broker token exists from the first start, embedded broker or not: the operator's
-	// web page (§8) takes it too.
+	// The broker token exists from the first start, embedded broker or not, as §7 asks
+	// (the web page no longer takes it: thatch ui gets a one-time link over the API).
 	fileToken, fixed, err := natsbus.EnsureToken(c.TokenPath())
 	if err != nil {
 		return err
@@ -92,10 +92,23 @@ func ServeWith(ctx context.Context, c Config, log *slog.Logger, tune func(*runti
 	var watch *natsbus.JetStreamWatch // the embedded broker's JetStream health
 	// The token thatch presents: an external broker's, else the embedded broker's (§7).
 	token := c.NATSToken
+	var purgeApplied time.Duration
 	if c.NATSURL == "" {
 		token = cmp.Or(c.NATSToken, fileToken)
-		ns, err = natsbus.StartBroker(natsbus.BrokerConfig{Listen: c.NATSListen, Dir: filepath.Join(c.DataDir, "nats"),
-			Token: token, TLS: c.tlsFiles()})
+		// The store is encrypted at rest with a key of the data folder: nothing a host
+		// published is readable in its files (an earlier, plain store is encrypted as the
+		// broker recovers it), and events thatch applied are purged from the stream.
+		storeDir := filepath.Join(c.DataDir, "nats")
+		storeKey, fixed, err := natsbus.EnsureStoreKey(filepath.Join(c.DataDir, natsbus.StoreKeyFile), storeDir)
+		if err != nil {
+			return err
+		}
+		if fixed != "" {
+			log.Warn(fixed)
+		}
+		purgeApplied = time.Duration(c.StreamPurgeMS) * time.Millisecond
+		ns, err = natsbus.StartBroker(natsbus.BrokerConfig{Listen: c.NATSListen, Dir: storeDir,
+			Token: token, TLS: c.tlsFiles(), StoreKey: storeKey})
 		if err != nil {
 			return err
 		}
@@ -134,13 +147,14 @@ func ServeWith(ctx context.Context, c Config, log *slog.Logger, tune func(*runti
 	})
 	caller := metrics.Caller(&host.Client{NC: nc, Prefix: c.SubjectPrefix, Timeout: c.HostTimeout(), Log: log.With("component", "host")})
 	loop := runtime.NewLoop(store, natsbus.Injecting{Caller: caller, Memories: memories, Log: log.With("component", "memory")}, log.With("component", "runtime"))
-	loop.Rules, loop.Prefix, loop.MaxBatch, loop.WaitApplied = c.Rules(), c.SubjectPrefix, c.BatchMax, c.HostTimeout()
+	loop.Rules, loop.Prefix, loop.MaxBatch, loop.WaitApplied, loop.CommitWait = c.Rules(), c.SubjectPrefix, c.BatchMax, c.HostTimeout(), c.HostTimeout()
 	loop.CommitTook = metrics.CommitTook
 	if tune != nil {
 		tune(loop)
 	}
 	consumer := natsbus.NewConsumer(js, natsbus.StreamConfig{Stream: c.Stream, Consumer: c.Consumer, Prefix: c.SubjectPrefix,
 		MaxBytes: c.StreamMaxBytes, MaxMsgBytes: int32(c.StreamMaxMsgBytes), Log: log.With("component", "consumer"),
+		PurgeApplied: purgeApplied,
 		Committed: func(ctx context.Context) (string, uint64, bool) {
 			select { // the journal is loaded: its position is known
 			case <-loop.Ready():
@@ -160,11 +174,14 @@ func ServeWith(ctx context.Context, c Config, log *slog.Logger, tune func(*runti
 		log.Info("no opencode to bridge: set THATCH_OPENCODE_URL to a running opencode serve (e.g. http://127.0.0.1:4096), or connect a host to the broker (thatch env)")
 	} else {
 		ocBridge = newBridge(c, nc, js, log)
+		if watch != nil {
+			ocBridge.Broker = watch.Err
+		}
 		redactions = append(redactions, &ocBridge.Redacted)
 	}
 	srv = &natsbus.Server{ToolTook: metrics.ToolTook, Redactions: redactions, NC: nc, JS: js, Stream: c.Stream, Prefix: c.APIPrefix, Loop: loop, Consumer: consumer,
 		Log: log.With("component", "api"), Sweep: sweepAPI(sweeper), Memories: memories, Costs: store.Costs, Extract: c.Rules(),
-		DeadLetters: store.DeadLetterPage, ExtractedFrom: store.ExtractedFrom}
+		DeadLetters: store.DeadLetterPage, ExtractedFrom: store.ExtractedFrom, Provenance: store.Provenance}
 	if watch != nil {
 		srv.Broker = watch
 	}
@@ -190,9 +207,16 @@ func ServeWith(ctx context.Context, c Config, log *slog.Logger, tune func(*runti
 			return err
 		}
 		defer pageLn.Close()
-		page = &web.Server{Listen: c.HTTPListen, Token: fileToken, TLSCert: c.HTTPTLSCert, TLSKey: c.HTTPTLSKey,
+		page = &web.Server{Listen: pageLn.Addr().String(), TLSCert: c.HTTPTLSCert, TLSKey: c.HTTPTLSKey,
 			Loop: loop, Status: srv.Status, Journal: store, Memories: memStore, Sweep: sweeper.Sweep, Metrics: metrics,
 			Log: log.With("component", "web")}
+		// thatch ui asks for the page's one-time link over the API, which the broker's
+		// token guards: the token itself never goes into a link.
+		pageURL := PageURL(pageLn.Addr().String(), c.HTTPTLSCert != "")
+		srv.Login = func() (string, time.Time) {
+			code, expires := page.NewLogin()
+			return web.LoginURL(pageURL, code), expires
+		}
 		// The open pages render again when opencode comes or goes, or the broker's store
 		// fails or recovers: neither is in the loop's snapshot.
 		page.Watch = func() string {

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/thatch-dev/thatch/adapters/natsbus"
@@ -67,7 +66,7 @@ func BrokerTLS(c Config) (*tls.Config, error) {
 
 // PageURL is the operator endpoint's base address.
 func PageURL(addr string, tls bool) string {
-	return strings.TrimSuffix(web.Link(addr, "", tls), "?token=")
+	return web.PageURL(addr, tls)
 }
 
 // markStopped records a clean stop in the status file.

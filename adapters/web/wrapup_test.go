@@ -1,0 +1,48 @@
+package web_test
+
+import (
+	"context"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/thatch-dev/thatch/runtime"
+)
+
+// A wrap-up command that did not proceed (rule 6) shows on the session's page, with its
+// reason, and on the sessions list (issue 29, point 10). The rig's host answers the
+// messages with none: no token.
+func TestSessionPagesShowARefusedWrapUp(t *testing.T) {
+	r := newRig(t)
+	r.populate()
+	c := r.login()
+	r.deliver("session.status", `{"sessionID":"`+topID+`","status":{"type":"busy"}}`)
+	r.deliver("command.execute.before", `{"sessionID":"`+topID+`","command":"thatch/exit","arguments":""}`)
+	r.deliver("session.status", `{"sessionID":"`+topID+`","status":{"type":"idle"}}`)
+	r.applied()
+	const reason = "the last assistant message does not end with THATCH_EXIT_READY"
+	// The refusal follows the result of the messages call the idle made.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		tb, err := r.loop.Table(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i := slices.IndexFunc(tb.Sessions, func(s runtime.SessionRow) bool { return s.SessionID == topID }); i >= 0 && tb.Sessions[i].Refused != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no refusal recorded: calls %v", r.caller.ops())
+		}
+	}
+	row := regexp.MustCompile(`<tr id="wrap-up-refused">.*?</tr>`).FindString(r.page(c, "/sessions/"+topID))
+	if !strings.Contains(row, "/thatch/exit refused") || !strings.Contains(row, reason) {
+		t.Fatalf("the session page's wrap-up row: %q", row)
+	}
+	list := r.page(c, "/sessions")
+	node := regexp.MustCompile(`(?s)<tr class="depth-0[^"]*" data-session="` + topID + `">.*?</tr>`).FindString(list)
+	if !strings.Contains(node, "/thatch/exit refused") || !strings.Contains(node, `title="`+reason+`"`) {
+		t.Errorf("the sessions list's row:\n%s", node)
+	}
+}

@@ -1,0 +1,148 @@
+package journal_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/thatch-dev/thatch/journal"
+	"github.com/thatch-dev/thatch/runtime"
+	"github.com/thatch-dev/thatch/runtime/scenario"
+)
+
+// commitOps commits entry operations at now.
+func commitOps(t *testing.T, s *journal.Store, now time.Time, ops ...runtime.EntryOp) {
+	t.Helper()
+	fx := runtime.NewEffects()
+	fx.Entries = ops
+	if err := s.Commit(&runtime.Batch{Now: now, State: runtime.NewState(), Effects: fx}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func insertOp(root, id, tool, title string, at time.Time) runtime.EntryOp {
+	return runtime.EntryOp{Kind: runtime.EntryInsert, Root: root, ID: id, At: at, Size: 10,
+		Body: &runtime.Body{Tool: tool, Title: title, Args: json.RawMessage(`{"x":1}`), Output: "out"}}
+}
+
+// TestProvenance: completing a claimant's entries keeps their call ids, tools and titles
+// (cut to ProvenanceTitleMax characters) in the same commit that drops them; entries the
+// claimant did not take, released or dropped ones leave nothing; Provenance, SessionDetail
+// and ExtractedFrom read it back, in the order the calls happened.
+func TestProvenance(t *testing.T) {
+	s := open(t)
+	t0 := scenario.Epoch
+	long := strings.Repeat("é", journal.ProvenanceTitleMax+30)
+	st := runtime.NewState()
+	st.Sessions["ses_a"] = &runtime.Session{ID: "ses_a", HostID: "h1", Kind: runtime.KindTop, Directory: "/w"}
+	fx := runtime.NewEffects()
+	fx.Sessions["ses_a"] = true
+	if err := s.Commit(&runtime.Batch{Now: t0, State: st, Effects: fx}); err != nil {
+		t.Fatal(err)
+	}
+	commitOps(t, s, t0,
+		insertOp("ses_a", "c1", "bash", "go test ./...", t0),
+		insertOp("ses_a", "c2", "read", "", t0),
+		insertOp("ses_a", "ses_task/c3", "edit", long, t0),
+		insertOp("ses_a", "c4", "glob", "*.go", t0),
+		insertOp("ses_b", "c1", "bash", "ls", t0),
+	)
+	commitOps(t, s, t0.Add(time.Second),
+		runtime.EntryOp{Kind: runtime.EntryClaim, Root: "ses_a", Claimant: "ses_x", IDs: []string{"c1", "c2", "ses_task/c3"}, At: t0},
+		runtime.EntryOp{Kind: runtime.EntryClaim, Root: "ses_b", Claimant: "ses_y", IDs: []string{"c1"}, At: t0})
+	// Nothing is kept before a completion, nor for a release or a drop.
+	commitOps(t, s, t0.Add(2*time.Second),
+		runtime.EntryOp{Kind: runtime.EntryReleaseClaimed, Root: "ses_b", Claimant: "ses_y"},
+		runtime.EntryOp{Kind: runtime.EntryDeleteAll, Root: "ses_b"})
+	if got, err := s.Provenance([]string{"ses_x", "ses_y"}); err != nil || len(got) != 0 {
+		t.Fatalf("before any completion: %+v %v", got, err)
+	}
+	done := t0.Add(3 * time.Second)
+	commitOps(t, s, t0.Add(time.Hour), runtime.EntryOp{Kind: runtime.EntryDeleteClaimed, Root: "ses_a", Claimant: "ses_x", At: done})
+
+	want := runtime.Provenance{Extraction: "ses_x", Session: "ses_a", At: done, Calls: []runtime.CompletedCall{
+		{ID: "c1", Tool: "bash", Title: "go test ./..."}, {ID: "c2", Tool: "read"},
+		{ID: "ses_task/c3", Tool: "edit", Title: strings.Repeat("é", journal.ProvenanceTitleMax)}}}
+	got, err := s.Provenance([]string{"", "ses_x", "ses_nobody", "ses_x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || !reflect.DeepEqual(got[0], want) {
+		t.Fatalf("provenance of ses_x:\n got %+v\nwant %+v", got, want)
+	}
+	d, err := s.SessionDetail("ses_a", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Entries) != 1 || d.Entries[0].ID != "c4" {
+		t.Errorf("entries left: %+v, want c4 alone", d.Entries)
+	}
+	if len(d.Provenance) != 1 || !reflect.DeepEqual(d.Provenance[0], want) {
+		t.Errorf("the session's provenance:\n got %+v\nwant %+v", d.Provenance, want)
+	}
+	// An extraction whose cost the ledger lacks still names its session.
+	if root, err := s.ExtractedFrom("ses_x"); err != nil || root != "ses_a" {
+		t.Errorf("ExtractedFrom(ses_x) = %q, %v; want ses_a", root, err)
+	}
+	if root, err := s.ExtractedFrom("ses_nobody"); err != nil || root != "" {
+		t.Errorf("ExtractedFrom(ses_nobody) = %q, %v; want none", root, err)
+	}
+
+	// A second completion by the same claimant (a top-level session's flushes) adds to it.
+	commitOps(t, s, t0.Add(2*time.Hour),
+		runtime.EntryOp{Kind: runtime.EntryClaim, Root: "ses_a", Claimant: "ses_x", IDs: []string{"c4"}, At: t0},
+		runtime.EntryOp{Kind: runtime.EntryDeleteClaimed, Root: "ses_a", Claimant: "ses_x"}) // no At: the batch's time
+	got, err = s.Provenance([]string{"ses_x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want.Calls = append(want.Calls, runtime.CompletedCall{ID: "c4", Tool: "glob", Title: "*.go"})
+	want.At = t0.Add(2 * time.Hour)
+	if len(got) != 1 || !reflect.DeepEqual(got[0], want) {
+		t.Fatalf("after a second completion:\n got %+v\nwant %+v", got, want)
+	}
+
+	// The journal sweep keeps it as long as the ledger keeps a row.
+	sweep := func(now time.Time) {
+		t.Helper()
+		if err := s.Commit(&runtime.Batch{Now: now, State: runtime.NewState(), PruneApplied: now.Add(-time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sweep(done.Add(journal.LedgerRetention - time.Minute))
+	if got, _ := s.Provenance([]string{"ses_x"}); len(got) != 1 || len(got[0].Calls) != 4 {
+		t.Fatalf("a sweep within the retention dropped provenance: %+v", got)
+	}
+	sweep(want.At.Add(journal.LedgerRetention + time.Minute))
+	if got, _ := s.Provenance([]string{"ses_x"}); len(got) != 0 {
+		t.Fatalf("a sweep past the retention kept provenance: %+v", got)
+	}
+}
+
+// TestProvenanceListsABoundedNumberOfCalls: a claimant that completed more than
+// ProvenanceCalls calls lists the first ones and counts the rest.
+func TestProvenanceListsABoundedNumberOfCalls(t *testing.T) {
+	s := open(t)
+	t0 := scenario.Epoch
+	n := journal.ProvenanceCalls + 7
+	var ops []runtime.EntryOp
+	var ids []string
+	for i := range n {
+		id := fmt.Sprintf("c%04d", i)
+		ops = append(ops, insertOp("ses_a", id, "read", id, t0))
+		ids = append(ids, id)
+	}
+	ops = append(ops, runtime.EntryOp{Kind: runtime.EntryClaim, Root: "ses_a", Claimant: "ses_a", IDs: ids, At: t0},
+		runtime.EntryOp{Kind: runtime.EntryDeleteClaimed, Root: "ses_a", Claimant: "ses_a", At: t0})
+	commitOps(t, s, t0, ops...)
+	got, err := s.Provenance([]string{"ses_a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || len(got[0].Calls) != journal.ProvenanceCalls || got[0].More != 7 || got[0].Calls[0].ID != "c0000" {
+		t.Fatalf("got %d extractions, %+v", len(got), got)
+	}
+}

@@ -42,7 +42,7 @@ e2e:
 	@bin=$$(./testdata/e2e/setup.sh "$(E2E_CACHE)" $(OPENCODE_VERSION)) && \
 	claude=$$(./testdata/e2e/setup-claude.sh "$(CLAUDE_CACHE)" $(CLAUDE_VERSION)) && \
 	THATCH_E2E_OPENCODE="$$bin" THATCH_E2E_MODULES="$(E2E_CACHE)/node_modules" THATCH_E2E_CLAUDE="$$claude" \
-		$(GO) test -tags e2e -run '^(TestOpencodeEndToEnd|TestClaudeCodeEndToEnd|TestShimWithoutThatch|TestShimContext)$$' -count=1 -v -timeout 20m ./cmd/thatch ./commands
+		$(GO) test -tags e2e -run '^(TestOpencodeEndToEnd|TestClaudeCodeEndToEnd|TestCrossHostEndToEnd|TestShimWithoutThatch|TestShimContext)$$' -count=1 -v -timeout 20m ./cmd/thatch ./commands
 
 ## ui-test: thatch's web page in headless Chromium (installs Debian's chromium with apt on first use)
 ui-test:

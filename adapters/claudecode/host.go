@@ -348,7 +348,7 @@ func (h *Host) start(ctx context.Context, c *child, prompt, model string) {
 		defer cancel()
 		h.publish(ctx, "cc_busy_"+c.id, protocol.EventSessionStatus, map[string]any{"sessionID": c.id, "status": map[string]any{"type": "busy"}})
 		cmd := exec.CommandContext(rctx, h.Claude, h.Args(c, prompt, model)...)
-		cmd.Dir = c.dir
+		cmd.Dir, cmd.SysProcAttr = c.dir, childAttr()
 		cmd.Env = append(append(os.Environ(), h.Env...), ChildEnv+"=1")
 		var out, errb bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &errb

@@ -12,6 +12,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -402,4 +403,81 @@ func (x *ccE2E) keepLogs() {
 		lines := strings.Split(string(data), "\n")
 		x.t.Logf("thatch's log, last lines:\n%s", strings.Join(lines[max(0, len(lines)-40):], "\n"))
 	}
+}
+
+// TestCrossHostEndToEnd: one repository, one set of memories, under the real opencode and
+// the real Claude Code at once, each against its scripted model, with one thatch: a memory
+// that an opencode session's extraction wrote is in the first model request of a Claude
+// Code session in the same repository, and a memory that a Claude Code session's
+// extraction wrote is in the next opencode session's.
+func TestCrossHostEndToEnd(t *testing.T) {
+	ocBin, modules, claude := os.Getenv("THATCH_E2E_OPENCODE"), os.Getenv("THATCH_E2E_MODULES"), os.Getenv("THATCH_E2E_CLAUDE")
+	if ocBin == "" || modules == "" || claude == "" {
+		t.Fatal("THATCH_E2E_OPENCODE, THATCH_E2E_MODULES and THATCH_E2E_CLAUDE are unset: run make e2e")
+	}
+	x := &e2e{t: t, main: t, root: t.TempDir(), hc: &http.Client{Timeout: 60 * time.Second}, llm: &fakellm.Server{}}
+	t.Cleanup(x.keepLogs)
+	defer x.hc.CloseIdleConnections()
+	llm := httptest.NewServer(x.llm)
+	defer llm.Close()
+	ant := &fakellm.Anthropic{}
+	antSrv := httptest.NewServer(ant)
+	defer antSrv.Close()
+	home := filepath.Join(x.root, "home")
+	x.ocURL = fmt.Sprintf("http://127.0.0.1:%d", freePort(t))
+	x.bin = binary(t)
+	x.env = append(os.Environ(), "HOME="+home, "XDG_CONFIG_HOME="+filepath.Join(home, ".config"),
+		"THATCH_DATA_DIR="+filepath.Join(x.root, "thatch"), "THATCH_NATS_LISTEN="+fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+		"THATCH_SHIM_LISTEN="+fmt.Sprintf("127.0.0.1:%d", freePort(t)), "THATCH_OPENCODE_URL="+x.ocURL, "THATCH_HTTP_LISTEN=off",
+		"OPENCODE_SERVER_PASSWORD="+ocPassword, "THATCH_LOG_FORMAT=json", "THATCH_CLAUDE_BIN="+claude,
+		"ANTHROPIC_BASE_URL="+antSrv.URL, "ANTHROPIC_API_KEY=test", "DISABLE_TELEMETRY=1", "DISABLE_ERROR_REPORTING=1",
+		"DISABLE_AUTOUPDATER=1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1")
+	for _, args := range [][]string{{"install"}, {"install", "--host", "claude-code"}} {
+		if out, err := x.cli(args...); err != nil {
+			t.Fatalf("thatch %v: %v\n%s", args, err, out)
+		}
+	}
+	x.startOpencode(ocBin, modules, llm.URL, home)
+	cc := &ccE2E{t: t, root: x.root, home: home, proj: x.proj, claude: claude, llm: ant, bin: x.bin, env: x.env}
+	cc.git("init", "-q", ".")
+	cc.git("-c", "user.email=e2e@thatch", "-c", "user.name=e2e", "commit", "-q", "--allow-empty", "-m", "root")
+	key := strings.TrimSpace(cc.git("rev-list", "--max-parents=0", "HEAD"))
+	ctx, cancel := context.WithCancel(context.Background())
+	watching := x.watch(ctx)
+	defer func() { cancel(); <-watching }()
+	x.startThatch()
+
+	// opencode → Claude Code.
+	s1 := x.session(x.proj, "opencode side")
+	x.runTool(s1, "echo from-opencode")
+	ocMem := cc.memoryWith("The project ran: echo from-opencode")
+	if ocMem.Project != key {
+		t.Fatalf("opencode's memory is in project %q, want the root commit %s", ocMem.Project, key)
+	}
+	cc.session("hello from Claude Code")
+	if first := cc.firstRequest("hello from Claude Code"); !strings.Contains(first.Text, "["+ocMem.ID+"] (command) The project ran: echo from-opencode") {
+		t.Fatalf("the Claude Code session's first request lacks opencode's memory %s:\n%s", ocMem.ID, first.Text)
+	}
+	t.Logf("opencode's memory %s (project %s) is in the Claude Code session's first model request", ocMem.ID, key)
+
+	// Claude Code → opencode.
+	cc.session("please RUN echo from-claude-code")
+	ccMem := cc.memoryWith("The project ran: echo from-claude-code")
+	if ccMem.Project != key {
+		t.Fatalf("Claude Code's memory is in project %q, want %s", ccMem.Project, key)
+	}
+	// The Claude Code child has ended once its cost is in the ledger (read before its
+	// deletion): nothing of it outlives the test.
+	x.eventually("both extractions in the ledger", func() bool {
+		var costs []runtime.CostRow
+		out, err := x.cli("costs", "--json")
+		return err == nil && json.Unmarshal(out, &costs) == nil && len(costs) == 1 && costs[0].Extractions == 2
+	})
+	s2 := x.session(x.proj, "opencode again")
+	x.post("/session/"+s2+"/message", map[string]any{"parts": []any{map[string]string{"type": "text", "text": "hello from opencode"}}}, nil)
+	r, ok := x.firstRequest("hello from opencode")
+	if !ok || !strings.Contains(r.System, "["+ccMem.ID+"] (command) The project ran: echo from-claude-code") {
+		t.Fatalf("the opencode session's first request lacks Claude Code's memory %s:\n%s", ccMem.ID, r.System)
+	}
+	t.Logf("Claude Code's memory %s is in the opencode session's first model request", ccMem.ID)
 }

@@ -17,6 +17,8 @@ SOAK          ?= 10m
 # make e2e: the real opencode, installed from npm into a cache folder outside the repo.
 OPENCODE_VERSION := 1.18.33
 E2E_CACHE     ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/thatch-e2e/$(OPENCODE_VERSION)
+CLAUDE_VERSION := 2.1.328
+CLAUDE_CACHE  ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/thatch-e2e/claude-code-$(CLAUDE_VERSION)
 
 # make ui-test: where the test saves its screenshots (none when empty; make ui-shots: docs/ui).
 UI_SHOTS      ?=
@@ -35,11 +37,12 @@ build:
 test:
 	$(GO) test -race -count=1 -timeout 20m ./...
 
-## e2e: thatch against the real opencode $(OPENCODE_VERSION) (installs it, and ripgrep, on first use)
+## e2e: thatch against the real opencode $(OPENCODE_VERSION) and Claude Code $(CLAUDE_VERSION) (installs them, and ripgrep, on first use)
 e2e:
 	@bin=$$(./testdata/e2e/setup.sh "$(E2E_CACHE)" $(OPENCODE_VERSION)) && \
-	THATCH_E2E_OPENCODE="$$bin" THATCH_E2E_MODULES="$(E2E_CACHE)/node_modules" \
-		$(GO) test -tags e2e -run '^(TestOpencodeEndToEnd|TestShimWithoutThatch|TestShimContext)$$' -count=1 -v -timeout 15m ./cmd/thatch ./commands
+	claude=$$(./testdata/e2e/setup-claude.sh "$(CLAUDE_CACHE)" $(CLAUDE_VERSION)) && \
+	THATCH_E2E_OPENCODE="$$bin" THATCH_E2E_MODULES="$(E2E_CACHE)/node_modules" THATCH_E2E_CLAUDE="$$claude" \
+		$(GO) test -tags e2e -run '^(TestOpencodeEndToEnd|TestClaudeCodeEndToEnd|TestCrossHostEndToEnd|TestShimWithoutThatch|TestShimContext)$$' -count=1 -v -timeout 20m ./cmd/thatch ./commands
 
 ## ui-test: thatch's web page in headless Chromium (installs Debian's chromium with apt on first use)
 ui-test:

@@ -79,3 +79,34 @@ func Install(dir string, files []File) ([]Change, error) {
 	}
 	return changes, nil
 }
+
+// ClaudeFile is a Claude Code custom command: Name in ~/.claude/commands/thatch, which
+// Claude Code offers as /thatch:<name without .md>.
+type ClaudeFile struct {
+	Name string
+	Data []byte
+}
+
+// claudeFlush replaces the wrap-up's flush step for Claude Code: thatch runs the
+// extraction itself at the end of the turn (a headless child), and the session's own model
+// has the memory tools of thatch's MCP server only.
+const claudeFlush = "2. Save now, with your memory tools (memory_remember, memory_update, memory_forget), anything learned in this session that a later session should know and that is not saved yet; thatch extracts this session's tool calls itself at the end of the turn."
+
+// ClaudeCodeFiles are the wrap-up commands for Claude Code: the opencode commands' text,
+// named as Claude Code names them (/thatch:compact), with the flush step Claude Code's
+// sessions can take.
+func ClaudeCodeFiles() []ClaudeFile {
+	var out []ClaudeFile
+	for _, f := range Files() {
+		text := string(f.Content)
+		text = strings.ReplaceAll(text, "/thatch/", "/thatch:")
+		lines := strings.Split(text, "\n")
+		for i, l := range lines {
+			if strings.HasPrefix(l, "2. Flush pending memory extraction") {
+				lines[i] = claudeFlush
+			}
+		}
+		out = append(out, ClaudeFile{Name: filepath.Base(f.Path), Data: []byte(strings.Join(lines, "\n"))})
+	}
+	return out
+}

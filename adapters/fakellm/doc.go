@@ -19,6 +19,9 @@
 // processes would. Call ids are thus unique per model between restarts, and no more: some
 // real providers do the same.
 //
+// Anthropic is the same script behind the Anthropic Messages API (POST /v1/messages, streamed
+// as server-sent events), for running a real Claude Code offline (anthropic.go).
+//
 // It is a test double for the end-to-end tests: thatch's daemon never imports it. Of
 // thatch's packages it imports only runtime/protocol (the tools' names); like every
 // adapter it never imports cmd or another adapter.

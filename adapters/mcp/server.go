@@ -35,7 +35,10 @@ type Call struct {
 	Project   string // the project key
 	Directory string // the folder the project was keyed from; "" for a --project key
 	Client    string // the MCP client's name, from its initialize
-	Args      any    // the tool's arguments, as JSON encodes them
+	// Session, when the server serves an extraction child (Options.Session): the call is
+	// that session's, as a host forwards its model's calls (protocol §3), not the project's.
+	Session string
+	Args    any // the tool's arguments, as JSON encodes them
 }
 
 // Answer is a memory tool's answer: the text for the model and the metadata.
@@ -53,6 +56,11 @@ type Options struct {
 	Dir     string // the working directory
 	Version string // thatch's version, the server's
 	Log     *slog.Logger
+	// Session makes the server an extraction child's (thatch mcp --extraction SESSION, the
+	// headless Claude Code child thatch runs for a Claude Code session): every tool call is
+	// that session's, and the extraction tools thatch_get_extraction_payload and
+	// thatch_extraction_done are offered too (protocol §3, §10).
+	Session string
 	// RootsTimeout bounds the client's answer to roots/list (default 3 s): a client that
 	// says it has roots and never lists them falls back to Dir.
 	RootsTimeout time.Duration
@@ -100,6 +108,19 @@ func New(o Options) *sdk.Server {
 	kinds := make([]any, len(memory.Kinds))
 	for i, k := range memory.Kinds {
 		kinds[i] = k
+	}
+	if o.Session != "" {
+		// An extraction child's server answers with text alone: Claude Code gives its model
+		// a tool's structured content instead of its text when there is one
+		// (docs/claude-code.md), and the payload and the memory tools' answers are text.
+		addTextTool[searchArgs](s, srv, runtime.ToolSearch, "Search this project's memories: one line each, mem_… (kind) content.", nil)
+		addTextTool[rememberArgs](s, srv, runtime.ToolRemember, "Remember something about this project for later sessions: one fact, decision, preference, command, pitfall or todo.", nil)
+		addTextTool[updateArgs](s, srv, runtime.ToolUpdate, "Change a memory of this project: its content, kind or tags.", nil)
+		addTextTool[forgetArgs](s, srv, runtime.ToolForget, "Forget a memory of this project that is wrong or obsolete.", nil)
+		addTextTool[payloadArgs](s, srv, runtime.ToolPayload,
+			"Claim and read the tool calls of the session to extract memories from: each call's tool, arguments and output, then the project's memories that look like them.", nil)
+		addTextTool[doneArgs](s, srv, runtime.ToolDone,
+			"Say the extraction is done, with how many memories were new, updated and deleted: completes the claimed tool calls.", nil)
 	}
 	addTool[searchArgs, searchMeta](s, srv, runtime.ToolSearch,
 		"Search this project's memories: the live memories that match the query's words (any order), best first, one line each: mem_… (kind) content. The memories found count as used.",
@@ -160,6 +181,9 @@ func (s *server) section(ctx context.Context, ss *sdk.ServerSession) (string, er
 // addTool adds the memory tool name, its input schema inferred from In (tune adjusts it)
 // and its output schema from Out, the metadata of its answer.
 func addTool[In, Out any](s *server, srv *sdk.Server, name, description string, tune func(*jsonschema.Schema)) {
+	if s.o.Session != "" {
+		return // an extraction child's server has its tools of text (addTextTool)
+	}
 	in, err := jsonschema.For[In](nil)
 	if err != nil {
 		panic(fmt.Sprintf("the input schema of %s: %v", name, err))
@@ -183,6 +207,26 @@ func addTool[In, Out any](s *server, srv *sdk.Server, name, description string, 
 				return nil, meta, fmt.Errorf("thatch answered %s with metadata thatch mcp cannot read (%v): run thatch mcp and thatch serve of the same version", name, err)
 			}
 			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: a.Output}}}, meta, nil
+		})
+}
+
+// addTextTool adds the tool name for an extraction child (Options.Session): the call is
+// the child's, and the answer is its text alone, without structured content.
+func addTextTool[In any](s *server, srv *sdk.Server, name, description string, tune func(*jsonschema.Schema)) {
+	in, err := jsonschema.For[In](nil)
+	if err != nil {
+		panic(fmt.Sprintf("the input schema of %s: %v", name, err))
+	}
+	if tune != nil {
+		tune(in)
+	}
+	sdk.AddTool(srv, &sdk.Tool{Name: name, Description: description, InputSchema: in},
+		func(ctx context.Context, req *sdk.CallToolRequest, args In) (*sdk.CallToolResult, any, error) {
+			a, err := s.o.Thatch.Tool(ctx, name, Call{Args: args, Session: s.o.Session})
+			if err != nil {
+				return nil, nil, err
+			}
+			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: a.Output}}}, nil, nil
 		})
 }
 

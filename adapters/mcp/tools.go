@@ -53,3 +53,13 @@ type forgetArgs struct {
 type forgetMeta struct {
 	ID string `json:"id"`
 }
+
+// The extraction tools (protocol §3), offered to an extraction child only.
+
+type payloadArgs struct{}
+
+type doneArgs struct {
+	New     int `json:"new" jsonschema:"memories written"`
+	Updated int `json:"updated" jsonschema:"memories updated"`
+	Deleted int `json:"deleted" jsonschema:"memories forgotten"`
+}

@@ -44,7 +44,7 @@ func allCommands() []command {
 		&memoriesCommand{}, &memoriesProjectsCommand{}, &memoriesShowCommand{}, &memoriesForgetCommand{},
 		&memoriesRestoreCommand{}, &memoriesExportCommand{}, &memoriesImportCommand{}, &memoriesHygieneCommand{},
 		&memoriesDismissCommand{}, &memoriesShareCommand{}, &memoriesShareCommand{unshare: true},
-		&uiCommand{}, &mcpCommand{}, &installCommand{}, &envCommand{}, &versionCommand{},
+		&uiCommand{}, &mcpCommand{}, &hookCommand{}, &installCommand{}, &envCommand{}, &versionCommand{},
 	}
 }
 

@@ -29,12 +29,15 @@ opencode afterwards so it loads them. thatch serve does the same at start unless
 THATCH_INSTALL_COMMANDS=off. A plugin installed for another data folder whose thatch is
 running is left to it (thatch install refuses, naming that folder; thatch serve warns);
 --force takes it over. One of a stopped thatch is taken over, and said so.
-With --host mcp, write nothing: print the configuration an MCP client (Claude Code,
+With --host claude-code, add thatch's MCP server (~/.claude.json), its hooks
+(~/.claude/settings.json) and the commands /thatch:compact and /thatch:exit
+(~/.claude/commands/thatch) to Claude Code's user settings, keeping the rest; run it again
+after moving thatch. With --host mcp, write nothing: print the configuration an MCP client (Claude Code,
 Cursor, Codex…) needs to run thatch mcp, this thatch binary with its environment.`}
 }
 
 func (i *installCommand) Flags(fs *flag.FlagSet) {
-	fs.StringVar(&i.host, "host", "opencode", "the `HOST` to set up: opencode, or mcp to print an MCP client's configuration")
+	fs.StringVar(&i.host, "host", "opencode", "the `HOST` to set up: opencode, claude-code, or mcp to print an MCP client's configuration")
 	fs.BoolVar(&i.force, "force", false, "take the plugin over from the running thatch of another data folder")
 }
 
@@ -43,8 +46,18 @@ func (i *installCommand) Run(_ context.Context, c daemon.Config, out io.Writer, 
 	case "opencode":
 	case "mcp":
 		return printMCPConfig(c, out)
+	case "claude-code":
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return fmt.Errorf("thatch install --host claude-code needs your home folder (set HOME): %w", err)
+		}
+		bin, err := thatchBinary()
+		if err != nil {
+			return err
+		}
+		return installClaudeCode(home, bin, mcpEnv(c), out)
 	default:
-		return fmt.Errorf("thatch install --host %q: the hosts are opencode and mcp", i.host)
+		return fmt.Errorf("thatch install --host %q: the hosts are opencode, claude-code and mcp", i.host)
 	}
 	// The changes are printed below; the log says only what needs attention (an unsafe
 	// token replaced).

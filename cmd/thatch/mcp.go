@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -21,7 +23,8 @@ import (
 
 // mcpCommand is thatch mcp: the Model Context Protocol server (protocol §10).
 type mcpCommand struct {
-	project string
+	project    string
+	extraction string
 }
 
 func (*mcpCommand) Usage() usage {
@@ -37,6 +40,7 @@ thatch install --host mcp prints the configuration for an MCP client.`}
 
 func (m *mcpCommand) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&m.project, "project", "", "the project: a `FOLDER` (keyed as opencode keys it) or a project key")
+	fs.StringVar(&m.extraction, "extraction", "", "serve the extraction child `SESSION` that thatch runs for a Claude Code session: its calls are that session's, with the extraction tools")
 }
 
 func (m *mcpCommand) Run(ctx context.Context, c daemon.Config, _ io.Writer, _ []string) error {
@@ -48,7 +52,7 @@ func (m *mcpCommand) Run(ctx context.Context, c daemon.Config, _ io.Writer, _ []
 	}
 	t := &busThatch{c: c}
 	defer t.close()
-	srv := mcp.New(mcp.Options{Thatch: t, Project: m.project, Dir: dir, Version: version(), Log: log})
+	srv := mcp.New(mcp.Options{Thatch: t, Project: m.project, Session: m.extraction, Dir: dir, Version: version(), Log: log})
 	err = srv.Run(ctx, &sdk.StdioTransport{})
 	if ctx.Err() != nil || errors.Is(err, io.EOF) {
 		return nil // stopped, or the client closed its end: done
@@ -133,10 +137,14 @@ func (b *busThatch) request(ctx context.Context, subject string, body any) (json
 
 // Tool calls a memory tool with the project instead of a session (protocol §10).
 func (b *busThatch) Tool(ctx context.Context, name string, call mcp.Call) (mcp.Answer, error) {
-	raw, err := b.request(ctx, b.c.APIPrefix+".tool."+name, map[string]any{
+	req := map[string]any{
 		"project": call.Project, "directory": call.Directory, "args": call.Args,
 		"source": map[string]string{"host": "mcp", "client": call.Client},
-	})
+	}
+	if call.Session != "" { // an extraction child's call, as a host forwards it (§3)
+		req = map[string]any{"sessionID": call.Session, "callID": randomCallID(), "args": call.Args}
+	}
+	raw, err := b.request(ctx, b.c.APIPrefix+".tool."+name, req)
 	if err != nil {
 		return mcp.Answer{}, err
 	}
@@ -166,3 +174,11 @@ func (b *busThatch) Section(ctx context.Context, project, dir string) (string, e
 }
 
 var _ mcp.Thatch = (*busThatch)(nil)
+
+// randomCallID is a call id for an extraction child's tool call: MCP gives none, and a
+// repeated callID would repeat the first answer (§6).
+func randomCallID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return "mcp_" + hex.EncodeToString(b[:])
+}

@@ -54,6 +54,7 @@ type Config struct {
 	ExtractModel         string `envconfig:"EXTRACT_MODEL" desc:"provider/model the extraction runs on (default: the host's small model, else the session's model)"`
 	ExtractPayloadChars  int    `envconfig:"EXTRACT_PAYLOAD_CHARS" default:"24000" desc:"characters of tool calls one extraction reads at most; the rest waits for the next"`
 	ExtractDailyTokens   int64  `envconfig:"EXTRACT_DAILY_TOKENS" desc:"extraction tokens per UTC day; past it no extraction starts until the next day (unset: no limit)"`
+	ClaudeBin            string `envconfig:"CLAUDE_BIN" default:"claude" desc:"the Claude Code binary extraction children of Claude Code sessions run (thatch install --host claude-code)"`
 	InstallCommands      Switch `envconfig:"INSTALL_COMMANDS" default:"on" desc:"install the slash commands when thatch serve starts"`
 	LogLevel             string `envconfig:"LOG_LEVEL" default:"info" desc:"debug, info, warn or error"`
 	LogFormat            string `envconfig:"LOG_FORMAT" default:"auto" desc:"auto (text on a terminal, JSON otherwise), text or json"`

@@ -340,6 +340,15 @@ func ServeWith(ctx context.Context, c Config, log *slog.Logger, tune func(*runti
 	}
 	add("consumer", consumer.Run)
 	add("runtime loop", loop.Run)
+	cc := newClaudeCodeHost(c, nc, js, log)
+	add("claude code host", func(ctx context.Context) error {
+		select { // the stream exists before the host publishes to it
+		case <-consumer.Started():
+		case <-ctx.Done():
+			return nil
+		}
+		return cc.Run(ctx)
+	})
 	if ocBridge != nil {
 		add("opencode bridge", func(ctx context.Context) error {
 			select { // the stream exists before the bridge publishes to it

@@ -283,10 +283,15 @@ func (s *server) keyed(ctx context.Context, dir string) place {
 	return place{key: runtime.ProjectKey(id, dir), dir: dir}
 }
 
-// firstRoot is the folder of the client's first file:// root, "" when it has none or does
-// not list them within RootsTimeout.
+// firstRoot is the folder of the client's first file:// root, "" when it declares no roots,
+// has none, or does not list them within RootsTimeout.
 func (s *server) firstRoot(ctx context.Context, ss *sdk.ServerSession) string {
 	if ss == nil {
+		return ""
+	}
+	// A client that did not say it has roots is not asked: it would leave the request
+	// unanswered until RootsTimeout, and the first tool call with it.
+	if p := ss.InitializeParams(); p == nil || p.Capabilities == nil || p.Capabilities.RootsV2 == nil {
 		return ""
 	}
 	rctx, cancel := context.WithTimeout(ctx, s.o.RootsTimeout)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/thatch-dev/thatch/runtime"
@@ -149,5 +150,66 @@ func TestToolErrors(t *testing.T) {
 	th.err, th.answer = nil, Answer{Output: "Forgot mem_1.", Metadata: json.RawMessage(`{"id":7}`)}
 	if res := call(t, cs, runtime.ToolForget, map[string]any{"id": "mem_1"}); !res.IsError || !strings.Contains(resultText(res), "same version") {
 		t.Errorf("metadata of the wrong shape answered %+v", res)
+	}
+}
+
+// TestNoRootsAskedOfAClientWithout: a client that does not declare roots is never asked
+// for them (it may not answer, and the first tool call would wait RootsTimeout); its
+// project is the working directory. The client here speaks raw JSON-RPC and fails the test
+// on a roots/list.
+func TestNoRootsAskedOfAClientWithout(t *testing.T) {
+	cwd := t.TempDir()
+	th := &recorder{answer: Answer{Output: "No memory of this project matches.", Metadata: json.RawMessage(`{"ids":[]}`)}}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ct, st := sdk.NewInMemoryTransports()
+	ss, err := New(Options{Thatch: th, Dir: cwd, RootsTimeout: time.Hour}).Connect(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ss.Close()
+	conn, err := ct.Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	send := func(msg string) {
+		t.Helper()
+		m, err := jsonrpc.DecodeMessage([]byte(msg))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := conn.Write(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	answer := func(id string) string {
+		t.Helper()
+		for {
+			m, err := conn.Read(ctx)
+			if err != nil {
+				t.Fatalf("waiting for the answer to %s: %v", id, err)
+			}
+			data, _ := jsonrpc.EncodeMessage(m)
+			if req, ok := m.(*jsonrpc.Request); ok {
+				if req.Method == "roots/list" {
+					t.Fatalf("the server asked a client without roots for them: %s", data)
+				}
+				continue // a notification
+			}
+			if res, ok := m.(*jsonrpc.Response); ok && res.ID.Raw() == id {
+				return string(data)
+			}
+		}
+	}
+	send(`{"jsonrpc":"2.0","id":"1","method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"bare","version":"1"}}}`)
+	answer("1")
+	send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	send(`{"jsonrpc":"2.0","id":"2","method":"tools/call","params":{"name":"memory_search","arguments":{"query":"x"}}}`)
+	if got := answer("2"); !strings.Contains(got, "No memory of this project matches.") {
+		t.Fatalf("memory_search answered %s", got)
+	}
+	if c := th.last(); c.Project != cwd {
+		t.Errorf("the call went out for project %s, want the working directory %s", c.Project, cwd)
 	}
 }

@@ -691,7 +691,7 @@ func stamp(t *time.Time) string {
 	return t.Local().Format("2006-01-02 15:04:05")
 }
 
-// source says where a memory came from: the session and call that wrote it, or the host
+// source says where a memory came from: the session that wrote it and its call, or the host
 // and client of a write from outside a session (thatch mcp: "mcp, client claude-code").
 func source(s memory.Source) string {
 	if s.Host != "" && s.SessionID == "" {
@@ -700,5 +700,10 @@ func source(s memory.Source) string {
 		}
 		return s.Host
 	}
-	return strings.TrimSuffix(s.SessionID+" "+s.CallID, " ")
+	if s.CallID == "" {
+		return s.SessionID
+	}
+	// The call is the writing session's own memory tool call (an extraction child's), not
+	// one of the calls the extraction read: say whose it is.
+	return s.SessionID + ", its call " + s.CallID
 }

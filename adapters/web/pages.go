@@ -405,7 +405,7 @@ func (s *Server) memory(w http.ResponseWriter, r *http.Request) error {
 		prov[i] = provenance{p, memory.WroteAs(audit, p.Extraction), known[p.Session]}
 	}
 	return s.render(w, r, "memory", map[string]any{"Title": "Memory " + m.ID, "M": m, "Audit": audit, "Known": known, "Origin": origin,
-		"Provenance": prov, "Tags": strings.Join(m.Tags, ", "), "Saved": r.URL.Query().Get("saved") != ""})
+		"Provenance": prov, "Tags": strings.Join(m.Tags, ", "), "Saved": r.URL.Query().Get("saved") != "", "Me": s.Author})
 }
 
 // back is where a form returns: its "back" field when it is a path of this endpoint.

@@ -35,6 +35,10 @@ type Server struct {
 	// TLSCert and TLSKey serve HTTPS (needed off loopback, checked by the config).
 	TLSCert, TLSKey string
 
+	// Author is the name on this thatch's memory versions (THATCH_TEAM_AUTHOR): a change
+	// with no session and this author is a person's here; another author is a teammate's.
+	Author string
+
 	Loop    *runtime.Loop
 	Status  func(context.Context) (runtime.StatusView, error)
 	Journal *journal.Store

@@ -225,7 +225,7 @@ func ServeWith(ctx context.Context, c Config, log *slog.Logger, tune func(*runti
 		defer pageLn.Close()
 		page = &web.Server{Listen: pageLn.Addr().String(), TLSCert: c.HTTPTLSCert, TLSKey: c.HTTPTLSKey,
 			Loop: loop, Status: srv.Status, Journal: store, Memories: memStore, Sweep: sweeper.Sweep, Metrics: metrics,
-			Log: log.With("component", "web")}
+			Log: log.With("component", "web"), Author: c.TeamAuthor}
 		// thatch ui asks for the page's one-time link over the API, which the broker's
 		// token guards: the token itself never goes into a link.
 		pageURL := PageURL(pageLn.Addr().String(), c.HTTPTLSCert != "")

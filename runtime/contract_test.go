@@ -2,7 +2,6 @@ package runtime_test
 
 import (
 	"bufio"
-	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -11,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"unicode"
+
+	"github.com/thatch-dev/thatch/internal/testkit"
 )
 
 // The code, the scenario scripts and the docs cite the wire contract as "rule N" and "§N".
@@ -38,7 +39,7 @@ var (
 // TestContractCitations: every "rule N" and "§N" in the project's own files has its
 // heading in docs/contract.md.
 func TestContractCitations(t *testing.T) {
-	root := moduleRoot(t)
+	root := testkit.ModuleRoot(t)
 	contract := readHeadings(t, filepath.Join(root, contractFile))
 	if len(contract.rules) == 0 || len(contract.sections) == 0 {
 		t.Fatalf("%s has no \"### Rule N — …\" or no \"## §N — …\" heading", contractFile)
@@ -77,7 +78,7 @@ func TestContractCitations(t *testing.T) {
 // cross-references) names an existing file and, with a #fragment, one of its headings as
 // GitHub anchors them.
 func TestContractLinks(t *testing.T) {
-	root := moduleRoot(t)
+	root := testkit.ModuleRoot(t)
 	headings := map[string]*mdHeadings{}
 	anchors := func(path string) *mdHeadings {
 		if h, ok := headings[path]; ok {
@@ -296,27 +297,5 @@ func eachLine(t *testing.T, path string, fn func(n int, line string)) {
 	}
 	if err := sc.Err(); err != nil {
 		t.Fatalf("%s: %v", path, err)
-	}
-}
-
-// moduleRoot is the directory of the module's go.mod, found by walking up from the
-// package's directory (go test runs each package in its own directory).
-func moduleRoot(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		} else if !errors.Is(err, fs.ErrNotExist) {
-			t.Fatal(err)
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("no go.mod above the test's directory")
-		}
-		dir = parent
 	}
 }

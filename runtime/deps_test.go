@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/thatch-dev/thatch/internal/testkit"
 )
 
 // The dependency rule of thatch's packages. Each package's doc.go says in words what the
@@ -63,7 +65,7 @@ const modulePath = "github.com/thatch-dev/thatch"
 // TestDepsRule: no package depends on what its rule forbids, every package is under a
 // known area, and every package has its doc.go saying what it imports.
 func TestDepsRule(t *testing.T) {
-	root := moduleRoot(t)
+	root := testkit.ModuleRoot(t)
 	pkgs := goList(t, root)
 	if len(pkgs) < 5 {
 		t.Fatalf("go list found %d packages: is the module root %s right?", len(pkgs), root)

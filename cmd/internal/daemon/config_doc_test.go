@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"errors"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -14,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/thatch-dev/thatch/internal/testkit"
 )
 
 // configDoc is the configuration's documentation, relative to the module root.
@@ -24,7 +25,7 @@ const configDoc = "docs/configuration.md"
 // with os.Getenv or os.LookupEnv), each Config default is the one its row gives, and the doc
 // names nothing the code does not read.
 func TestConfigDocumented(t *testing.T) {
-	root := moduleRoot(t)
+	root := testkit.ModuleRoot(t)
 	rows := docRows(t, filepath.Join(root, configDoc))
 	if len(rows) < 10 {
 		t.Fatalf("%s: found %d variables in its tables: is the parse broken?", configDoc, len(rows))
@@ -172,25 +173,4 @@ func envLookups(t *testing.T, root string) map[string]string {
 		t.Fatal("found no os.Getenv or os.LookupEnv in the module: is the scan broken?")
 	}
 	return found
-}
-
-// moduleRoot is the directory of the module's go.mod, above the package's directory.
-func moduleRoot(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		} else if !errors.Is(err, fs.ErrNotExist) {
-			t.Fatal(err)
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("no go.mod above the test's directory")
-		}
-		dir = parent
-	}
 }

@@ -40,6 +40,7 @@ type ccE2E struct {
 	bin       string
 	env       []string
 	thatchLog string
+	thatch    *exec.Cmd // thatch serve, while it runs
 }
 
 func TestClaudeCodeEndToEnd(t *testing.T) {
@@ -236,34 +237,12 @@ func (x *ccE2E) git(args ...string) string {
 	return string(out)
 }
 
-func (x *ccE2E) cli(args ...string) ([]byte, error) {
-	cmd := exec.Command(x.bin, args...)
-	cmd.Env = x.env
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Run(); err != nil {
-		return append(out.Bytes(), errb.Bytes()...), err
-	}
-	return out.Bytes(), nil
-}
-
-var ccThatch *exec.Cmd
+func (x *ccE2E) cli(args ...string) ([]byte, error) { return runThatch(x.bin, x.env, args...) }
 
 func (x *ccE2E) startThatch() {
 	x.t.Helper()
-	cmd := exec.Command(x.bin, "serve")
-	cmd.Env = x.env
 	x.thatchLog = filepath.Join(x.root, "thatch.log")
-	logf, err := os.OpenFile(x.thatchLog, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	must(x.t, err)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	must(x.t, cmd.Start())
-	x.t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		logf.Close()
-	})
-	ccThatch = cmd
+	x.thatch = serveProcess(x.t, x.t, x.bin, x.env, x.thatchLog)
 	x.eventually("thatch to answer", func() bool {
 		_, err := x.cli("status", "--json")
 		return err == nil
@@ -271,8 +250,8 @@ func (x *ccE2E) startThatch() {
 }
 
 func (x *ccE2E) stopThatch() {
-	must(x.t, ccThatch.Process.Signal(os.Interrupt))
-	_ = ccThatch.Wait()
+	must(x.t, x.thatch.Process.Signal(os.Interrupt))
+	_ = x.thatch.Wait()
 }
 
 func (x *ccE2E) eventually(what string, cond func() bool) {

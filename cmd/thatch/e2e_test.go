@@ -1224,23 +1224,30 @@ func (x *e2e) reminded(session string) bool {
 
 func (x *e2e) startThatch() {
 	x.t.Helper()
-	cmd := exec.Command(x.bin, "serve")
-	cmd.Env = x.env
 	x.thatchLog = filepath.Join(x.root, "thatch.log")
-	logf, err := os.OpenFile(x.thatchLog, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	must(x.t, err)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	must(x.t, cmd.Start())
-	x.main.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		logf.Close()
-	})
-	x.thatch = cmd
+	x.thatch = serveProcess(x.t, x.main, x.bin, x.env, x.thatchLog)
 	x.eventually("thatch to answer", func() bool {
 		_, err := x.cli("status", "--json")
 		return err == nil
 	})
+}
+
+// serveProcess starts bin's thatch serve with env, its output appended to logPath; it is
+// killed when owner (the whole test, for a process its steps share) ends.
+func serveProcess(t, owner *testing.T, bin string, env []string, logPath string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(bin, "serve")
+	cmd.Env = env
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	must(t, err)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	must(t, cmd.Start())
+	owner.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		logf.Close()
+	})
+	return cmd
 }
 
 func (x *e2e) killThatch() {
@@ -1249,13 +1256,16 @@ func (x *e2e) killThatch() {
 }
 
 // cli runs a thatch command against the running thatch.
-func (x *e2e) cli(args ...string) ([]byte, error) {
-	cmd := exec.Command(x.bin, args...)
-	cmd.Env = x.env
+func (x *e2e) cli(args ...string) ([]byte, error) { return runThatch(x.bin, x.env, args...) }
+
+// runThatch runs a thatch command of bin with env: its standard output, or both outputs
+// with the error.
+func runThatch(bin string, env []string, args ...string) ([]byte, error) {
+	cmd := exec.Command(bin, args...)
+	cmd.Env = env
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	if err != nil {
+	if err := cmd.Run(); err != nil {
 		return append(out.Bytes(), errb.Bytes()...), err
 	}
 	return out.Bytes(), nil

@@ -49,6 +49,8 @@ var depRules = []struct {
 	{pkg: "adapters/opencode", allow: []string{"adapters/natsbus"}},
 	// The test kit: a leaf that every package's tests may import without a cycle.
 	{pkg: "internal/testkit", forbid: []string{"..."}},
+	// The retry delay: a leaf the runtime and the adapters share.
+	{pkg: "internal/backoff", forbid: []string{"..."}},
 	// Test doubles stay out of every binary but the benchmark's, and the scenario harness
 	// and the test kit (they import testing) out of every binary.
 	{pkg: "...", forbid: []string{"adapters/fakehost", "adapters/fakellm", "runtime/scenario", "runtime/redact/redacttest",

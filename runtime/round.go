@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"time"
+
+	"github.com/thatch-dev/thatch/internal/backoff"
 )
 
 // round is one turn of Loop.Run: the deliveries and host-call results that are ready, and
@@ -175,7 +177,7 @@ func parseHostSeq(h string) (int64, error) {
 // the state it last committed, so nothing is lost and nothing is acknowledged meanwhile.
 // It returns false when ctx ended first.
 func (l *Loop) commit(ctx, wctx context.Context, build func(time.Time) (*Batch, error)) bool {
-	backoff := 250 * time.Millisecond
+	var retry backoff.Backoff
 	for {
 		l.changed()
 		b, err := build(l.Now())
@@ -219,7 +221,8 @@ func (l *Loop) commit(ctx, wctx context.Context, build func(time.Time) (*Batch, 
 			}
 			return true
 		}
-		l.Log.Error("journal write failed: not acknowledging events until it succeeds; check the disk holding the journal", "err", err, "retry_in", backoff.String())
+		wait := retry.Next()
+		l.Log.Error("journal write failed: not acknowledging events until it succeeds; check the disk holding the journal", "err", err, "retry_in", wait.String())
 		l.journalErr = err.Error()
 		down := l.journalErr // a copy: the loop changes journalErr
 		l.req.down.Store(&down)
@@ -244,13 +247,13 @@ func (l *Loop) commit(ctx, wctx context.Context, build func(time.Time) (*Batch, 
 		l.publish() // status says what is wrong while the loop waits
 		// Wait out the backoff, still answering queries from the last committed state so
 		// status can say what is wrong.
-		wait := time.After(backoff)
+		waited := time.After(wait)
 	waiting:
 		for {
 			select {
 			case <-ctx.Done():
 				return false
-			case <-wait:
+			case <-waited:
 				break waiting
 			case q := <-l.req.queries:
 				q.reply <- q.fn(l.view())
@@ -260,7 +263,6 @@ func (l *Loop) commit(ctx, wctx context.Context, build func(time.Time) (*Batch, 
 				req.done <- errors.New(refusal.Message)
 			}
 		}
-		backoff = min(backoff*2, 5*time.Second)
 	}
 }
 

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/thatch-dev/thatch/internal/backoff"
 )
 
 // JetStreamWatch keeps the embedded broker's JetStream alive. nats-server does not heal
@@ -124,8 +126,8 @@ func (w *JetStreamWatch) Run(ctx context.Context) error {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	var (
-		problem  string    // what is wrong, "" while JetStream works
-		backoff  = every   // wait before the next attempt
+		problem  string // what is wrong, "" while JetStream works
+		retry    = backoff.Backoff{First: every, Max: MaxJetStreamBackoff}
 		next     time.Time // when to try again
 		attempts int
 	)
@@ -145,7 +147,8 @@ func (w *JetStreamWatch) Run(ctx context.Context) error {
 				w.Log.Info("embedded JetStream works again", "store", w.storeDir(), "attempts", attempts)
 				w.setErr("")
 			}
-			problem, backoff, next, attempts = "", every, time.Time{}, 0
+			problem, next, attempts = "", time.Time{}, 0
+			retry.Reset()
 			continue
 		}
 		if problem == "" {
@@ -161,14 +164,12 @@ func (w *JetStreamWatch) Run(ctx context.Context) error {
 		err := w.restart(writeErr, enable)
 		if err != nil {
 			w.setErr(w.describe(p, err))
-			w.Log.Debug("embedded JetStream still down", "err", err, "attempt", attempts, "next_in", backoff)
-			next = now.Add(backoff)
-			backoff = min(backoff*2, MaxJetStreamBackoff)
+			next = now.Add(retry.Next())
+			w.Log.Debug("embedded JetStream still down", "err", err, "attempt", attempts, "next_in", next.Sub(now))
 			continue
 		}
 		// Whether it works is the next tick's check.
-		next = now.Add(backoff)
-		backoff = min(backoff*2, MaxJetStreamBackoff)
+		next = now.Add(retry.Next())
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/thatch-dev/thatch/internal/backoff"
 	"github.com/thatch-dev/thatch/runtime"
 )
 
@@ -393,7 +394,7 @@ func (c *Consumer) Started() <-chan struct{} { return c.started }
 // Run consumes until ctx ends. Messages not yet handed over are not acknowledged, so the
 // broker redelivers them to the next run.
 func (c *Consumer) Run(ctx context.Context) error {
-	backoff := 250 * time.Millisecond
+	var retry backoff.Backoff
 	waiting, resume := false, true
 	var purge <-chan time.Time
 	if c.Config.PurgeApplied > 0 {
@@ -414,12 +415,12 @@ func (c *Consumer) Run(ctx context.Context) error {
 			select {
 			case <-ctx.Done():
 				return nil
-			case <-time.After(backoff):
+			case <-time.After(retry.Next()):
 			}
-			backoff = min(backoff*2, 5*time.Second)
 			continue
 		}
-		backoff, waiting, resume = 250*time.Millisecond, false, false
+		retry.Reset()
+		waiting, resume = false, false
 		c.purged = 0 // a stream created again numbers from 1
 		errs := make(chan error, 1)
 		cc, err := cons.Consume(c.handle(ctx, stream),

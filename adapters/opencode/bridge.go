@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/thatch-dev/thatch/adapters/natsbus"
+	"github.com/thatch-dev/thatch/internal/backoff"
 	"github.com/thatch-dev/thatch/runtime"
 	"github.com/thatch-dev/thatch/runtime/protocol"
 )
@@ -206,7 +207,8 @@ func (b *Bridge) Run(ctx context.Context) error {
 	b.Log.Info("bridging opencode", "url", b.Client.BaseURL, "host", b.HostID)
 	// needHello: the next stream starts a new boot (the first one, and the first after the
 	// server was unreachable: it restarted), until a hello is published.
-	backoff, down, needHello := 250*time.Millisecond, false, true
+	var retry backoff.Backoff
+	down, needHello := false, true
 	for ctx.Err() == nil {
 		connected, err := b.stream(ctx, &needHello)
 		if ctx.Err() != nil {
@@ -214,7 +216,8 @@ func (b *Bridge) Run(ctx context.Context) error {
 		}
 		switch {
 		case connected:
-			backoff, down = 250*time.Millisecond, false
+			retry.Reset()
+			down = false
 			b.pubMu.Lock()
 			b.seq++ // the events between this stream and the next are unseen: a gap makes thatch resync
 			b.pubMu.Unlock()
@@ -229,9 +232,8 @@ func (b *Bridge) Run(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
-		case <-time.After(backoff):
+		case <-time.After(retry.Next()):
 		}
-		backoff = min(backoff*2, 5*time.Second)
 	}
 	return nil
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/thatch-dev/thatch/internal/backoff"
 	"github.com/thatch-dev/thatch/journal/memory"
 	"github.com/thatch-dev/thatch/runtime"
 )
@@ -211,7 +212,7 @@ func (t *Team) Run(ctx context.Context) error {
 	// The stream first: until it exists (the team unreachable, or its JetStream not ready)
 	// nothing can be sent or read.
 	var stream jetstream.Stream
-	for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, 5*time.Second) {
+	for retry := (backoff.Backoff{First: 100 * time.Millisecond}); ; {
 		if stream, err = t.ensureStream(ctx, nc, js); err == nil {
 			break
 		}
@@ -219,7 +220,7 @@ func (t *Team) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(backoff):
+		case <-time.After(retry.Next()):
 		}
 	}
 	// Records a previous build kept for a newer format: this one may read them.
@@ -290,8 +291,8 @@ func (t *Team) publish(ctx context.Context, js jetstream.JetStream) error {
 	st := t.c.Store
 	writes := int64(-1)
 	type wait struct {
-		until   time.Time
-		backoff time.Duration
+		until time.Time
+		retry backoff.Backoff
 	}
 	waiting := map[string]*wait{}
 	tick := time.NewTicker(t.c.Poll)
@@ -337,13 +338,12 @@ func (t *Team) publish(ctx context.Context, js jetstream.JetStream) error {
 						}
 						w := waiting[o.Project]
 						if w == nil {
-							w = &wait{backoff: 250 * time.Millisecond}
+							w = &wait{retry: backoff.Backoff{Max: 30 * time.Second}}
 							waiting[o.Project] = w
-						} else {
-							w.backoff = min(2*w.backoff, 30*time.Second)
 						}
-						w.until = time.Now().Add(w.backoff)
-						t.log.Debug("team publish failed; the version stays in the outbox", "subject", msg.Subject, "retry_in", w.backoff, "err", err)
+						in := w.retry.Next()
+						w.until = time.Now().Add(in)
+						t.log.Debug("team publish failed; the version stays in the outbox", "subject", msg.Subject, "retry_in", in, "err", err)
 						skip = append(skip, o.Project)
 						continue pass
 					}
@@ -426,7 +426,7 @@ func (t *Team) readAll(ctx context.Context, stream jetstream.Stream) error {
 // read applies project's versions from the stream sequence after cursor, with an ordered
 // consumer (recreated by nats.go after a reconnect or a gap) until ctx ends.
 func (t *Team) read(ctx context.Context, stream jetstream.Stream, project string, cursor uint64) error {
-	for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, 5*time.Second) {
+	for retry := (backoff.Backoff{First: 100 * time.Millisecond}); ; {
 		cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{SubjectPrefix + "." + project + ".>"}, DeliverPolicy: jetstream.DeliverAllPolicy}
 		if cursor > 0 {
 			cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, cursor+1
@@ -444,7 +444,7 @@ func (t *Team) read(ctx context.Context, stream jetstream.Stream, project string
 		if errors.As(err, &fatal) {
 			return fatal.err
 		}
-		if backoff == 100*time.Millisecond { // said once at warning level, then quietly
+		if !retry.Retrying() { // said once at warning level, then quietly
 			t.log.Warn("cannot read the team's versions of a project; retrying (is it granted to this teammate?)", "project", project, "err", err)
 		} else {
 			t.log.Debug("team reader stopped; starting again", "project", project, "err", err)
@@ -452,7 +452,7 @@ func (t *Team) read(ctx context.Context, stream jetstream.Stream, project string
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(backoff):
+		case <-time.After(retry.Next()):
 		}
 	}
 }

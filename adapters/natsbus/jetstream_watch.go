@@ -43,7 +43,7 @@ type JetStreamWatch struct {
 const MaxJetStreamBackoff = 5 * time.Second
 
 // NewJetStreamWatch returns a watch of ns, an embedded server whose JetStream runs (call
-// it after StartEmbedded): it records ns's JetStream configuration to restart with.
+// it after StartBroker): it records ns's JetStream configuration to restart with.
 func NewJetStreamWatch(ns *server.Server, log *slog.Logger) (*JetStreamWatch, error) {
 	cfg := ns.JetStreamConfig()
 	if cfg == nil {

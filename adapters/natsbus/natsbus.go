@@ -22,13 +22,6 @@ import (
 	"github.com/thatch-dev/thatch/runtime"
 )
 
-// StartEmbedded starts a nats-server with JetStream, its store under dir, listening on
-// listen (host:port; port 0 or -1 picks a free one), open to every client: a broker of a
-// test or a benchmark. thatch serve's broker is StartBroker's.
-func StartEmbedded(listen, dir string) (*server.Server, error) {
-	return StartBroker(BrokerConfig{Listen: listen, Dir: dir})
-}
-
 // BrokerConfig configures the embedded broker.
 type BrokerConfig struct {
 	Listen string // host:port; port 0 or -1 picks a free one

@@ -16,8 +16,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/thatch-dev/thatch/adapters/natsbus"
 	"github.com/thatch-dev/thatch/cmd/internal/daemon"
+	"github.com/thatch-dev/thatch/internal/testkit"
 	"github.com/thatch-dev/thatch/runtime"
 )
 
@@ -133,11 +133,7 @@ func writeStatus(t *testing.T, dir string, at time.Time, st runtime.StatusView, 
 // shell's THATCH_NATS_LISTEN says is found through the broker URL of its status file;
 // without one, the error says which variables to set.
 func TestCLIFindsBrokerInStatusFile(t *testing.T) {
-	ns, err := natsbus.StartEmbedded("127.0.0.1:-1", filepath.Join(t.TempDir(), "broker"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	ns := testkit.StartBroker(t, testkit.BrokerOptions{})
 	nc, err := nats.Connect(ns.ClientURL())
 	if err != nil {
 		t.Fatal(err)
@@ -299,11 +295,7 @@ func TestCLICommands(t *testing.T) {
 // TestCLIJSONIsOneDocument: every command with --json prints exactly one JSON document,
 // whatever the daemon answers (here a page of one row to every method).
 func TestCLIJSONIsOneDocument(t *testing.T) {
-	ns, err := natsbus.StartEmbedded("127.0.0.1:-1", filepath.Join(t.TempDir(), "broker"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	ns := testkit.StartBroker(t, testkit.BrokerOptions{})
 	nc, err := nats.Connect(ns.ClientURL())
 	if err != nil {
 		t.Fatal(err)

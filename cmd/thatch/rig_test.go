@@ -14,8 +14,8 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/thatch-dev/thatch/adapters/fakehost"
-	"github.com/thatch-dev/thatch/adapters/natsbus"
 	"github.com/thatch-dev/thatch/cmd/internal/daemon"
+	"github.com/thatch-dev/thatch/internal/testkit"
 	"github.com/thatch-dev/thatch/journal"
 	"github.com/thatch-dev/thatch/runtime"
 	"github.com/thatch-dev/thatch/runtime/scenario"
@@ -46,11 +46,7 @@ func testLogger() *slog.Logger {
 
 func newRig(t *testing.T, api string, methods ...string) *rig {
 	t.Helper()
-	ns, err := natsbus.StartEmbedded("127.0.0.1:-1", filepath.Join(t.TempDir(), "broker"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	ns := testkit.StartBroker(t, testkit.BrokerOptions{})
 	nc, err := nats.Connect(ns.ClientURL())
 	if err != nil {
 		t.Fatal(err)

@@ -12,8 +12,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/thatch-dev/thatch/adapters/natsbus"
 	"github.com/thatch-dev/thatch/cmd/internal/daemon"
+	"github.com/thatch-dev/thatch/internal/testkit"
 )
 
 // readCommands are the command lines that only read, each with and without --json.
@@ -149,9 +149,7 @@ func TestReadCommandsWhenStopped(t *testing.T) {
 // all, not the first page: thatch memories export > FILE never leaves a file that looks
 // whole and is not.
 func TestExportWritesNothingOnFailure(t *testing.T) {
-	ns, err := natsbus.StartEmbedded("127.0.0.1:-1", filepath.Join(t.TempDir(), "broker"))
-	must(t, err)
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	ns := testkit.StartBroker(t, testkit.BrokerOptions{})
 	nc, err := nats.Connect(ns.ClientURL())
 	must(t, err)
 	t.Cleanup(nc.Close)
@@ -179,9 +177,7 @@ func TestExportWritesNothingOnFailure(t *testing.T) {
 // that takes requests and never answers (stuck), fails naming the cause, not after its
 // request's own timeout (a minute for an import's batch).
 func TestChangeFailsWhenThatchDoesNotAnswer(t *testing.T) {
-	ns, err := natsbus.StartEmbedded("127.0.0.1:-1", filepath.Join(t.TempDir(), "broker"))
-	must(t, err)
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	ns := testkit.StartBroker(t, testkit.BrokerOptions{})
 	nc, err := nats.Connect(ns.ClientURL())
 	must(t, err)
 	t.Cleanup(nc.Close)

@@ -7,7 +7,7 @@
 // host's next start. It also owns the shim's token file (EnsureToken, ReadToken), which the
 // installer, the bridge and the plugin share.
 //
-// It is a leaf: it imports no package of thatch (runtime/protocol, the wire's names, is
-// the one it may use), so that the daemon's wiring and the opencode bridge can both
-// import it.
+// It is a leaf: it imports no package of thatch but runtime/protocol (the wire's names)
+// and internal/keyfile (the secret files' rule), so that the daemon's wiring and the
+// opencode bridge can both import it.
 package commands

@@ -38,7 +38,7 @@ var depRules = []struct {
 	{pkg: "journal/migrate", forbid: []string{"..."}},
 	{pkg: "journal/checkpoint", forbid: []string{"..."}},
 	// The slash commands, the plugin and their installer: a leaf beside the protocol.
-	{pkg: "commands/...", forbid: []string{"..."}, allow: []string{"runtime/protocol"}},
+	{pkg: "commands/...", forbid: []string{"..."}, allow: []string{"runtime/protocol", "internal/keyfile"}},
 	// Adapters: the runtime, the stores, commands; never the wiring, never each other, but
 	// for the two that ride on natsbus's connection and stream.
 	{pkg: "adapters/...", forbid: []string{"cmd/...", "adapters/..."}},
@@ -51,6 +51,8 @@ var depRules = []struct {
 	{pkg: "internal/testkit", forbid: []string{"..."}},
 	// The retry delay: a leaf the runtime and the adapters share.
 	{pkg: "internal/backoff", forbid: []string{"..."}},
+	// The secret files' one reader and writer: a leaf beside the protocol.
+	{pkg: "internal/keyfile", forbid: []string{"..."}},
 	// Test doubles stay out of every binary but the benchmark's, and the scenario harness
 	// and the test kit (they import testing) out of every binary.
 	{pkg: "...", forbid: []string{"adapters/fakehost", "adapters/fakellm", "runtime/scenario", "runtime/redact/redacttest",

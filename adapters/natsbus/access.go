@@ -7,16 +7,14 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"unicode"
 
 	"github.com/nats-io/nats-server/v2/server"
 
-	"github.com/thatch-dev/thatch/commands"
+	"github.com/thatch-dev/thatch/internal/keyfile"
 )
 
 // Access to the embedded broker (contract §7): a token every client presents, kept in the
@@ -48,59 +46,26 @@ func ValidToken(tok string) bool {
 // 0700) when it is absent. An unsafe token gets a new one in its place: too short or
 // holding spaces, readable by other accounts (it may have been copied already), in a file
 // that is a link, not a regular file, or another user's. These are the rules of the shim
-// token (commands.EnsureToken). A sound token in a file of another private mode (0400,
-// 0700) is kept and made 0600. fixed says, for the log, what was done besides creating
-// the file; "" when nothing was.
+// token (commands.EnsureToken), both keyfile's. A sound token in a file of another private
+// mode (0400, 0700) is kept and made 0600. fixed says, for the log, what was done besides
+// creating the file; "" when nothing was.
 func EnsureToken(path string) (token, fixed string, err error) {
-	tok, problem, err := inspectToken(path)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		tok, err := writeNewToken(path)
-		return tok, "", err
-	case err != nil:
-		return "", "", fmt.Errorf("read the broker token: %w", err)
-	case problem != "":
-		tok, err := writeNewToken(path)
-		return tok, fmt.Sprintf("the broker token in %s was unsafe (%s): wrote a new one; hosts need it (thatch env prints it)", path, problem), err
+	r, err := keyfile.Ensure(path, keyfile.Rules{Name: "the broker token", Check: checkToken, New: NewToken})
+	switch r.Action {
+	case keyfile.Replaced:
+		fixed = fmt.Sprintf("the broker token in %s was unsafe (%s): wrote a new one; hosts need it (thatch env prints it)", path, r.Problem)
+	case keyfile.MadePrivate:
+		fixed = fmt.Sprintf("the broker token in %s had mode %04o: made it 0600", path, r.Mode)
 	}
-	fi, err := os.Lstat(path)
-	if err != nil {
-		return "", "", fmt.Errorf("read the broker token: %w", err)
-	}
-	if perm := fi.Mode().Perm(); perm != 0o600 {
-		if err := os.Chmod(path, 0o600); err != nil {
-			return "", "", fmt.Errorf("make the broker token private: %w", err)
-		}
-		fixed = fmt.Sprintf("the broker token in %s had mode %04o: made it 0600", path, perm)
-	}
-	return tok, fixed, nil
+	return r.Secret, fixed, err
 }
 
-// inspectToken reads the token file at path and says what, if anything, makes it unsafe:
-// the shim token's file rules (commands.InspectTokenFile) and ValidToken. An error is one
-// reading it (fs.ErrNotExist when there is none).
-func inspectToken(path string) (token, problem string, err error) {
-	return commands.InspectTokenFile(path, func(tok string) string {
-		if !ValidToken(tok) {
-			return fmt.Sprintf("%d characters, fewer than %d, or spaces", len(tok), MinTokenLen)
-		}
-		return ""
-	})
-}
-
-// writeNewToken writes a new token to path atomically, private to its user.
-func writeNewToken(path string) (string, error) {
-	tok, err := NewToken()
-	if err != nil {
-		return "", err
+// checkToken says why tok cannot be the broker's token (ValidToken), "" when it can.
+func checkToken(tok string) string {
+	if !ValidToken(tok) {
+		return fmt.Sprintf("%d characters, fewer than %d, or spaces", len(tok), MinTokenLen)
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return "", fmt.Errorf("create data folder: %w", err)
-	}
-	if err := commands.WriteTokenFile(path, tok); err != nil {
-		return "", fmt.Errorf("write the broker token: %w", err)
-	}
-	return tok, nil
+	return ""
 }
 
 // ReadToken returns the token kept at path. A missing file is an error wrapping

@@ -4,7 +4,7 @@
 // runtime inputs; every decision stays in the runtime, and the memory tools and methods
 // (§6) go to the memory service through the Memories interface.
 //
-// It imports the runtime, runtime/protocol and commands, and never the stores (journal,
+// It imports the runtime, runtime/protocol and internal/keyfile, and never the stores (journal,
 // journal/memory). Like every adapter it never imports cmd or another adapter. Two
 // adapters import it, for PublishEvent (how a host publishes an event): fakehost and
 // opencode.

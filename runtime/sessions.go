@@ -164,8 +164,8 @@ func (t *step) entryBody(x *ToolExec) (*Body, int) {
 }
 
 // PrepareBody makes x's entryBody for r beforehand, off the loop's goroutine: the loop's
-// decoder does it for each tool event, so that the redaction and the cuts, a third of the
-// loop's own CPU in the bench's throughput part, overlap the loop's commits. It is the same
+// decoder does it for each tool event, so that the redaction and the cuts, a large part of
+// the loop's own work per event, overlap the loop's commits. It is the same
 // pure function of x and OutputMax; Step takes what was made only for the same OutputMax.
 func (r Rules) PrepareBody(x *ToolExec) {
 	x.prepared, x.redactions = makeBody(x, r.OutputMax)

@@ -167,8 +167,8 @@ type Session struct {
 	// Extracting and Child hold the session's ExtractionPhase, WrapUp and Resolving its
 	// WrapUpPhase, Resolved the wrap-up's expected echo: phase.go alone changes them and
 	// reads them together. The flags come after the strings, together, so that they share
-	// one word: a State may hold 100,000 sessions, and this keeps a Session at 320 bytes
-	// (352 when each flag took a word of its own). The JSON's order follows; readers go by name.
+	// one word instead of a word each: a State may hold 100,000 sessions, each of them
+	// a Session. The JSON's order follows; readers go by name.
 	Child      string `json:"Child"`      // top: the running extraction child, once the host named it
 	WrapUp     WrapUp `json:"WrapUp"`     // top: the armed wrap-up command
 	Resolved   WrapUp `json:"Resolved"`   // top: the last wrap-up resolved at an idle, so command.executed does not resolve it twice
@@ -219,7 +219,7 @@ func (m Metrics) Total() int64 { return m.New + m.Updated + m.Deleted }
 
 // Entry is one buffered tool interaction of a top-level session. It is pending until a
 // session claims it. A State may hold a million entries (the rehydrate figure), so an Entry
-// is 32 bytes besides its id: what never changes after the insert but the size (the tool,
+// is kept to a few words besides its id: what never changes after the insert but the size (the tool,
 // whether it is trivial) is an index into a table of such pairs, and the claim is a pointer
 // to a record all the entries one claim took share. Their methods read them.
 type Entry struct {
@@ -449,8 +449,8 @@ func unlink(m map[string]map[string]*Session, key, id string) {
 }
 
 // Reindex rebuilds the index from Hosts and Sessions, as after a load: a full scan.
-// Its maps are sized before they are filled: at 100,000 sessions, growing them one
-// doubling at a time cost more garbage than they hold.
+// Its maps are sized before they are filled: for a large state, growing them one
+// doubling at a time makes more garbage than they hold.
 func (s *State) Reindex() {
 	x := newIndex()
 	for id, h := range s.Hosts {

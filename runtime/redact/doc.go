@@ -124,7 +124,7 @@
 // because no rule matches a [REDACTED:…] marker, and a value that holds one is never
 // judged again. Valid UTF-8 stays valid: every
 // cut is at an ASCII byte. JSON keeps a valid document valid (see JSON for invalid
-// input). Both are linear in the input; typical tool output costs about 10 µs per KB.
+// input). Both are linear in the input (docs/performance.md has their cost).
 //
 // The package is pure: no I/O, no logging, no clock, no state that changes; it is safe
 // for concurrent use. It imports only the standard library and nothing of thatch, so that

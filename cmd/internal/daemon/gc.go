@@ -14,12 +14,10 @@ import (
 
 // HeapFloor is the heap below which thatch does not let the garbage collector start a cycle.
 // Go collects when the heap has grown by GOGC percent (100) of what the last cycle left
-// live, and thatch's live heap is a few megabytes, or some twenty with the embedded
-// broker's record of the last two minutes' event ids after a burst: answering 1,000 tool
-// calls a second it was collected 7 to 50 times a second. A cycle stops the world for up
-// to 3 ms and takes half of one of two cores for 2-20 ms, and two thirds of the tool calls
-// over 3 ms overlapped one (docs/performance.md). The floor costs at most its size in
-// memory; once the live heap is half of it, collection is Go's default.
+// live, and thatch's live heap is small, so under a burst of tool calls it was collected
+// many times a second; a cycle pauses the loop and takes a share of the CPU, and most of
+// the slowest tool calls overlapped one (docs/performance.md). The floor costs at most its
+// size in memory; once the live heap is half of it, collection is Go's default.
 const HeapFloor = 64 << 20
 
 var heapFloorOnce sync.Once

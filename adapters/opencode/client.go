@@ -2,6 +2,7 @@ package opencode
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -24,6 +25,10 @@ type Client struct {
 	Password string // OPENCODE_SERVER_PASSWORD: HTTP basic auth as user "opencode"
 	HTTP     *http.Client
 	Log      *slog.Logger // optional: what fails after its call was answered
+	// CompactAccept is how long a compaction request waits for an early error before it
+	// answers that the compaction is under way; CompactMax bounds the compaction. Zero
+	// means DefaultCompactAccept, DefaultCompactMax.
+	CompactAccept, CompactMax time.Duration
 }
 
 // do performs one request. A JSON error body ({name, data: {message}}) becomes a
@@ -308,7 +313,7 @@ func (c *Client) summarize(ctx context.Context, sessionID string) (any, error) {
 	// otherwise the compaction is under way, and session.compacted will say when it ends.
 	errc := make(chan error, 1)
 	go func() {
-		bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), CompactMax)
+		bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), cmp.Or(c.CompactMax, DefaultCompactMax))
 		defer cancel()
 		errc <- c.do(bg, "POST", "/session/"+sid+"/summarize", map[string]string{"providerID": provider, "modelID": model}, nil)
 	}()
@@ -317,7 +322,7 @@ func (c *Client) summarize(ctx context.Context, sessionID string) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-	case <-time.After(CompactAccept):
+	case <-time.After(cmp.Or(c.CompactAccept, DefaultCompactAccept)):
 		go func() {
 			if err := <-errc; err != nil && c.Log != nil {
 				c.Log.Warn("compaction failed after it started", "session", sessionID, "err", err)
@@ -327,9 +332,8 @@ func (c *Client) summarize(ctx context.Context, sessionID string) (any, error) {
 	return true, nil
 }
 
-// CompactAccept is how long a compaction request waits for an early error; CompactMax
-// bounds a compaction.
-var (
-	CompactAccept = 2 * time.Second
-	CompactMax    = 30 * time.Minute
+// The defaults of Client.CompactAccept and Client.CompactMax.
+const (
+	DefaultCompactAccept = 2 * time.Second
+	DefaultCompactMax    = 30 * time.Minute
 )

@@ -297,10 +297,7 @@ func TestCompactSlowAndFailing(t *testing.T) {
 	fake := &fakeOpencode{compacted: make(chan struct{})}
 	srv := httptest.NewServer(fake)
 	defer srv.Close()
-	old := CompactAccept
-	CompactAccept = 100 * time.Millisecond
-	defer func() { CompactAccept = old }()
-	c := &Client{BaseURL: srv.URL}
+	c := &Client{BaseURL: srv.URL, CompactAccept: 100 * time.Millisecond}
 	ctx, cancel := context.WithCancel(context.Background())
 	res, err := c.Call(ctx, "tui.executeCommand", raw(map[string]any{"command": "session_compact", "sessionID": "ses_slow"}))
 	cancel() // the host call is over; the compaction is not

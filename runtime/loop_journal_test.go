@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/thatch-dev/thatch/internal/testkit"
 	"github.com/thatch-dev/thatch/journal"
 	"github.com/thatch-dev/thatch/runtime"
 )
@@ -81,9 +82,10 @@ func TestLoopToolCallAnsweredWhileJournalFull(t *testing.T) {
 
 	room()
 	var a runtime.Answer
-	for a = payload(3); a.Err != nil && strings.HasPrefix(a.Err.Message, "disk full"); a = payload(3) {
-		time.Sleep(20 * time.Millisecond) // the loop retries the commit with a backoff
-	}
+	testkit.WaitFor(t, 30*time.Second, "the loop's retried commit to succeed", func() bool {
+		a = payload(3)
+		return a.Err == nil || !strings.HasPrefix(a.Err.Message, "disk full")
+	})
 	if a.Err != nil || a.Payload == nil || len(a.Payload.Entries) != 1 || a.Payload.Entries[0].ID != "c1" {
 		t.Fatalf("once the journal can write: %+v, want c1's payload", a)
 	}

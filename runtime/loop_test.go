@@ -16,6 +16,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/thatch-dev/thatch/internal/testkit"
 	"github.com/thatch-dev/thatch/journal"
 	"github.com/thatch-dev/thatch/runtime"
 )
@@ -78,13 +79,12 @@ func TestLoopRunsAndStopsCleanly(t *testing.T) {
 		loop.Deliveries() <- runtime.Delivery{Subject: "opencode.h1.event.x", Data: []byte(b), StreamSeq: uint64(i + 1),
 			Ack: func() error { mu.Lock(); acked++; mu.Unlock(); return nil }, Nak: func() error { return nil }}
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for fmt.Sprint(caller.ops()) != "[session.prompt session.create session.prompt]" {
-		if time.Now().After(deadline) {
-			t.Fatalf("calls %v, want the reminder, the create and the instruction prompt", caller.ops())
+	testkit.WaitFor(t, 10*time.Second, "the reminder, the create and the instruction prompt", func() error {
+		if ops := fmt.Sprint(caller.ops()); ops != "[session.prompt session.create session.prompt]" {
+			return fmt.Errorf("calls %s", ops)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 	mu.Lock()
 	if acked != 3 {
 		t.Errorf("%d deliveries acknowledged, want 3", acked)
@@ -191,13 +191,12 @@ func (r *loopRig) view() runtime.View {
 
 func (r *loopRig) waitView(what string, cond func(runtime.View) bool) {
 	r.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond(r.view()) {
-		if time.Now().After(deadline) {
-			r.t.Fatalf("timed out waiting for %s: %+v", what, r.view())
+	testkit.WaitFor(r.t, 10*time.Second, what, func() error {
+		if v := r.view(); !cond(v) {
+			return fmt.Errorf("%+v", v)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // outbox reads the calls a stopped loop left in its journal.
@@ -729,13 +728,12 @@ func TestLoopIdleWorkersExit(t *testing.T) {
 		t.Fatalf("%d calls, want %d reminders", len(ops), hosts)
 	}
 	answered := time.Since(began)
-	deadline := time.Now().Add(20 * time.Second)
-	for goruntime.NumGoroutine() > baseline+5 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d goroutines %s after the calls, baseline %d: idle workers did not exit", goruntime.NumGoroutine(), time.Since(began), baseline)
+	testkit.WaitFor(t, 20*time.Second, "the idle workers to exit", func() error {
+		if n := goruntime.NumGoroutine(); n > baseline+5 {
+			return fmt.Errorf("%d goroutines %s after the calls, baseline %d", n, time.Since(began), baseline)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 	stopSampling()
 	t.Logf("%d hosts' hellos and reminders applied and answered in %s; goroutines: %d before, %d at most, %d after (%s after the last answer)",
 		hosts, answered.Round(time.Millisecond), baseline, <-peak, goruntime.NumGoroutine(), (time.Since(began) - answered).Round(time.Millisecond))
@@ -822,11 +820,12 @@ func TestLoopGoneAndHelloInOneRound(t *testing.T) {
 	<-held
 	r.hello("b1")
 	r.deliver("deleted_ses_a", "session.deleted", `{"sessionID":"ses_a","info":{"id":"ses_a","title":"t","directory":"/w"}}`)
-	for deadline := time.Now().Add(10 * time.Second); r.loop.DecodedWaiting() < 2; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for the decoder to hand both events to the held loop (%d handed)", r.loop.DecodedWaiting())
+	testkit.WaitFor(t, 10*time.Second, "the decoder to hand both events to the held loop", func() error {
+		if n := r.loop.DecodedWaiting(); n < 2 {
+			return fmt.Errorf("%d handed", n)
 		}
-	}
+		return nil
+	})
 	close(gate)
 	r.waitView("the round to apply both", func(v runtime.View) bool { return v.Pos == r.seq })
 	if v := r.view(); v.Waiting != 0 || v.Outstanding != 0 {

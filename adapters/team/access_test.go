@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/thatch-dev/thatch/adapters/team"
+	"github.com/thatch-dev/thatch/internal/testkit"
 	"github.com/thatch-dev/thatch/journal/memory"
 )
 
@@ -74,8 +75,8 @@ func TestTeamConfAccess(t *testing.T) {
 	webByAlice := say(alice, "acme-web", "The web app deploys on Fridays")
 	apiByBob := say(bob, "acme-api", "The API listens on 8080")
 	apiByAlice := say(alice, "acme-api", "The API needs Postgres 16")
-	waitFor(t, "acme-api to travel both ways", func() bool { return has(alice, apiByBob) && has(bob, apiByAlice) })
-	waitFor(t, "bob's outbox to empty", func() bool { n, _ := bob.TeamCounts(ctx); return n.Outbox == 0 })
+	testkit.WaitFor(t, 30*time.Second, "acme-api to travel both ways", func() bool { return has(alice, apiByBob) && has(bob, apiByAlice) })
+	testkit.WaitFor(t, 30*time.Second, "bob's outbox to empty", func() bool { n, _ := bob.TeamCounts(ctx); return n.Outbox == 0 })
 
 	// alice, who may not read acme-web, does not have bob's memory of it; her own
 	// acme-web memory is still in her outbox, and bob does not have it.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/thatch-dev/thatch/adapters/team"
 	"github.com/thatch-dev/thatch/adapters/team/teamtest"
+	"github.com/thatch-dev/thatch/internal/testkit"
 	"github.com/thatch-dev/thatch/journal/memory"
 )
 
@@ -57,17 +58,6 @@ func join(t *testing.T, author, url string) *mate {
 	return m
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 func has(s *memory.Store, id string) bool {
 	m, _, err := s.Get(context.Background(), id)
 	return err == nil && m.ForgottenAt == nil
@@ -84,12 +74,12 @@ func TestTeamOverACluster(t *testing.T) {
 	if _, err := a.store.Remember(ctx, memory.Caller{Project: "not-shared", SessionID: "ses_a"}, memory.RememberArgs{Content: "stays here"}, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "bob and carol to have alice's memory", func() bool { return has(b.store, r.Memory.ID) && has(cc.store, r.Memory.ID) })
+	testkit.WaitFor(t, 30*time.Second, "bob and carol to have alice's memory", func() bool { return has(b.store, r.Memory.ID) && has(cc.store, r.Memory.ID) })
 	m, _, _ := b.store.Get(ctx, r.Memory.ID)
 	if m.Author != "alice" || m.Content != "The gateway is api-gw-02" {
 		t.Fatalf("bob holds %+v", m)
 	}
-	waitFor(t, "alice's outbox to empty", func() bool { n, _ := a.store.TeamCounts(ctx); return n.Outbox == 0 })
+	testkit.WaitFor(t, 30*time.Second, "alice's outbox to empty", func() bool { n, _ := a.store.TeamCounts(ctx); return n.Outbox == 0 })
 
 	nc, err := nats.Connect(c.URL(0))
 	if err != nil {
@@ -118,7 +108,7 @@ func TestTeamOverACluster(t *testing.T) {
 	if _, err := js.Publish(ctx, team.Subject(project, "mem_00000000000000000000"), []byte("{not json")); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "bob to refuse the bad record", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "bob to refuse the bad record", func() bool {
 		return metric(t, b.reg, "thatch_team_rejected_total") == 1
 	})
 
@@ -129,7 +119,7 @@ func TestTeamOverACluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "bob and carol to have the memory written after a node died", func() bool { return has(b.store, r2.Memory.ID) && has(cc.store, r2.Memory.ID) })
+	testkit.WaitFor(t, 30*time.Second, "bob and carol to have the memory written after a node died", func() bool { return has(b.store, r2.Memory.ID) && has(cc.store, r2.Memory.ID) })
 	st, err := cc.team.TeamStatus(ctx)
 	if err != nil || !st.Connected || st.Author != "carol" || len(st.SharedProjects) != 1 || st.LastApplied == nil {
 		t.Errorf("carol's status: %+v %v", st, err)

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/thatch-dev/thatch/internal/testkit"
 	"github.com/thatch-dev/thatch/journal/memory"
 	"github.com/thatch-dev/thatch/runtime"
 )
@@ -138,13 +139,12 @@ func TestMetricsOfTheContractAfterWork(t *testing.T) {
 // waitCalls waits until the stub caller saw at least n host calls.
 func (r *rig) waitCalls(n int) {
 	r.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for len(r.caller.ops()) < n {
-		if time.Now().After(deadline) {
-			r.t.Fatalf("%d host calls, want at least %d: %v", len(r.caller.ops()), n, r.caller.ops())
+	testkit.WaitFor(r.t, 10*time.Second, fmt.Sprintf("%d host calls", n), func() error {
+		if ops := r.caller.ops(); len(ops) < n {
+			return fmt.Errorf("%d host calls: %v", len(ops), ops)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func TestMetricsCountTheState(t *testing.T) {
@@ -236,13 +236,12 @@ func TestMetricsCountHostCalls(t *testing.T) {
 	before := m.value("thatch_host_calls_total", "method", "session.create", "outcome", "ok")
 	r.deliver("session.status", fmt.Sprintf(`{"sessionID":%q,"status":{"type":"idle"}}`, topID))
 	r.applied()
-	deadline := time.Now().Add(10 * time.Second)
-	for r.metricsNow().value("thatch_host_calls_total", "method", "session.create", "outcome", "ok") != max(before, 0)+1 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the extraction's session.create is not counted: calls %v", r.caller.ops())
+	testkit.WaitFor(t, 10*time.Second, "the extraction's session.create to be counted", func() error {
+		if r.metricsNow().value("thatch_host_calls_total", "method", "session.create", "outcome", "ok") != max(before, 0)+1 {
+			return fmt.Errorf("calls %v", r.caller.ops())
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 
 	// The decorator's outcomes: thatch's own error names, and a host's as host_error.
 	failing := &answering{}

@@ -3,10 +3,8 @@ package web_test
 import (
 	"context"
 	"regexp"
-	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/thatch-dev/thatch/journal/memory"
 	"github.com/thatch-dev/thatch/runtime"
@@ -22,20 +20,8 @@ func TestProvenancePages(t *testing.T) {
 	r.deliver("session.status", `{"sessionID":"`+topID+`","status":{"type":"idle"}}`)
 	r.applied()
 	child := "ses_child_of_" + topID
-	deadline := time.Now().Add(10 * time.Second)
-	for { // the stub host creates the child at once; the loop names it when the result is in
-		tb, err := r.loop.Table(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if i := slices.IndexFunc(tb.Sessions, func(s runtime.SessionRow) bool { return s.SessionID == topID }); i >= 0 && tb.Sessions[i].Child == child {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no extraction child was created: calls %v", r.caller.ops())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	// The stub host creates the child at once; the loop names it when the result is in.
+	r.waitSession(topID, "an extraction child", func(s runtime.SessionRow) bool { return s.Child == child })
 	ctx := context.Background()
 	if a := r.loop.Tool(ctx, runtime.ToolCall{Name: runtime.ToolPayload, SessionID: child, CallID: "pc1", Args: []byte(`{}`)}, 0); a.Err != nil {
 		t.Fatal(a.Err)

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/thatch-dev/thatch/adapters/web"
+	"github.com/thatch-dev/thatch/internal/testkit"
 	"github.com/thatch-dev/thatch/journal"
 	"github.com/thatch-dev/thatch/journal/memory"
 	"github.com/thatch-dev/thatch/runtime"
@@ -208,16 +210,25 @@ func (r *rig) send(subject, body string) {
 // applied waits until the loop has applied every delivery handed over.
 func (r *rig) applied() {
 	r.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if snap := r.loop.Snapshot(); snap != nil && snap.Status.LastStreamSeq >= r.seq {
-			return
+	testkit.WaitFor(r.t, 10*time.Second, fmt.Sprintf("the loop to apply stream sequence %d", r.seq), func() bool {
+		snap := r.loop.Snapshot()
+		return snap != nil && snap.Status.LastStreamSeq >= r.seq
+	})
+}
+
+// waitSession waits until the loop's table holds session id and cond holds for its row.
+func (r *rig) waitSession(id, what string, cond func(runtime.SessionRow) bool) {
+	r.t.Helper()
+	testkit.WaitFor(r.t, 10*time.Second, what, func() error {
+		tb, err := r.loop.Table(context.Background())
+		if err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			r.t.Fatalf("the loop did not apply stream sequence %d", r.seq)
+		if i := slices.IndexFunc(tb.Sessions, func(s runtime.SessionRow) bool { return s.SessionID == id }); i >= 0 && cond(tb.Sessions[i]) {
+			return nil
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return fmt.Errorf("calls %v", r.caller.ops())
+	})
 }
 
 func (r *rig) hello() {

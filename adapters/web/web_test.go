@@ -1270,20 +1270,7 @@ func TestSessionPageShowsClaims(t *testing.T) {
 	r.deliver("session.status", `{"sessionID":"`+topID+`","status":{"type":"idle"}}`)
 	r.applied()
 	child := "ses_child_of_" + topID
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		tb, err := r.loop.Table(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if i := slices.IndexFunc(tb.Sessions, func(s runtime.SessionRow) bool { return s.SessionID == topID }); i >= 0 && tb.Sessions[i].Child == child {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no extraction child was created: calls %v", r.caller.ops())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	r.waitSession(topID, "an extraction child", func(s runtime.SessionRow) bool { return s.Child == child })
 	a := r.loop.Tool(context.Background(), runtime.ToolCall{Name: runtime.ToolPayload, SessionID: child, CallID: "pc1", Args: []byte(`{}`)}, 0)
 	if a.Err != nil || a.Payload == nil || len(a.Payload.Entries) != 2 {
 		t.Fatalf("payload: %+v %+v", a.Err, a.Payload)

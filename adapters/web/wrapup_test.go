@@ -1,12 +1,9 @@
 package web_test
 
 import (
-	"context"
 	"regexp"
-	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/thatch-dev/thatch/runtime"
 )
@@ -24,18 +21,7 @@ func TestSessionPagesShowARefusedWrapUp(t *testing.T) {
 	r.applied()
 	const reason = "the last assistant message does not end with THATCH_EXIT_READY"
 	// The refusal follows the result of the messages call the idle made.
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		tb, err := r.loop.Table(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if i := slices.IndexFunc(tb.Sessions, func(s runtime.SessionRow) bool { return s.SessionID == topID }); i >= 0 && tb.Sessions[i].Refused != nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no refusal recorded: calls %v", r.caller.ops())
-		}
-	}
+	r.waitSession(topID, "a refusal recorded", func(s runtime.SessionRow) bool { return s.Refused != nil })
 	row := regexp.MustCompile(`<tr id="wrap-up-refused">.*?</tr>`).FindString(r.page(c, "/sessions/"+topID))
 	if !strings.Contains(row, "/thatch/exit refused") || !strings.Contains(row, reason) {
 		t.Fatalf("the session page's wrap-up row: %q", row)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/thatch-dev/thatch/internal/testkit"
 	"github.com/thatch-dev/thatch/runtime/protocol"
 )
 
@@ -155,9 +156,7 @@ func TestMemoInFlight(t *testing.T) {
 				repeats <- repeat && string(r) == "reply"
 			})
 		}
-		for waiting.Load() < 3 {
-			time.Sleep(time.Millisecond)
-		}
+		testkit.WaitFor(t, 10*time.Second, "three callers waiting", func() bool { return waiting.Load() == 3 })
 		if n := acts.Load(); n != 1 {
 			t.Fatalf("keep=%v: %d acts while the first is in flight", keep, n)
 		}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"path/filepath"
@@ -14,27 +13,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/thatch-dev/thatch/cmd/internal/daemon"
 	"github.com/thatch-dev/thatch/journal"
 	"github.com/thatch-dev/thatch/runtime"
 )
-
-// startTuned runs thatch as start does, with the loop's fields set by tune.
-func (r *rig) startTuned(tune func(*runtime.Loop)) {
-	r.t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	r.cancel, r.done = cancel, make(chan error, 1)
-	log := r.log
-	if log == nil {
-		log = testLogger()
-	}
-	go func() { r.done <- daemon.ServeWith(ctx, r.cfg, log, tune) }()
-	r.t.Cleanup(r.stop)
-	waitFor(r.t, "thatch to answer status", func() bool {
-		var s runtime.StatusView
-		return r.tryAPI("status", nil, &s) == nil
-	})
-}
 
 // statusPoller asks thatch's status, over a connection of its own as the CLI does, every
 // 10 ms until stopped, and keeps what it saw. Beside each status request it makes one to

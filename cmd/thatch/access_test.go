@@ -31,6 +31,7 @@ import (
 	"github.com/thatch-dev/thatch/adapters/natsbus"
 	"github.com/thatch-dev/thatch/adapters/opencode"
 	"github.com/thatch-dev/thatch/cmd/internal/daemon"
+	"github.com/thatch-dev/thatch/cmd/internal/daemon/daemontest"
 	"github.com/thatch-dev/thatch/runtime"
 )
 
@@ -221,7 +222,8 @@ func TestAccessEmbeddedBroker(t *testing.T) {
 
 	// thatch bridge next to it, with no set-up: it answers its host API on the broker.
 	b := c
-	b.OpencodeURL = newFakeOpencode(t, 0).srv.URL // the bridge serves its host API while opencode is up
+	oc, _ := newFakeOpencode(t, false)
+	b.OpencodeURL = oc.srv.URL // the bridge serves its host API while opencode is up
 	bctx, bcancel := context.WithCancel(context.Background())
 	bdone := make(chan error, 1)
 	go func() { bdone <- daemon.Bridge(bctx, b, testLogger()) }()
@@ -486,7 +488,8 @@ func TestAccessExternalPermissions(t *testing.T) {
 	admin, err := dialBroker(cfg)
 	must(t, err)
 	t.Cleanup(admin.Close)
-	r := &rig{t: t, url: thatchURL, dataDir: cfg.DataDir, nc: admin, host: hostA, cfg: cfg, log: daemon.NewLogger(logf, "debug", "json")}
+	r := wrapRig(t, &daemontest.Rig{T: t, URL: thatchURL, DataDir: cfg.DataDir, NC: admin, Host: hostA, Cfg: cfg})
+	r.log = daemon.NewLogger(logf, "debug", "json")
 	r.start()
 	ctx := r.ctx()
 

@@ -45,7 +45,11 @@ func testLogger() *slog.Logger {
 
 func newRig(t *testing.T, api string, methods ...string) *rig {
 	t.Helper()
-	d := daemontest.New(t, api, methods...)
+	return wrapRig(t, daemontest.New(t, api, methods...))
+}
+
+// wrapRig gives the shared rig d the names the CLI's tests use.
+func wrapRig(t *testing.T, d *daemontest.Rig) *rig {
 	return &rig{Rig: d, t: t, url: d.URL, dataDir: d.DataDir, nc: d.NC, host: d.Host, cfg: d.Cfg}
 }
 

@@ -22,58 +22,20 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/thatch-dev/thatch/adapters/fakehost"
-	"github.com/thatch-dev/thatch/adapters/natsbus"
-	"github.com/thatch-dev/thatch/cmd/internal/daemon"
+	"github.com/thatch-dev/thatch/cmd/internal/daemon/daemontest"
 	"github.com/thatch-dev/thatch/runtime"
 )
 
 // Rule 12 (stopping, waiting calls, a recreated stream, parts that cannot start), against
 // the embedded broker: thatch's default, where hosts connect to the broker thatch runs.
 
-// freeAddr returns a loopback address nothing listens on (at the time of asking).
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
+// freeAddr is a free loopback host:port at the time of the call.
+func freeAddr(t testing.TB) string { t.Helper(); return daemontest.FreeAddr(t) }
 
-// newEmbeddedRig is a rig whose broker is the one thatch embeds (THATCH_NATS_URL unset):
-// the host's connection, and the test's, come and go with thatch, reconnecting by
-// themselves a second later. The host says hello again when its connection comes back:
-// the calls thatch resumed before it was back, which found no responder, then go out.
+// newEmbeddedRig is a rig whose broker is the one thatch embeds (daemontest.NewEmbedded).
 func newEmbeddedRig(t *testing.T, api string, methods ...string) *rig {
 	t.Helper()
-	addr := freeAddr(t)
-	dataDir := filepath.Join(t.TempDir(), "data")
-	nc, err := nats.Connect("nats://"+addr, nats.RetryOnFailedConnect(true), nats.MaxReconnects(-1),
-		// A second, as a host's client might wait: thatch is back before its hosts are.
-		nats.ReconnectWait(time.Second), nats.ReconnectJitter(0, 0),
-		// The embedded broker's token (protocol §7), once thatch created it.
-		nats.TokenHandler(func() string {
-			tok, _ := os.ReadFile(filepath.Join(dataDir, natsbus.TokenFile))
-			return strings.TrimSpace(string(tok))
-		}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	h, err := fakehost.New(nc, "h1", api, methods...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.Dir = t.TempDir()
-	h.HelloOnReconnect()
-	t.Cleanup(h.Close)
-	cfg, err := daemon.LoadConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.DataDir, cfg.NATSURL, cfg.NATSListen, cfg.HostTimeoutMS, cfg.InstallCommands = dataDir, "", addr, 2000, false
-	return &rig{t: t, url: "nats://" + addr, dataDir: dataDir, nc: nc, host: h, cfg: cfg}
+	return wrapRig(t, daemontest.NewEmbedded(t, api, methods...))
 }
 
 // reminders groups the session.prompt requests a host received by session: the keys
@@ -175,15 +137,15 @@ func stopWithCallsInFlight(t *testing.T, bin string, sig syscall.Signal, backBef
 	r := newEmbeddedRig(t, "v1")
 	h := r.host
 	var prompts atomic.Int32
+	exited := make(chan struct{})
+	exit := sync.OnceFunc(func() { close(exited) })
+	t.Cleanup(exit)
 	h.Reply = func(method string, _ map[string]any) (any, *runtime.HostError, bool) {
-		if method == "session.prompt" {
-			// A slow host: one call in flight, the rest queued behind it. The first takes
-			// longer than a stop's grace (1 s): a SIGTERM abandons it too.
-			if prompts.Add(1) == 1 {
-				time.Sleep(1500 * time.Millisecond)
-			} else {
-				time.Sleep(300 * time.Millisecond)
-			}
+		// A slow host: one call in flight, the rest queued behind it (the host answers
+		// one request at a time). The first is answered only once thatch exited, so
+		// past a stop's grace: a SIGTERM abandons it too.
+		if method == "session.prompt" && prompts.Add(1) == 1 {
+			<-exited
 		}
 		return nil, nil, false
 	}
@@ -205,6 +167,7 @@ func stopWithCallsInFlight(t *testing.T, bin string, sig syscall.Signal, backBef
 	must(t, cmd.Process.Signal(sig))
 	err := cmd.Wait()
 	took := time.Since(began)
+	exit()
 	if sig == syscall.SIGTERM && err != nil {
 		t.Fatalf("thatch did not exit cleanly on SIGTERM: %v", err)
 	}
@@ -216,6 +179,9 @@ func stopWithCallsInFlight(t *testing.T, bin string, sig syscall.Signal, backBef
 		t.Logf("SIGKILL with %d calls outstanding (one in flight)", st.OutstandingCalls)
 	}
 
+	// The broker went with thatch: once the host's connection has seen it go, the host
+	// goes away too (a flush racing the disconnect fails with "connection closed").
+	waitFor(t, "the host's connection to see the broker go", func() bool { return !h.NC.IsConnected() })
 	must(t, h.Away())
 	if backBefore {
 		must(t, h.Back()) // its connection comes back with the broker, and it says hello again
@@ -257,24 +223,43 @@ func stopWithCallsInFlight(t *testing.T, bin string, sig syscall.Signal, backBef
 
 // fakeOpencode answers the few routes of opencode serve the bridge uses: the event
 // stream (frames the test sends), health, path, config, the session list (empty), a
-// session, its messages (none), a prompt, and the creation of a session, which takes slow
-// to answer. It records the parent of each creation, in arrival order.
+// session, its messages (none), a prompt, and the creation of a session, which a held
+// opencode answers only once released. It records the parent of each creation, in
+// arrival order.
 type fakeOpencode struct {
 	srv    *httptest.Server
 	frames chan string
-	slow   time.Duration
 	dir    string
 
 	mu      sync.Mutex
-	creates []string // parentID of each POST /session
-	active  int      // creations being answered
+	held    chan struct{} // creations wait until it is closed; nil: never held
+	creates []string      // parentID of each POST /session
+	active  int           // creations being answered
 }
 
-func newFakeOpencode(t *testing.T, slow time.Duration) *fakeOpencode {
-	f := &fakeOpencode{frames: make(chan string, 64), slow: slow, dir: t.TempDir()}
+// newFakeOpencode serves a fake opencode; with hold, it answers no creation of a session
+// until the release it returns is called (the test's cleanup calls it too).
+func newFakeOpencode(t *testing.T, hold bool) (f *fakeOpencode, release func()) {
+	f = &fakeOpencode{frames: make(chan string, 64), dir: t.TempDir()}
 	f.srv = httptest.NewServer(f)
 	t.Cleanup(f.srv.Close) // waits for the creations being answered
-	return f
+	release = func() {}
+	if hold {
+		release = f.hold(t)
+	}
+	return f, release
+}
+
+// hold makes the creations that arrive from now on wait until release is called (the
+// test's cleanup calls it too, before the server's close waits for them).
+func (f *fakeOpencode) hold(t *testing.T) (release func()) {
+	held := make(chan struct{})
+	f.mu.Lock()
+	f.held = held
+	f.mu.Unlock()
+	release = sync.OnceFunc(func() { close(held) })
+	t.Cleanup(release)
+	return release
 }
 
 func (f *fakeOpencode) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -316,8 +301,14 @@ func (f *fakeOpencode) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.creates = append(f.creates, p.ParentID)
 		n := len(f.creates)
 		f.active++
+		held := f.held
 		f.mu.Unlock()
-		time.Sleep(f.slow) // a slow opencode; the bridge does not cut it at a stop
+		if held != nil { // a slow opencode; the bridge does not cut it at a stop
+			select {
+			case <-held:
+			case <-r.Context().Done():
+			}
+		}
 		f.mu.Lock()
 		f.active--
 		f.mu.Unlock()
@@ -350,16 +341,16 @@ func (f *fakeOpencode) toolAndIdle(sid string) {
 }
 
 // TestBridgeStopWithCallsInFlight stops thatch serving opencode through its in-process
-// bridge while opencode takes 2 s to create an extraction child (past the loop's
-// StopGrace and the bridge's StopWait) and other sessions' creations are queued. The stop
-// does not wait for opencode; the abandoned calls go out at the next start with the keys
+// bridge while opencode holds the creation of an extraction child until the stop returned
+// (so past the loop's StopGrace and the bridge's StopWait) and other sessions' creations
+// are queued. The stop does not wait for opencode; the abandoned calls go out at the next start with the keys
 // they had, and every session's creation reaches opencode. opencode keeps no idempotency
 // memory, so a call abandoned after opencode took it reaches it twice (counted, not
 // asserted). The goroutines the bridge leaves to finish a call are checked by the
 // package's goleak once opencode answered.
 func TestBridgeStopWithCallsInFlight(t *testing.T) {
 	const n = 3
-	oc := newFakeOpencode(t, 2*time.Second)
+	oc, release := newFakeOpencode(t, true)
 	r := newEmbeddedRig(t, "v1")
 	r.host.Close() // opencode, through the bridge, is the host here
 	r.cfg.OpencodeURL, r.cfg.ShimListen, r.cfg.HostTimeoutMS = oc.srv.URL, freeAddr(t), 10000
@@ -399,13 +390,19 @@ func TestBridgeStopWithCallsInFlight(t *testing.T) {
 	r.stop()
 	took := time.Since(began)
 	first, active := oc.seen()
+	release() // opencode answers the creation the stop left behind, and every one after
 	t.Logf("stop with a creation in flight at a slow opencode and %d queued: serve returned after %s; opencode was still answering %d",
 		n-len(first), took.Round(time.Millisecond), active)
 	if !strings.Contains(string(logs.Bytes()), "left in the outbox for the next start") {
 		t.Error("the stop did not leave the call in flight in the outbox")
 	}
 
+	// The restart sends the creation the stop abandoned first; the others queue behind it,
+	// held until the test's connection, which records them, is back with the broker.
+	release = oc.hold(t)
 	r.start()
+	must(t, r.nc.Flush())
+	release()
 	waitFor(t, "every session's creation at opencode", func() bool {
 		c, _ := oc.seen()
 		slices.Sort(c)

@@ -18,20 +18,7 @@ import (
 )
 
 // reminderTo returns the text of the session-start reminder prompt thatch sent a session.
-func (r *rig) reminderTo(session string) string {
-	r.t.Helper()
-	var text string
-	waitFor(r.t, "the reminder to "+session, func() bool {
-		for _, c := range r.host.CallsTo("session.prompt") {
-			if c.Params["sessionID"] == session && c.Params["noReply"] == true {
-				text, _ = c.Params["parts"].([]any)[0].(map[string]any)["text"].(string)
-				return true
-			}
-		}
-		return false
-	})
-	return text
-}
+func (r *rig) reminderTo(session string) string { r.t.Helper(); return r.ReminderTo(session) }
 
 func (r *rig) memories(project string) []memory.Memory {
 	r.t.Helper()

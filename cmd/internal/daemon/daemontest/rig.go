@@ -211,3 +211,20 @@ func (r *Rig) AddHost(id string) (*fakehost.Host, error) {
 	r.T.Cleanup(h.Close)
 	return h, nil
 }
+
+// ReminderTo waits for the session-start reminder prompt thatch sent a session, and
+// returns its text.
+func (r *Rig) ReminderTo(session string) string {
+	r.T.Helper()
+	var text string
+	testkit.WaitFor(r.T, WaitTimeout, "the reminder to "+session, func() bool {
+		for _, c := range r.Host.CallsTo("session.prompt") {
+			if c.Params["sessionID"] == session && c.Params["noReply"] == true {
+				text, _ = c.Params["parts"].([]any)[0].(map[string]any)["text"].(string)
+				return true
+			}
+		}
+		return false
+	})
+	return text
+}

@@ -339,3 +339,34 @@ func TestCLIJSONIsOneDocument(t *testing.T) {
 		}
 	}
 }
+
+// The CLI as a user types it: flags before or after the session, one clear error for a
+// missing or unexpected argument.
+func TestCLIArguments(t *testing.T) {
+	r := newRig(t, "v1", "session.create", "session.prompt", "session.delete")
+	r.start()
+	defer r.stop()
+	r.extractionOfOneEntry(r.ctx())
+	for _, args := range [][]string{{"ses_a", "--json"}, {"--json", "ses_a"}} {
+		var out strings.Builder
+		if err := client(r.ctx(), r.cfg, "entries", args, &out); err != nil {
+			t.Fatalf("entries %v: %v", args, err)
+		}
+		var rows []runtime.EntryView
+		if err := json.Unmarshal([]byte(out.String()), &rows); err != nil || len(rows) != 1 || rows[0].ID != "c1" {
+			t.Fatalf("entries %v printed %q (%v)", args, out.String(), err)
+		}
+	}
+	for _, c := range []struct {
+		cmd  string
+		args []string
+		want string
+	}{
+		{"entries", []string{"--json"}, "usage: thatch entries SESSION"},
+		{"sessions", []string{"ses_a"}, `thatch sessions takes no arguments, got ["ses_a"]`},
+	} {
+		if err := client(r.ctx(), r.cfg, c.cmd, c.args, io.Discard); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s %v: %v, want %q", c.cmd, c.args, err, c.want)
+		}
+	}
+}

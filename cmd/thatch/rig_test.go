@@ -120,3 +120,31 @@ func waitWithin(t *testing.T, within time.Duration, what string, cond func() boo
 
 // fakehostNew adds a second, healthy host that plays extraction children.
 func fakehostNew(r *rig, id string) (*fakehost.Host, error) { return r.AddHost(id) }
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// childOf waits for thatch to create an extraction child of parent on the host and
+// returns its id.
+func (r *rig) childOf(parent string, nth int) string { r.t.Helper(); return r.ChildOf(parent, nth) }
+
+// prompted waits for the instruction prompt to session.
+func (r *rig) prompted(session string) { r.t.Helper(); r.Prompted(session) }
+
+// extractionOfOneEntry plays a host's hello and a session ses_a with one tool call (c1)
+// going idle, and returns the extraction child thatch created and prompted for it.
+func (r *rig) extractionOfOneEntry(ctx context.Context) string {
+	r.t.Helper()
+	return r.ExtractionOfOneEntry(ctx)
+}
+
+func (r *rig) tool(ctx context.Context, name, session string, args any) runtime.Answer {
+	r.t.Helper()
+	return r.Tool(ctx, name, session, args)
+}
+
+func entryIDs(a runtime.Answer) []string { return daemontest.EntryIDs(a) }

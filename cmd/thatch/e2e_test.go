@@ -37,6 +37,7 @@ import (
 
 	"github.com/thatch-dev/thatch/adapters/fakellm"
 	"github.com/thatch-dev/thatch/adapters/opencode"
+	"github.com/thatch-dev/thatch/cmd/internal/daemon/daemontest"
 	"github.com/thatch-dev/thatch/runtime"
 )
 
@@ -292,9 +293,9 @@ func TestOpencodeEndToEnd(t *testing.T) {
 	}
 	var plan runtime.SweepResult
 	must(t, json.Unmarshal(out, &plan))
-	t.Logf("step 4: removed %s; thatch sweep planned %s", dirB, planOf(plan))
+	t.Logf("step 4: removed %s; thatch sweep planned %s", dirB, daemontest.PlanOf(plan))
 	if !slices.ContainsFunc(plan.Actions, func(a runtime.StrandAction) bool { return a.Kind == runtime.StrandDelete && a.SessionID == c5 }) {
-		t.Fatalf("the sweep did not delete the machinery session %s: %s", c5, planOf(plan))
+		t.Fatalf("the sweep did not delete the machinery session %s: %s", c5, daemontest.PlanOf(plan))
 	}
 	x.waitEvent("session.deleted of "+c5, deleted(c5), 0)
 	x.waitEntries(s5, []string{call5}, "pending")

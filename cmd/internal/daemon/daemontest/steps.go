@@ -2,6 +2,7 @@ package daemontest
 
 import (
 	"context"
+	"strings"
 
 	"github.com/thatch-dev/thatch/internal/testkit"
 	"github.com/thatch-dev/thatch/runtime"
@@ -88,4 +89,13 @@ func EntryIDs(a runtime.Answer) []string {
 		ids = append(ids, id.(string))
 	}
 	return ids
+}
+
+// PlanOf is a sweep's plan on one line: each action's kind and session.
+func PlanOf(res runtime.SweepResult) string {
+	var out []string
+	for _, a := range res.Actions {
+		out = append(out, string(a.Kind)+" "+a.SessionID)
+	}
+	return strings.Join(out, ", ")
 }

@@ -330,7 +330,7 @@ func TestOpencodeEndToEnd(t *testing.T) {
 	// embedded broker's files, nor the journal, nor the memories, nor the log hold one.
 	held, release = x.llm.HoldExtractions()
 	from = x.count()
-	call7 := x.runTool(s2, "echo export GITHUB_TOKEN="+testSecrets[0]+" AWS_ACCESS_KEY_ID="+testSecrets[1])
+	call7 := x.runTool(s2, "echo export GITHUB_TOKEN="+daemontest.Secrets[0]+" AWS_ACCESS_KEY_ID="+daemontest.Secrets[1])
 	c7 := x.extractionChild(s2, held, from)
 	release()
 	x.extracted(c7, s2, []string{call7})
@@ -395,7 +395,7 @@ func TestOpencodeEndToEnd(t *testing.T) {
 			t.Errorf("opencode's password is in %s", f)
 		}
 	}
-	read := noSecretIn(t, filepath.Join(x.root, "thatch")) // the broker's store is in there
+	read := daemontest.NoSecretIn(t, filepath.Join(x.root, "thatch")) // the broker's store is in there
 	if !slices.ContainsFunc(slices.Collect(maps.Keys(read)), func(f string) bool { return strings.HasPrefix(f, "nats/") }) {
 		t.Errorf("the embedded broker's store was not among the files read: %v", read)
 	}
@@ -404,7 +404,7 @@ func TestOpencodeEndToEnd(t *testing.T) {
 	if !bytes.Contains(logData, []byte("redacted before publishing")) {
 		t.Errorf("the bridge logged no redaction")
 	}
-	for _, s := range testSecrets {
+	for _, s := range daemontest.Secrets {
 		if bytes.Contains(logData, []byte(s)) {
 			t.Errorf("thatch's log holds the secret %q", s)
 		}

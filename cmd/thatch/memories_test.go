@@ -20,12 +20,7 @@ import (
 // reminderTo returns the text of the session-start reminder prompt thatch sent a session.
 func (r *rig) reminderTo(session string) string { r.t.Helper(); return r.ReminderTo(session) }
 
-func (r *rig) memories(project string) []memory.Memory {
-	r.t.Helper()
-	var ms []memory.Memory
-	must(r.t, r.tryAPI("memories", map[string]any{"project": project}, &ms))
-	return ms
-}
+func (r *rig) memories(project string) []memory.Memory { r.t.Helper(); return r.Memories(project) }
 
 // section returns the memories section of a session-start text, "" when it has none.
 func section(text string) string {

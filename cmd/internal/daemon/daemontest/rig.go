@@ -15,6 +15,7 @@ import (
 	"github.com/thatch-dev/thatch/cmd/internal/daemon"
 	"github.com/thatch-dev/thatch/internal/testkit"
 	"github.com/thatch-dev/thatch/journal"
+	"github.com/thatch-dev/thatch/journal/memory"
 	"github.com/thatch-dev/thatch/runtime"
 	"github.com/thatch-dev/thatch/runtime/scenario"
 )
@@ -227,4 +228,14 @@ func (r *Rig) ReminderTo(session string) string {
 		return false
 	})
 	return text
+}
+
+// Memories lists the memories of a project, as the API gives them.
+func (r *Rig) Memories(project string) []memory.Memory {
+	r.T.Helper()
+	var ms []memory.Memory
+	if err := r.TryAPI("memories", map[string]any{"project": project}, &ms); err != nil {
+		r.T.Fatal(err)
+	}
+	return ms
 }

@@ -239,3 +239,13 @@ func (r *Rig) Memories(project string) []memory.Memory {
 	}
 	return ms
 }
+
+// Hygiene is the memory hygiene of a project, as the API gives it.
+func (r *Rig) Hygiene(project string) memory.Hygiene {
+	r.T.Helper()
+	var h memory.Hygiene
+	if err := r.TryAPI("memory.hygiene", map[string]any{"project": project}, &h); err != nil {
+		r.T.Fatal(err)
+	}
+	return h
+}

@@ -84,35 +84,12 @@ func embeddedConfig(t *testing.T) daemon.Config {
 // waits until the CLI, with c as its configuration and nothing else, gets its status.
 func startServe(t *testing.T, c daemon.Config, log *slog.Logger) (stop func()) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- daemon.Serve(ctx, c, log) }()
-	stopped := false
-	stop = func() {
-		if stopped {
-			return
+	return daemontest.Serve(t, c, log, nil, "thatch to answer the CLI", func() error {
+		if cliStatus(c) == nil {
+			return errors.New("thatch status --json fails")
 		}
-		stopped = true
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("serve returned %v", err)
-			}
-		case <-time.After(15 * time.Second):
-			t.Fatal("thatch did not stop within 15s")
-		}
-	}
-	t.Cleanup(stop)
-	waitFor(t, "thatch to answer the CLI", func() bool {
-		select {
-		case err := <-done:
-			t.Fatalf("serve ended at start: %v", err)
-		default:
-		}
-		return cliStatus(c) != nil
+		return nil
 	})
-	return stop
 }
 
 // cliStatus is thatch status --json as the CLI gets it with c, nil when it fails.

@@ -41,8 +41,7 @@ type Rig struct {
 	// Log is serve's logger; nil is testkit.Logger (the test's output, shown on failure).
 	Log *slog.Logger
 
-	cancel context.CancelFunc
-	done   chan error
+	stop func() // stops the serve Start began; nil when thatch is not running
 }
 
 // New starts a broker, connects, and puts a fake host "h1" on it that speaks api and
@@ -86,11 +85,7 @@ func (r *Rig) StartTuned(tune func(*runtime.Loop)) {
 	if log == nil {
 		log = testkit.Logger(r.T) // before the stop's cleanup, so that what serve says stopping is kept
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	r.cancel, r.done = cancel, make(chan error, 1)
-	go func() { r.done <- daemon.ServeWith(ctx, r.Cfg, log, tune) }()
-	r.T.Cleanup(r.Stop)
-	testkit.WaitFor(r.T, StartTimeout, "thatch to answer status", func() error {
+	r.stop = Serve(r.T, r.Cfg, log, tune, "thatch to answer status", func() error {
 		var s runtime.StatusView
 		return r.TryAPI("status", nil, &s)
 	})
@@ -99,19 +94,48 @@ func (r *Rig) StartTuned(tune func(*runtime.Loop)) {
 // Stop stops thatch as SIGTERM does and checks it exited cleanly; it does nothing when
 // thatch is not running.
 func (r *Rig) Stop() {
-	if r.cancel == nil {
-		return
+	if stop := r.stop; stop != nil {
+		r.stop = nil
+		stop()
 	}
-	r.cancel()
-	select {
-	case err := <-r.done:
-		if err != nil {
-			r.T.Errorf("serve returned %v", err)
+}
+
+// Serve runs thatch serve in process with c (daemon.ServeWith, the loop tuned by tune
+// when it is not nil) until the test ends or the stop it returns is called, and waits up
+// to StartTimeout until ready returns nil; serve ending first fails the test. stop
+// cancels serve as SIGTERM does, checks it returned no error, and may be called again.
+func Serve(t *testing.T, c daemon.Config, log *slog.Logger, tune func(*runtime.Loop), what string, ready func() error) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- daemon.ServeWith(ctx, c, log, tune) }()
+	stopped := false
+	stop = func() {
+		if stopped {
+			return
 		}
-	case <-time.After(15 * time.Second):
-		r.T.Fatal("thatch did not stop within 15s")
+		stopped = true
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("serve returned %v", err)
+			}
+		case <-time.After(15 * time.Second):
+			t.Fatal("thatch did not stop within 15s")
+		}
 	}
-	r.cancel = nil
+	t.Cleanup(stop)
+	testkit.WaitFor(t, StartTimeout, what, func() error {
+		select {
+		case err := <-done:
+			stopped = true
+			t.Fatalf("serve ended at start: %v", err)
+		default:
+		}
+		return ready()
+	})
+	return stop
 }
 
 // Restart stops thatch and starts it again on the same files.

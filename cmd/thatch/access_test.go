@@ -32,6 +32,7 @@ import (
 	"github.com/thatch-dev/thatch/adapters/opencode"
 	"github.com/thatch-dev/thatch/cmd/internal/daemon"
 	"github.com/thatch-dev/thatch/cmd/internal/daemon/daemontest"
+	"github.com/thatch-dev/thatch/internal/testkit"
 	"github.com/thatch-dev/thatch/runtime"
 )
 
@@ -138,7 +139,7 @@ func checkStatusFileHasNoToken(t *testing.T, c daemon.Config, token string) {
 // no set-up; the status file never holds the token.
 func TestAccessEmbeddedBroker(t *testing.T) {
 	c := embeddedConfig(t)
-	stop := startServe(t, c, testLogger())
+	stop := startServe(t, c, testkit.Logger(t))
 
 	fi, err := os.Stat(c.TokenPath())
 	must(t, err)
@@ -203,7 +204,8 @@ func TestAccessEmbeddedBroker(t *testing.T) {
 	b.OpencodeURL = oc.srv.URL // the bridge serves its host API while opencode is up
 	bctx, bcancel := context.WithCancel(context.Background())
 	bdone := make(chan error, 1)
-	go func() { bdone <- daemon.Bridge(bctx, b, testLogger()) }()
+	blog := testkit.Logger(t)
+	go func() { bdone <- daemon.Bridge(bctx, b, blog) }()
 	subject := "opencode." + opencode.HostIDFor(b.OpencodeURL) + ".api.session.list"
 	waitFor(t, "thatch bridge to answer "+subject, func() bool {
 		_, err := nc.Request(subject, []byte(`{}`), time.Second)
@@ -214,7 +216,7 @@ func TestAccessEmbeddedBroker(t *testing.T) {
 
 	checkStatusFileHasNoToken(t, c, token)
 	stop()
-	startServe(t, c, testLogger())
+	startServe(t, c, testkit.Logger(t))
 	if again, err := natsbus.ReadToken(c.TokenPath()); err != nil || again != token {
 		t.Fatalf("after a restart the token is %q (%v), want the same", again, err)
 	}
@@ -225,7 +227,7 @@ func TestAccessEmbeddedBroker(t *testing.T) {
 func TestAccessTokenVariable(t *testing.T) {
 	c := embeddedConfig(t)
 	c.NATSToken = strings.Repeat("t", 40)
-	startServe(t, c, testLogger())
+	startServe(t, c, testkit.Logger(t))
 	nc, err := nats.Connect("nats://"+c.NATSListen, nats.Token(c.NATSToken))
 	must(t, err)
 	nc.Close()
@@ -313,7 +315,7 @@ func TestAccessConfigRefusesOpenListeners(t *testing.T) {
 func TestTLSEmbeddedBroker(t *testing.T) {
 	c := embeddedConfig(t)
 	c.NATSTLSCert, c.NATSTLSKey = writeTestCert(t, t.TempDir())
-	startServe(t, c, testLogger())
+	startServe(t, c, testkit.Logger(t))
 	token, err := natsbus.ReadToken(c.TokenPath())
 	must(t, err)
 	if nc, err := nats.Connect("nats://"+c.NATSListen, nats.Token(token)); err == nil {

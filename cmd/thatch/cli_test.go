@@ -16,8 +16,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/thatch-dev/thatch/adapters/natsbus"
 	"github.com/thatch-dev/thatch/cmd/internal/daemon"
+	"github.com/thatch-dev/thatch/internal/testkit"
 	"github.com/thatch-dev/thatch/runtime"
 )
 
@@ -133,16 +133,8 @@ func writeStatus(t *testing.T, dir string, at time.Time, st runtime.StatusView, 
 // shell's THATCH_NATS_LISTEN says is found through the broker URL of its status file;
 // without one, the error says which variables to set.
 func TestCLIFindsBrokerInStatusFile(t *testing.T) {
-	ns, err := natsbus.StartEmbedded("127.0.0.1:-1", filepath.Join(t.TempDir(), "broker"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-	nc, err := nats.Connect(ns.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
+	ns := testkit.StartBroker(t, testkit.BrokerOptions{})
+	nc, _ := testkit.Connect(t, ns.ClientURL(), "")
 	// The daemon's status method, answering as thatch does.
 	sub, err := nc.Subscribe("thatch.api.status", func(m *nats.Msg) {
 		_ = m.Respond([]byte(`{"result":{"version":"live","sessions":3}}`))
@@ -299,16 +291,8 @@ func TestCLICommands(t *testing.T) {
 // TestCLIJSONIsOneDocument: every command with --json prints exactly one JSON document,
 // whatever the daemon answers (here a page of one row to every method).
 func TestCLIJSONIsOneDocument(t *testing.T) {
-	ns, err := natsbus.StartEmbedded("127.0.0.1:-1", filepath.Join(t.TempDir(), "broker"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-	nc, err := nats.Connect(ns.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
+	ns := testkit.StartBroker(t, testkit.BrokerOptions{})
+	nc, _ := testkit.Connect(t, ns.ClientURL(), "")
 	sub, err := nc.Subscribe("thatch.api.>", func(m *nats.Msg) {
 		_ = m.Respond([]byte(`{"result":{"items":[{"id":"mem_1"}],"nextCursor":""}}`))
 	})

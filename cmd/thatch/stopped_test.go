@@ -12,8 +12,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/thatch-dev/thatch/adapters/natsbus"
 	"github.com/thatch-dev/thatch/cmd/internal/daemon"
+	"github.com/thatch-dev/thatch/internal/testkit"
 )
 
 // readCommands are the command lines that only read, each with and without --json.
@@ -149,12 +149,8 @@ func TestReadCommandsWhenStopped(t *testing.T) {
 // all, not the first page: thatch memories export > FILE never leaves a file that looks
 // whole and is not.
 func TestExportWritesNothingOnFailure(t *testing.T) {
-	ns, err := natsbus.StartEmbedded("127.0.0.1:-1", filepath.Join(t.TempDir(), "broker"))
-	must(t, err)
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-	nc, err := nats.Connect(ns.ClientURL())
-	must(t, err)
-	t.Cleanup(nc.Close)
+	ns := testkit.StartBroker(t, testkit.BrokerOptions{})
+	nc, _ := testkit.Connect(t, ns.ClientURL(), "")
 	// A daemon whose export fails after its first page, one larger than a write buffer.
 	first := `{"result":{"items":[{"id":"mem_1","project":"p","content":"` + strings.Repeat("x", 64<<10) + `"}],"nextCursor":"mem_1"}}`
 	sub, err := nc.Subscribe("thatch.api.memory.export", func(m *nats.Msg) {
@@ -179,12 +175,8 @@ func TestExportWritesNothingOnFailure(t *testing.T) {
 // that takes requests and never answers (stuck), fails naming the cause, not after its
 // request's own timeout (a minute for an import's batch).
 func TestChangeFailsWhenThatchDoesNotAnswer(t *testing.T) {
-	ns, err := natsbus.StartEmbedded("127.0.0.1:-1", filepath.Join(t.TempDir(), "broker"))
-	must(t, err)
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-	nc, err := nats.Connect(ns.ClientURL())
-	must(t, err)
-	t.Cleanup(nc.Close)
+	ns := testkit.StartBroker(t, testkit.BrokerOptions{})
+	nc, _ := testkit.Connect(t, ns.ClientURL(), "")
 	sub, err := nc.Subscribe("thatch.api.>", func(*nats.Msg) {}) // takes every request, answers none
 	must(t, err)
 	t.Cleanup(func() { _ = sub.Unsubscribe() })

@@ -3,6 +3,8 @@ package daemontest
 import (
 	"encoding/json"
 	"fmt"
+	"io"
+	"log/slog"
 	"path/filepath"
 	goruntime "runtime"
 	"strings"
@@ -128,6 +130,7 @@ func seedPayloadJournal(t *testing.T, dataDir, dir string, sessions, perSession 
 func TestLoadPayloadsWhileStatusAnswers(t *testing.T) {
 	const sessions, perSession = 1000, 2
 	r := New(t, "v1")
+	r.Log = quietLog() // a load test measures thatch, not its debug log
 	seedPayloadJournal(t, r.DataDir, r.Host.Dir, sessions, perSession)
 	r.Start()
 	ctx := r.Ctx()
@@ -180,6 +183,7 @@ func TestLoadHellosLeaveNoWorkers(t *testing.T) {
 		hosts = 2_000
 	}
 	r := New(t, "v1")
+	r.Log = quietLog()        // a load test measures thatch, not its debug log
 	r.Cfg.StrandSweep = false // the sweep's visits of new hosts are not what this counts
 	// One responder plays every host's API.
 	hostNC, err := nats.Connect(r.URL)
@@ -268,4 +272,10 @@ func TestLoadHellosLeaveNoWorkers(t *testing.T) {
 	if st.Hosts < hosts || st.Goroutines > baseline+slack+5 {
 		t.Fatalf("status after the load: %d hosts online, %d goroutines", st.Hosts, st.Goroutines)
 	}
+}
+
+// quietLog drops what thatch logs below warnings: the load tests' thousands of hosts and
+// calls would otherwise spend the machine on debug lines in the test's output.
+func quietLog() *slog.Logger {
+	return slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }

@@ -56,8 +56,10 @@ var depRules = []struct {
 	// Test doubles stay out of every binary but the benchmark's, and the scenario harness
 	// and the test kit (they import testing) out of every binary.
 	{pkg: "...", forbid: []string{"adapters/fakehost", "adapters/fakellm", "runtime/scenario", "runtime/redact/redacttest",
-		"internal/testkit", "adapters/team/teamtest"}},
+		"internal/testkit", "adapters/team/teamtest", "cmd/internal/daemon/daemontest"}},
 	{pkg: "cmd/thatch-bench", allow: []string{"adapters/fakehost", "adapters/fakellm", "adapters/team/teamtest"}},
+	// The daemon rig: the daemon's tests' support, with the fake host and the test kit.
+	{pkg: "cmd/internal/daemon/daemontest", allow: []string{"adapters/fakehost", "internal/testkit", "runtime/scenario"}},
 }
 
 // depAreas are the top-level folders a package may live in; a package elsewhere has no

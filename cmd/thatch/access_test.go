@@ -31,6 +31,8 @@ import (
 	"github.com/thatch-dev/thatch/adapters/natsbus"
 	"github.com/thatch-dev/thatch/adapters/opencode"
 	"github.com/thatch-dev/thatch/cmd/internal/daemon"
+	"github.com/thatch-dev/thatch/cmd/internal/daemon/daemontest"
+	"github.com/thatch-dev/thatch/internal/testkit"
 	"github.com/thatch-dev/thatch/runtime"
 )
 
@@ -83,35 +85,12 @@ func embeddedConfig(t *testing.T) daemon.Config {
 // waits until the CLI, with c as its configuration and nothing else, gets its status.
 func startServe(t *testing.T, c daemon.Config, log *slog.Logger) (stop func()) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- daemon.Serve(ctx, c, log) }()
-	stopped := false
-	stop = func() {
-		if stopped {
-			return
+	return daemontest.Serve(t, c, log, nil, "thatch to answer the CLI", func() error {
+		if cliStatus(c) == nil {
+			return errors.New("thatch status --json fails")
 		}
-		stopped = true
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("serve returned %v", err)
-			}
-		case <-time.After(15 * time.Second):
-			t.Fatal("thatch did not stop within 15s")
-		}
-	}
-	t.Cleanup(stop)
-	waitFor(t, "thatch to answer the CLI", func() bool {
-		select {
-		case err := <-done:
-			t.Fatalf("serve ended at start: %v", err)
-		default:
-		}
-		return cliStatus(c) != nil
+		return nil
 	})
-	return stop
 }
 
 // cliStatus is thatch status --json as the CLI gets it with c, nil when it fails.
@@ -160,7 +139,7 @@ func checkStatusFileHasNoToken(t *testing.T, c daemon.Config, token string) {
 // no set-up; the status file never holds the token.
 func TestAccessEmbeddedBroker(t *testing.T) {
 	c := embeddedConfig(t)
-	stop := startServe(t, c, testLogger())
+	stop := startServe(t, c, testkit.Logger(t))
 
 	fi, err := os.Stat(c.TokenPath())
 	must(t, err)
@@ -221,10 +200,12 @@ func TestAccessEmbeddedBroker(t *testing.T) {
 
 	// thatch bridge next to it, with no set-up: it answers its host API on the broker.
 	b := c
-	b.OpencodeURL = newFakeOpencode(t, 0).srv.URL // the bridge serves its host API while opencode is up
+	oc, _ := newFakeOpencode(t, false)
+	b.OpencodeURL = oc.srv.URL // the bridge serves its host API while opencode is up
 	bctx, bcancel := context.WithCancel(context.Background())
 	bdone := make(chan error, 1)
-	go func() { bdone <- daemon.Bridge(bctx, b, testLogger()) }()
+	blog := testkit.Logger(t)
+	go func() { bdone <- daemon.Bridge(bctx, b, blog) }()
 	subject := "opencode." + opencode.HostIDFor(b.OpencodeURL) + ".api.session.list"
 	waitFor(t, "thatch bridge to answer "+subject, func() bool {
 		_, err := nc.Request(subject, []byte(`{}`), time.Second)
@@ -235,7 +216,7 @@ func TestAccessEmbeddedBroker(t *testing.T) {
 
 	checkStatusFileHasNoToken(t, c, token)
 	stop()
-	startServe(t, c, testLogger())
+	startServe(t, c, testkit.Logger(t))
 	if again, err := natsbus.ReadToken(c.TokenPath()); err != nil || again != token {
 		t.Fatalf("after a restart the token is %q (%v), want the same", again, err)
 	}
@@ -246,7 +227,7 @@ func TestAccessEmbeddedBroker(t *testing.T) {
 func TestAccessTokenVariable(t *testing.T) {
 	c := embeddedConfig(t)
 	c.NATSToken = strings.Repeat("t", 40)
-	startServe(t, c, testLogger())
+	startServe(t, c, testkit.Logger(t))
 	nc, err := nats.Connect("nats://"+c.NATSListen, nats.Token(c.NATSToken))
 	must(t, err)
 	nc.Close()
@@ -334,7 +315,7 @@ func TestAccessConfigRefusesOpenListeners(t *testing.T) {
 func TestTLSEmbeddedBroker(t *testing.T) {
 	c := embeddedConfig(t)
 	c.NATSTLSCert, c.NATSTLSKey = writeTestCert(t, t.TempDir())
-	startServe(t, c, testLogger())
+	startServe(t, c, testkit.Logger(t))
 	token, err := natsbus.ReadToken(c.TokenPath())
 	must(t, err)
 	if nc, err := nats.Connect("nats://"+c.NATSListen, nats.Token(token)); err == nil {
@@ -486,7 +467,8 @@ func TestAccessExternalPermissions(t *testing.T) {
 	admin, err := dialBroker(cfg)
 	must(t, err)
 	t.Cleanup(admin.Close)
-	r := &rig{t: t, url: thatchURL, dataDir: cfg.DataDir, nc: admin, host: hostA, cfg: cfg, log: daemon.NewLogger(logf, "debug", "json")}
+	r := wrapRig(t, &daemontest.Rig{T: t, URL: thatchURL, DataDir: cfg.DataDir, NC: admin, Host: hostA, Cfg: cfg})
+	r.log = daemon.NewLogger(logf, "debug", "json")
 	r.start()
 	ctx := r.ctx()
 

@@ -4,14 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/thatch-dev/thatch/adapters/opencode"
 	"github.com/thatch-dev/thatch/cmd/internal/daemon"
+	"github.com/thatch-dev/thatch/internal/testkit"
 	"github.com/thatch-dev/thatch/runtime"
 )
 
@@ -73,7 +72,7 @@ func TestCLIStatusBridgeRow(t *testing.T) {
 func TestServeStatusNamesBridge(t *testing.T) {
 	c := embeddedConfig(t)
 	c.OpencodeURL = "http://opuser:secret@127.0.0.1:1"
-	stop := startServe(t, c, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	stop := startServe(t, c, testkit.Logger(t))
 	defer stop()
 	var st *runtime.StatusView
 	waitFor(t, "the bridge's failure in status", func() bool {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/thatch-dev/thatch/adapters/fakehost"
 	"github.com/thatch-dev/thatch/cmd/internal/daemon"
+	"github.com/thatch-dev/thatch/cmd/internal/daemon/daemontest"
 )
 
 // natsServerBinary builds nats-server from the module thatch already depends on.
@@ -72,7 +73,7 @@ func TestBrokerRestarts(t *testing.T) {
 	must(t, err)
 	host.Dir = t.TempDir()
 	t.Cleanup(host.Close)
-	r := &rig{t: t, url: url, dataDir: filepath.Join(t.TempDir(), "data"), nc: nc, host: host}
+	r := wrapRig(t, &daemontest.Rig{T: t, URL: url, DataDir: filepath.Join(t.TempDir(), "data"), NC: nc, Host: host})
 	r.cfg, err = daemon.LoadConfig()
 	must(t, err)
 	r.cfg.DataDir, r.cfg.NATSURL, r.cfg.InstallCommands, r.cfg.StrandSweep, r.cfg.HostTimeoutMS = r.dataDir, url, false, false, 2000

@@ -134,11 +134,7 @@ func writeStatus(t *testing.T, dir string, at time.Time, st runtime.StatusView, 
 // without one, the error says which variables to set.
 func TestCLIFindsBrokerInStatusFile(t *testing.T) {
 	ns := testkit.StartBroker(t, testkit.BrokerOptions{})
-	nc, err := nats.Connect(ns.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
+	nc, _ := testkit.Connect(t, ns.ClientURL(), "")
 	// The daemon's status method, answering as thatch does.
 	sub, err := nc.Subscribe("thatch.api.status", func(m *nats.Msg) {
 		_ = m.Respond([]byte(`{"result":{"version":"live","sessions":3}}`))
@@ -296,11 +292,7 @@ func TestCLICommands(t *testing.T) {
 // whatever the daemon answers (here a page of one row to every method).
 func TestCLIJSONIsOneDocument(t *testing.T) {
 	ns := testkit.StartBroker(t, testkit.BrokerOptions{})
-	nc, err := nats.Connect(ns.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
+	nc, _ := testkit.Connect(t, ns.ClientURL(), "")
 	sub, err := nc.Subscribe("thatch.api.>", func(m *nats.Msg) {
 		_ = m.Respond([]byte(`{"result":{"items":[{"id":"mem_1"}],"nextCursor":""}}`))
 	})
@@ -328,6 +320,37 @@ func TestCLIJSONIsOneDocument(t *testing.T) {
 			t.Errorf("thatch %s --json printed no JSON: %v", u.Name, err)
 		} else if err := dec.Decode(&more); err != io.EOF {
 			t.Errorf("thatch %s --json printed more than one document (%v)", u.Name, err)
+		}
+	}
+}
+
+// The CLI as a user types it: flags before or after the session, one clear error for a
+// missing or unexpected argument.
+func TestCLIArguments(t *testing.T) {
+	r := newRig(t, "v1", "session.create", "session.prompt", "session.delete")
+	r.start()
+	defer r.stop()
+	r.extractionOfOneEntry(r.ctx())
+	for _, args := range [][]string{{"ses_a", "--json"}, {"--json", "ses_a"}} {
+		var out strings.Builder
+		if err := client(r.ctx(), r.cfg, "entries", args, &out); err != nil {
+			t.Fatalf("entries %v: %v", args, err)
+		}
+		var rows []runtime.EntryView
+		if err := json.Unmarshal([]byte(out.String()), &rows); err != nil || len(rows) != 1 || rows[0].ID != "c1" {
+			t.Fatalf("entries %v printed %q (%v)", args, out.String(), err)
+		}
+	}
+	for _, c := range []struct {
+		cmd  string
+		args []string
+		want string
+	}{
+		{"entries", []string{"--json"}, "usage: thatch entries SESSION"},
+		{"sessions", []string{"ses_a"}, `thatch sessions takes no arguments, got ["ses_a"]`},
+	} {
+		if err := client(r.ctx(), r.cfg, c.cmd, c.args, io.Discard); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s %v: %v, want %q", c.cmd, c.args, err, c.want)
 		}
 	}
 }

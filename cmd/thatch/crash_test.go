@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -139,13 +140,25 @@ func TestSIGKILLMidStream(t *testing.T) {
 			err error
 		}
 		done := make(chan result, 1)
+		var published atomic.Bool
 		go func() {
 			n, err := crashWorkload(ctx, r, 40)
+			published.Store(true)
 			done <- result{n, err}
 		}()
 		rng := rand.New(rand.NewPCG(uint64(kills), 7))
+		var applied int64
 		for range kills {
-			time.Sleep(time.Duration(50+rng.IntN(250)) * time.Millisecond) // lets a random amount of the stream through
+			// Lets a random amount of the stream through: at least one event more than at
+			// the last kill, or the rest once the workload has published everything.
+			target := applied + 1 + int64(rng.IntN(30))
+			waitWithin(t, time.Minute, "events to stream in before a kill", func() bool {
+				var s struct{ Applied int64 }
+				if r.tryAPI("status", nil, &s) == nil {
+					applied = max(applied, s.Applied)
+				}
+				return applied >= target || published.Load()
+			})
 			must(t, cmd.Process.Signal(syscall.SIGKILL))
 			_ = cmd.Wait()
 			cmd = r.process(bin)

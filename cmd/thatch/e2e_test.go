@@ -37,6 +37,7 @@ import (
 
 	"github.com/thatch-dev/thatch/adapters/fakellm"
 	"github.com/thatch-dev/thatch/adapters/opencode"
+	"github.com/thatch-dev/thatch/cmd/internal/daemon/daemontest"
 	"github.com/thatch-dev/thatch/runtime"
 )
 
@@ -292,9 +293,9 @@ func TestOpencodeEndToEnd(t *testing.T) {
 	}
 	var plan runtime.SweepResult
 	must(t, json.Unmarshal(out, &plan))
-	t.Logf("step 4: removed %s; thatch sweep planned %s", dirB, planOf(plan))
+	t.Logf("step 4: removed %s; thatch sweep planned %s", dirB, daemontest.PlanOf(plan))
 	if !slices.ContainsFunc(plan.Actions, func(a runtime.StrandAction) bool { return a.Kind == runtime.StrandDelete && a.SessionID == c5 }) {
-		t.Fatalf("the sweep did not delete the machinery session %s: %s", c5, planOf(plan))
+		t.Fatalf("the sweep did not delete the machinery session %s: %s", c5, daemontest.PlanOf(plan))
 	}
 	x.waitEvent("session.deleted of "+c5, deleted(c5), 0)
 	x.waitEntries(s5, []string{call5}, "pending")
@@ -329,7 +330,7 @@ func TestOpencodeEndToEnd(t *testing.T) {
 	// embedded broker's files, nor the journal, nor the memories, nor the log hold one.
 	held, release = x.llm.HoldExtractions()
 	from = x.count()
-	call7 := x.runTool(s2, "echo export GITHUB_TOKEN="+testSecrets[0]+" AWS_ACCESS_KEY_ID="+testSecrets[1])
+	call7 := x.runTool(s2, "echo export GITHUB_TOKEN="+daemontest.Secrets[0]+" AWS_ACCESS_KEY_ID="+daemontest.Secrets[1])
 	c7 := x.extractionChild(s2, held, from)
 	release()
 	x.extracted(c7, s2, []string{call7})
@@ -394,7 +395,7 @@ func TestOpencodeEndToEnd(t *testing.T) {
 			t.Errorf("opencode's password is in %s", f)
 		}
 	}
-	read := noSecretIn(t, filepath.Join(x.root, "thatch")) // the broker's store is in there
+	read := daemontest.NoSecretIn(t, filepath.Join(x.root, "thatch")) // the broker's store is in there
 	if !slices.ContainsFunc(slices.Collect(maps.Keys(read)), func(f string) bool { return strings.HasPrefix(f, "nats/") }) {
 		t.Errorf("the embedded broker's store was not among the files read: %v", read)
 	}
@@ -403,7 +404,7 @@ func TestOpencodeEndToEnd(t *testing.T) {
 	if !bytes.Contains(logData, []byte("redacted before publishing")) {
 		t.Errorf("the bridge logged no redaction")
 	}
-	for _, s := range testSecrets {
+	for _, s := range daemontest.Secrets {
 		if bytes.Contains(logData, []byte(s)) {
 			t.Errorf("thatch's log holds the secret %q", s)
 		}

@@ -11,10 +11,12 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/thatch-dev/thatch/internal/testkit"
 	"github.com/thatch-dev/thatch/runtime"
 )
 
@@ -214,15 +216,29 @@ func TestCrashAtAnyPoint(t *testing.T) {
 			err     error
 		}
 		done := make(chan result, 1)
+		var published atomic.Bool
 		go func() {
 			e, d, err := extractionWorkload(ctx, r, 7, sessions)
+			published.Store(true)
 			done <- result{e, d, err}
 		}()
 		var res result
 		if kill {
 			rng := rand.New(rand.NewPCG(99, 1))
+			var progress int64 // events applied and requests the host got, at the last look
 			for i := range kills {
-				time.Sleep(time.Duration(30+rng.IntN(170)) * time.Millisecond)
+				// Kills at a random point: once thatch made some progress since the last
+				// kill (an event applied, a host call made), or once it is idle after the
+				// workload.
+				target := progress + 1 + int64(rng.IntN(20))
+				waitWithin(t, time.Minute, "thatch to make progress before a kill", func() bool {
+					var s runtime.StatusView
+					if r.tryAPI("status", nil, &s) != nil {
+						return false
+					}
+					progress = max(progress, s.Applied+int64(len(r.host.Requests())))
+					return progress >= target || (published.Load() && s.OutstandingCalls == 0)
+				})
 				must(t, cmd.Process.Signal(syscall.SIGKILL))
 				_ = cmd.Wait()
 				cmd = r.process(bin)
@@ -280,9 +296,12 @@ func TestHostFaults(t *testing.T) {
 		}
 		return nil, false
 	}
+	timedOut := make(chan struct{}) // closed once thatch gave the first create up
+	giveUp := sync.OnceFunc(func() { close(timedOut) })
+	t.Cleanup(giveUp)
 	bad.Reply = func(method string, _ map[string]any) (any, *runtime.HostError, bool) {
 		if method == "session.create" {
-			time.Sleep(2500 * time.Millisecond) // past THATCH_HOST_TIMEOUT_MS (2000 in the rig)
+			<-timedOut // answered past THATCH_HOST_TIMEOUT_MS (2000 in the rig)
 		}
 		return nil, nil, false
 	}
@@ -308,6 +327,7 @@ func TestHostFaults(t *testing.T) {
 		t.Fatalf("the faulty host got %d creates, want 1", n)
 	}
 	waitFor(t, "the timed-out create to clear the flag", func() bool { return !r.sessions()["ses_bad"].Extracting })
+	giveUp() // the host answers it now, too late
 	if e := r.entries("ses_bad"); len(e) != 1 || e[0].State != "pending" {
 		t.Fatalf("ses_bad entries %+v, want b1 pending", e)
 	}
@@ -365,21 +385,31 @@ func TestJournalOnFullDisk(t *testing.T) {
 	if out, err := exec.Command("mount", "-o", "remount,size=64m", mnt).CombinedOutput(); err != nil {
 		t.Fatalf("remount: %v: %s", err, out)
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	fresh := func() error { st = runtime.StatusView{}; return r.tryAPI("status", nil, &st) }
-	for fresh() != nil || st.Applied != int64(n+2) || st.JournalError != "" {
-		if time.Now().After(deadline) {
-			_ = cmd.Process.Signal(syscall.SIGQUIT)
-			_ = cmd.Wait()
-			log, _ := os.ReadFile(r.logPath)
-			if i := strings.Index(string(log), "(*Loop).Run"); i > 0 {
-				t.Logf("loop stack:\n%s", string(log)[max(0, i-3000):i+200])
-			}
-			lines := strings.Split(string(log), "\n")
-			t.Fatalf("not recovered: %+v\nlast log lines:\n%s", st, strings.Join(lines[max(0, len(lines)-8):], "\n"))
+	recovered := false
+	defer func() { // the loop's stack and the log's end when it did not recover
+		if recovered {
+			return
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		_ = cmd.Process.Signal(syscall.SIGQUIT)
+		_ = cmd.Wait()
+		log, _ := os.ReadFile(r.logPath)
+		if i := strings.Index(string(log), "(*Loop).Run"); i > 0 {
+			t.Logf("loop stack:\n%s", string(log)[max(0, i-3000):i+200])
+		}
+		lines := strings.Split(string(log), "\n")
+		t.Logf("last log lines:\n%s", strings.Join(lines[max(0, len(lines)-8):], "\n"))
+	}()
+	testkit.WaitFor(t, 20*time.Second, "thatch to recover once space returned", func() error {
+		st = runtime.StatusView{}
+		if err := r.tryAPI("status", nil, &st); err != nil {
+			return err
+		}
+		if st.Applied != int64(n+2) || st.JournalError != "" {
+			return fmt.Errorf("not recovered: %+v", st)
+		}
+		return nil
+	})
+	recovered = true
 	if e := r.entries("ses_a"); len(e) != n {
 		t.Fatalf("%d entries after recovery, want %d", len(e), n)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/thatch-dev/thatch/cmd/internal/daemon"
 	"github.com/thatch-dev/thatch/commands"
+	"github.com/thatch-dev/thatch/internal/testkit"
 )
 
 // thatch install replaces a shim token that is short, or that other accounts can read,
@@ -118,7 +119,7 @@ func TestInstallLeavesAnotherRunningThatchsPlugin(t *testing.T) {
 	a, b := embeddedConfig(t), embeddedConfig(t)
 	a.OpencodeDir, b.OpencodeDir = oc, oc
 	a.InstallCommands, b.InstallCommands = true, true
-	stopA := startServe(t, a, testLogger())
+	stopA := startServe(t, a, testkit.Logger(t))
 	if !strings.Contains(plugin(), tokenOf(a)) {
 		t.Fatalf("thatch serve on %s did not install its plugin:\n%s", a.DataDir, plugin())
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/thatch-dev/thatch/internal/testkit"
 	"github.com/thatch-dev/thatch/journal"
 	"github.com/thatch-dev/thatch/runtime"
 )
@@ -129,13 +130,12 @@ func TestCLIListsEverySession(t *testing.T) {
 	}
 
 	r.stop()
-	deadline := time.Now().Add(10 * time.Second)
-	for ours(baseline) > 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("goroutines of thatch left after serve stopped:\n%s", strings.Join(ourStacks(), "\n\n"))
+	testkit.WaitFor(t, 10*time.Second, "serve's goroutines to end", func() error {
+		if ours(baseline) > 0 {
+			return fmt.Errorf("goroutines of thatch left after serve stopped:\n%s", strings.Join(ourStacks(), "\n\n"))
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // ourStacks lists the stacks of the goroutines that are not the broker's: the

@@ -18,27 +18,9 @@ import (
 )
 
 // reminderTo returns the text of the session-start reminder prompt thatch sent a session.
-func (r *rig) reminderTo(session string) string {
-	r.t.Helper()
-	var text string
-	waitFor(r.t, "the reminder to "+session, func() bool {
-		for _, c := range r.host.CallsTo("session.prompt") {
-			if c.Params["sessionID"] == session && c.Params["noReply"] == true {
-				text, _ = c.Params["parts"].([]any)[0].(map[string]any)["text"].(string)
-				return true
-			}
-		}
-		return false
-	})
-	return text
-}
+func (r *rig) reminderTo(session string) string { r.t.Helper(); return r.ReminderTo(session) }
 
-func (r *rig) memories(project string) []memory.Memory {
-	r.t.Helper()
-	var ms []memory.Memory
-	must(r.t, r.tryAPI("memories", map[string]any{"project": project}, &ms))
-	return ms
-}
+func (r *rig) memories(project string) []memory.Memory { r.t.Helper(); return r.Memories(project) }
 
 // section returns the memories section of a session-start text, "" when it has none.
 func section(text string) string {
@@ -220,62 +202,6 @@ func TestMemoriesThroughTheDaemon(t *testing.T) {
 	waitFor(t, "status to count 41 memories", func() bool { return r.status().Memories == 41 })
 }
 
-// TestSessionContextIsFrozen: a host that takes the session-start text itself gets the
-// same text on every ask, even after the project's memories changed, and no reminder
-// prompt; a session thatch has not seen yet gets its text from the host's word for the
-// project.
-func TestSessionContextIsFrozen(t *testing.T) {
-	r := newRig(t, "v1")
-	r.start()
-	ctx := r.ctx()
-	must(t, r.host.PublishHello(ctx, "b1", runtime.Capabilities{Context: true}))
-	must(t, r.host.Created(ctx, "ses_a", "", "t", r.host.Dir))
-	if _, herr, err := r.host.Tool(ctx, "thatch", runtime.ToolRemember, "ses_a", map[string]any{"content": "The build needs Go 1.26."}); err != nil || herr != nil {
-		t.Fatal(err, herr)
-	}
-	ask := func(session string, extra map[string]any) string {
-		t.Helper()
-		p := map[string]any{"sessionID": session}
-		for k, v := range extra {
-			p[k] = v
-		}
-		var res struct {
-			Text string `json:"text"`
-		}
-		must(t, r.tryAPI("session.context", p, &res))
-		return res.Text
-	}
-	must(t, r.host.Created(ctx, "ses_b", "", "t", r.host.Dir))
-	first := ask("ses_b", nil)
-	if !strings.HasPrefix(first, "[thatch]") || !strings.Contains(first, "The build needs Go 1.26.") {
-		t.Fatalf("session.context = %q", first)
-	}
-	if _, herr, err := r.host.Tool(ctx, "thatch", runtime.ToolRemember, "ses_a", map[string]any{"content": "Never commit the vendor folder."}); err != nil || herr != nil {
-		t.Fatal(err, herr)
-	}
-	if again := ask("ses_b", nil); again != first {
-		t.Errorf("the text changed within a session:\n%s\n---\n%s", first, again)
-	}
-	for _, c := range r.host.CallsTo("session.prompt") {
-		if c.Params["noReply"] == true {
-			t.Errorf("a context host got a reminder prompt: %v", c.Params)
-		}
-	}
-	// Not seen yet: the host's directory names the project.
-	if text := ask("ses_unseen", map[string]any{"directory": r.host.Dir}); !strings.Contains(text, "Never commit the vendor folder.") {
-		t.Errorf("an unseen session's text lacks its project's memories: %q", text)
-	}
-	if _, err := requestErr(r, "session.context", map[string]any{"sessionID": "ses_nobody"}); err == nil || !strings.Contains(err.Error(), "UnknownSessionError") {
-		t.Errorf("an unknown session without a project: %v", err)
-	}
-}
-
-func requestErr(r *rig, method string, params any) (json.RawMessage, error) {
-	var raw json.RawMessage
-	err := r.tryAPI(method, params, &raw)
-	return raw, err
-}
-
 // TestMemoriesExportImport: thatch memories export, then import into a fresh data folder,
 // gives the same memories; importing twice changes nothing.
 func TestMemoriesExportImport(t *testing.T) {
@@ -384,20 +310,6 @@ func (r *rig) memoriesAll() []memory.Memory {
 		}
 		after = page[len(page)-1].ID
 	}
-}
-
-// TestSecondServeRefused: one data folder serves one thatch serve at a time (rule 12).
-func TestSecondServeRefused(t *testing.T) {
-	r := newRig(t, "v1")
-	r.start()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	err := daemon.Serve(ctx, r.cfg, testLogger())
-	if err == nil || !strings.Contains(err.Error(), r.dataDir) || !strings.Contains(err.Error(), "another thatch serve") {
-		t.Fatalf("a second serve on %s: %v", r.dataDir, err)
-	}
-	r.stop()
-	r.start() // the lock went with the first one
 }
 
 // TestStatusJSONWhenDown: with thatch down, status --json is still one JSON document on

@@ -5,38 +5,37 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
 	"github.com/thatch-dev/thatch/adapters/fakehost"
 	"github.com/thatch-dev/thatch/cmd/internal/daemon"
+	"github.com/thatch-dev/thatch/cmd/internal/daemon/daemontest"
 	"github.com/thatch-dev/thatch/internal/testkit"
-	"github.com/thatch-dev/thatch/journal"
 	"github.com/thatch-dev/thatch/runtime"
-	"github.com/thatch-dev/thatch/runtime/scenario"
 )
 
-// rig is a real broker (an in-process nats-server with JetStream on disk), a fake host on
-// it, and thatch's own serve wiring started and stopped at will on one data folder.
+// rig is the daemon rig (daemontest.Rig) as the CLI's tests name it. Its fields are views
+// of the shared rig's; cfg and log are the test's to set before start, which hands them
+// to the shared rig, and dataDir and logPath serve the tests that run the built binary.
 type rig struct {
+	*daemontest.Rig
 	t       *testing.T
-	ns      *server.Server
 	url     string
 	dataDir string
 	nc      *nats.Conn
 	host    *fakehost.Host
 	cfg     daemon.Config
-	cancel  context.CancelFunc
-	done    chan error
 	logPath string       // the thatch process's log, all runs appended
-	log     *slog.Logger // serve's logger; testLogger() when nil
+	log     *slog.Logger // serve's logger; the test's output when nil
 }
 
+// syncBuf is a log sink shared by the daemon's goroutines.
+type syncBuf = daemontest.SyncBuf
+
+// testLogger is for code that has no test at hand; a test uses testkit.Logger(t).
 func testLogger() *slog.Logger {
 	if os.Getenv("THATCH_TEST_LOG") != "" {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -46,169 +45,106 @@ func testLogger() *slog.Logger {
 
 func newRig(t *testing.T, api string, methods ...string) *rig {
 	t.Helper()
-	ns := testkit.StartBroker(t, testkit.BrokerOptions{})
-	nc, err := nats.Connect(ns.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	h, err := fakehost.New(nc, "h1", api, methods...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.Dir = t.TempDir()
-	t.Cleanup(h.Close)
-	r := &rig{t: t, ns: ns, url: ns.ClientURL(), dataDir: filepath.Join(t.TempDir(), "data"), nc: nc, host: h}
-	cfg, err := daemon.LoadConfig() // the defaults, as a user gets them
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.DataDir, cfg.NATSURL, cfg.HostTimeoutMS, cfg.InstallCommands = r.dataDir, r.url, 2000, false
-	r.cfg = cfg
-	return r
+	return wrapRig(t, daemontest.New(t, api, methods...))
+}
+
+// wrapRig gives the shared rig d the names the CLI's tests use.
+func wrapRig(t *testing.T, d *daemontest.Rig) *rig {
+	return &rig{Rig: d, t: t, url: d.URL, dataDir: d.DataDir, nc: d.NC, host: d.Host, cfg: d.Cfg}
 }
 
 // captureLog makes serve log at debug level, as text, to the buffer it returns.
 func (r *rig) captureLog() *syncBuf {
-	logs := &syncBuf{}
-	r.log = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	logs := r.Rig.CaptureLog()
+	r.log = r.Rig.Log
 	return logs
 }
 
 // start runs thatch and waits until it answers status.
-func (r *rig) start() {
+func (r *rig) start() { r.t.Helper(); r.startTuned(nil) }
+
+// startTuned runs thatch as start does, with the loop's fields set by tune.
+func (r *rig) startTuned(tune func(*runtime.Loop)) {
 	r.t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	r.cancel, r.done = cancel, make(chan error, 1)
-	log := r.log
-	if log == nil {
-		log = testLogger()
-	}
-	go func() { r.done <- daemon.Serve(ctx, r.cfg, log) }()
-	r.t.Cleanup(r.stop)
-	// A start loads the whole journal: 100,000 sessions under -race, beside the other
-	// packages' tests on two cores, took over 20 s.
-	waitWithin(r.t, 90*time.Second, "thatch to answer status", func() bool {
-		var s runtime.StatusView
-		return r.tryAPI("status", nil, &s) == nil
-	})
+	r.Cfg, r.Log = r.cfg, r.log
+	r.StartTuned(tune)
 }
 
 // stop stops thatch as SIGTERM does and checks it exited cleanly.
-func (r *rig) stop() {
-	if r.cancel == nil {
-		return
-	}
-	r.cancel()
-	select {
-	case err := <-r.done:
-		if err != nil {
-			r.t.Errorf("serve returned %v", err)
-		}
-	case <-time.After(15 * time.Second):
-		r.t.Fatal("thatch did not stop within 15s")
-	}
-	r.cancel = nil
-}
+func (r *rig) stop() { r.Stop() }
 
-func (r *rig) tryAPI(method string, params, out any) error { return apiCall(r.nc, method, params, out) }
+func (r *rig) tryAPI(method string, params, out any) error { return r.TryAPI(method, params, out) }
 
 // apiCall calls a method of thatch's API over nc, decoding its result into out, with the
 // client the CLI and thatch-bench use.
 func apiCall(nc *nats.Conn, method string, params, out any) error {
-	return daemon.API{NC: nc, Prefix: "thatch", Timeout: 5 * time.Second}.Call(context.Background(), method, params, out)
+	return daemontest.APICall(nc, method, params, out)
 }
 
-func (r *rig) status() runtime.StatusView {
-	r.t.Helper()
-	var s runtime.StatusView
-	must(r.t, r.tryAPI("status", nil, &s))
-	return s
-}
+func (r *rig) status() runtime.StatusView { r.t.Helper(); return r.Status() }
 
-func (r *rig) sessions() map[string]runtime.SessionView {
-	r.t.Helper()
-	var rows []runtime.SessionView
-	must(r.t, r.tryAPI("sessions", map[string]any{}, &rows))
-	out := map[string]runtime.SessionView{}
-	for _, s := range rows {
-		out[s.SessionID] = s
-	}
-	return out
-}
+func (r *rig) sessions() map[string]runtime.SessionView { r.t.Helper(); return r.Sessions() }
 
-func (r *rig) entries(session string) []runtime.EntryView {
-	r.t.Helper()
-	var rows []runtime.EntryView
-	must(r.t, r.tryAPI("entries", map[string]any{"sessionID": session}, &rows))
-	return rows
-}
+func (r *rig) entries(session string) []runtime.EntryView { r.t.Helper(); return r.Entries(session) }
 
 // waitApplied waits until thatch applied n events of known types.
-func (r *rig) waitApplied(n int64) {
-	r.t.Helper()
-	waitFor(r.t, "events to be applied", func() bool { return r.status().Applied >= n })
-	if got := r.status().Applied; got != n {
-		r.t.Fatalf("applied %d events, want exactly %d", got, n)
-	}
-}
+func (r *rig) waitApplied(n int64) { r.t.Helper(); r.WaitApplied(n) }
 
-func (r *rig) ctx() context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	r.t.Cleanup(cancel)
-	return ctx
-}
+func (r *rig) ctx() context.Context { return r.Ctx() }
 
 // journalDump renders the journal of a stopped thatch, with the host's directory written
 // $DIR so runs in different temporary folders compare.
 func (r *rig) journalDump() string {
-	return strings.ReplaceAll(journalDump(r.t, r.dataDir), r.host.Dir, "$DIR")
+	r.t.Helper()
+	r.Rig.DataDir = r.dataDir
+	return r.JournalDump()
 }
 
 // journalDump renders the journal of a stopped thatch.
 func journalDump(t *testing.T, dataDir string) string {
 	t.Helper()
-	s, err := journal.Open(filepath.Join(dataDir, "thatch.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	st, calls, _, err := s.Load()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := scenario.Dump(st, scenario.Epoch)
-	for _, c := range calls {
-		out += "\noutbox " + scenario.FormatCall(c)
-	}
-	return out
+	return daemontest.JournalDump(t, dataDir)
 }
 
-// waitFor polls cond until it holds or 20 seconds pass.
+// waitFor polls cond until it holds or the rig's usual timeout passes.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	waitWithin(t, 20*time.Second, what, cond)
+	testkit.WaitFor(t, daemontest.WaitTimeout, what, cond)
 }
 
-// waitWithin is waitFor with a deadline of its own.
+// waitWithin is waitFor with a timeout of its own.
 func waitWithin(t *testing.T, within time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testkit.WaitFor(t, within, what, cond)
 }
 
 // fakehostNew adds a second, healthy host that plays extraction children.
-func fakehostNew(r *rig, id string) (*fakehost.Host, error) {
-	h, err := fakehost.New(r.nc, id, "v1")
+func fakehostNew(r *rig, id string) (*fakehost.Host, error) { return r.AddHost(id) }
+
+func must(t *testing.T, err error) {
+	t.Helper()
 	if err != nil {
-		return nil, err
+		t.Fatal(err)
 	}
-	h.Dir, h.Model = r.t.TempDir(), true
-	r.t.Cleanup(h.Close)
-	return h, nil
 }
+
+// childOf waits for thatch to create an extraction child of parent on the host and
+// returns its id.
+func (r *rig) childOf(parent string, nth int) string { r.t.Helper(); return r.ChildOf(parent, nth) }
+
+// prompted waits for the instruction prompt to session.
+func (r *rig) prompted(session string) { r.t.Helper(); r.Prompted(session) }
+
+// extractionOfOneEntry plays a host's hello and a session ses_a with one tool call (c1)
+// going idle, and returns the extraction child thatch created and prompted for it.
+func (r *rig) extractionOfOneEntry(ctx context.Context) string {
+	r.t.Helper()
+	return r.ExtractionOfOneEntry(ctx)
+}
+
+func (r *rig) tool(ctx context.Context, name, session string, args any) runtime.Answer {
+	r.t.Helper()
+	return r.Tool(ctx, name, session, args)
+}
+
+func entryIDs(a runtime.Answer) []string { return daemontest.EntryIDs(a) }

@@ -10,7 +10,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -22,58 +21,20 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/thatch-dev/thatch/adapters/fakehost"
-	"github.com/thatch-dev/thatch/adapters/natsbus"
-	"github.com/thatch-dev/thatch/cmd/internal/daemon"
+	"github.com/thatch-dev/thatch/cmd/internal/daemon/daemontest"
 	"github.com/thatch-dev/thatch/runtime"
 )
 
 // Rule 12 (stopping, waiting calls, a recreated stream, parts that cannot start), against
 // the embedded broker: thatch's default, where hosts connect to the broker thatch runs.
 
-// freeAddr returns a loopback address nothing listens on (at the time of asking).
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
+// freeAddr is a free loopback host:port at the time of the call.
+func freeAddr(t testing.TB) string { t.Helper(); return daemontest.FreeAddr(t) }
 
-// newEmbeddedRig is a rig whose broker is the one thatch embeds (THATCH_NATS_URL unset):
-// the host's connection, and the test's, come and go with thatch, reconnecting by
-// themselves a second later. The host says hello again when its connection comes back:
-// the calls thatch resumed before it was back, which found no responder, then go out.
+// newEmbeddedRig is a rig whose broker is the one thatch embeds (daemontest.NewEmbedded).
 func newEmbeddedRig(t *testing.T, api string, methods ...string) *rig {
 	t.Helper()
-	addr := freeAddr(t)
-	dataDir := filepath.Join(t.TempDir(), "data")
-	nc, err := nats.Connect("nats://"+addr, nats.RetryOnFailedConnect(true), nats.MaxReconnects(-1),
-		// A second, as a host's client might wait: thatch is back before its hosts are.
-		nats.ReconnectWait(time.Second), nats.ReconnectJitter(0, 0),
-		// The embedded broker's token (protocol §7), once thatch created it.
-		nats.TokenHandler(func() string {
-			tok, _ := os.ReadFile(filepath.Join(dataDir, natsbus.TokenFile))
-			return strings.TrimSpace(string(tok))
-		}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	h, err := fakehost.New(nc, "h1", api, methods...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.Dir = t.TempDir()
-	h.HelloOnReconnect()
-	t.Cleanup(h.Close)
-	cfg, err := daemon.LoadConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.DataDir, cfg.NATSURL, cfg.NATSListen, cfg.HostTimeoutMS, cfg.InstallCommands = dataDir, "", addr, 2000, false
-	return &rig{t: t, url: "nats://" + addr, dataDir: dataDir, nc: nc, host: h, cfg: cfg}
+	return wrapRig(t, daemontest.NewEmbedded(t, api, methods...))
 }
 
 // reminders groups the session.prompt requests a host received by session: the keys
@@ -175,15 +136,15 @@ func stopWithCallsInFlight(t *testing.T, bin string, sig syscall.Signal, backBef
 	r := newEmbeddedRig(t, "v1")
 	h := r.host
 	var prompts atomic.Int32
+	exited := make(chan struct{})
+	exit := sync.OnceFunc(func() { close(exited) })
+	t.Cleanup(exit)
 	h.Reply = func(method string, _ map[string]any) (any, *runtime.HostError, bool) {
-		if method == "session.prompt" {
-			// A slow host: one call in flight, the rest queued behind it. The first takes
-			// longer than a stop's grace (1 s): a SIGTERM abandons it too.
-			if prompts.Add(1) == 1 {
-				time.Sleep(1500 * time.Millisecond)
-			} else {
-				time.Sleep(300 * time.Millisecond)
-			}
+		// A slow host: one call in flight, the rest queued behind it (the host answers
+		// one request at a time). The first is answered only once thatch exited, so
+		// past a stop's grace: a SIGTERM abandons it too.
+		if method == "session.prompt" && prompts.Add(1) == 1 {
+			<-exited
 		}
 		return nil, nil, false
 	}
@@ -205,6 +166,7 @@ func stopWithCallsInFlight(t *testing.T, bin string, sig syscall.Signal, backBef
 	must(t, cmd.Process.Signal(sig))
 	err := cmd.Wait()
 	took := time.Since(began)
+	exit()
 	if sig == syscall.SIGTERM && err != nil {
 		t.Fatalf("thatch did not exit cleanly on SIGTERM: %v", err)
 	}
@@ -216,6 +178,9 @@ func stopWithCallsInFlight(t *testing.T, bin string, sig syscall.Signal, backBef
 		t.Logf("SIGKILL with %d calls outstanding (one in flight)", st.OutstandingCalls)
 	}
 
+	// The broker went with thatch: once the host's connection has seen it go, the host
+	// goes away too (a flush racing the disconnect fails with "connection closed").
+	waitFor(t, "the host's connection to see the broker go", func() bool { return !h.NC.IsConnected() })
 	must(t, h.Away())
 	if backBefore {
 		must(t, h.Back()) // its connection comes back with the broker, and it says hello again
@@ -257,24 +222,43 @@ func stopWithCallsInFlight(t *testing.T, bin string, sig syscall.Signal, backBef
 
 // fakeOpencode answers the few routes of opencode serve the bridge uses: the event
 // stream (frames the test sends), health, path, config, the session list (empty), a
-// session, its messages (none), a prompt, and the creation of a session, which takes slow
-// to answer. It records the parent of each creation, in arrival order.
+// session, its messages (none), a prompt, and the creation of a session, which a held
+// opencode answers only once released. It records the parent of each creation, in
+// arrival order.
 type fakeOpencode struct {
 	srv    *httptest.Server
 	frames chan string
-	slow   time.Duration
 	dir    string
 
 	mu      sync.Mutex
-	creates []string // parentID of each POST /session
-	active  int      // creations being answered
+	held    chan struct{} // creations wait until it is closed; nil: never held
+	creates []string      // parentID of each POST /session
+	active  int           // creations being answered
 }
 
-func newFakeOpencode(t *testing.T, slow time.Duration) *fakeOpencode {
-	f := &fakeOpencode{frames: make(chan string, 64), slow: slow, dir: t.TempDir()}
+// newFakeOpencode serves a fake opencode; with hold, it answers no creation of a session
+// until the release it returns is called (the test's cleanup calls it too).
+func newFakeOpencode(t *testing.T, hold bool) (f *fakeOpencode, release func()) {
+	f = &fakeOpencode{frames: make(chan string, 64), dir: t.TempDir()}
 	f.srv = httptest.NewServer(f)
 	t.Cleanup(f.srv.Close) // waits for the creations being answered
-	return f
+	release = func() {}
+	if hold {
+		release = f.hold(t)
+	}
+	return f, release
+}
+
+// hold makes the creations that arrive from now on wait until release is called (the
+// test's cleanup calls it too, before the server's close waits for them).
+func (f *fakeOpencode) hold(t *testing.T) (release func()) {
+	held := make(chan struct{})
+	f.mu.Lock()
+	f.held = held
+	f.mu.Unlock()
+	release = sync.OnceFunc(func() { close(held) })
+	t.Cleanup(release)
+	return release
 }
 
 func (f *fakeOpencode) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -316,8 +300,14 @@ func (f *fakeOpencode) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.creates = append(f.creates, p.ParentID)
 		n := len(f.creates)
 		f.active++
+		held := f.held
 		f.mu.Unlock()
-		time.Sleep(f.slow) // a slow opencode; the bridge does not cut it at a stop
+		if held != nil { // a slow opencode; the bridge does not cut it at a stop
+			select {
+			case <-held:
+			case <-r.Context().Done():
+			}
+		}
 		f.mu.Lock()
 		f.active--
 		f.mu.Unlock()
@@ -350,16 +340,16 @@ func (f *fakeOpencode) toolAndIdle(sid string) {
 }
 
 // TestBridgeStopWithCallsInFlight stops thatch serving opencode through its in-process
-// bridge while opencode takes 2 s to create an extraction child (past the loop's
-// StopGrace and the bridge's StopWait) and other sessions' creations are queued. The stop
-// does not wait for opencode; the abandoned calls go out at the next start with the keys
+// bridge while opencode holds the creation of an extraction child until the stop returned
+// (so past the loop's StopGrace and the bridge's StopWait) and other sessions' creations
+// are queued. The stop does not wait for opencode; the abandoned calls go out at the next start with the keys
 // they had, and every session's creation reaches opencode. opencode keeps no idempotency
 // memory, so a call abandoned after opencode took it reaches it twice (counted, not
 // asserted). The goroutines the bridge leaves to finish a call are checked by the
 // package's goleak once opencode answered.
 func TestBridgeStopWithCallsInFlight(t *testing.T) {
 	const n = 3
-	oc := newFakeOpencode(t, 2*time.Second)
+	oc, release := newFakeOpencode(t, true)
 	r := newEmbeddedRig(t, "v1")
 	r.host.Close() // opencode, through the bridge, is the host here
 	r.cfg.OpencodeURL, r.cfg.ShimListen, r.cfg.HostTimeoutMS = oc.srv.URL, freeAddr(t), 10000
@@ -399,13 +389,19 @@ func TestBridgeStopWithCallsInFlight(t *testing.T) {
 	r.stop()
 	took := time.Since(began)
 	first, active := oc.seen()
+	release() // opencode answers the creation the stop left behind, and every one after
 	t.Logf("stop with a creation in flight at a slow opencode and %d queued: serve returned after %s; opencode was still answering %d",
 		n-len(first), took.Round(time.Millisecond), active)
 	if !strings.Contains(string(logs.Bytes()), "left in the outbox for the next start") {
 		t.Error("the stop did not leave the call in flight in the outbox")
 	}
 
+	// The restart sends the creation the stop abandoned first; the others queue behind it,
+	// held until the test's connection, which records them, is back with the broker.
+	release = oc.hold(t)
 	r.start()
+	must(t, r.nc.Flush())
+	release()
 	waitFor(t, "every session's creation at opencode", func() bool {
 		c, _ := oc.seen()
 		slices.Sort(c)
@@ -417,95 +413,6 @@ func TestBridgeStopWithCallsInFlight(t *testing.T) {
 	mu.Unlock()
 	c, _ := oc.seen()
 	t.Logf("opencode got %d creations for %d sessions (a call abandoned after opencode took it comes again: opencode keeps no key)", len(c), n)
-}
-
-// hostAway plays a host that goes away while thatch has calls for it: an extraction
-// child fails (its messages, then its deletion, are due), a new session needs its
-// reminder, and another session's idle starts an extraction. It returns the rig, its
-// log and the extraction child once those calls wait for the host.
-func hostAway(t *testing.T) (*rig, *syncBuf, string) {
-	r := newEmbeddedRig(t, "v1")
-	r.cfg.StrandSweep = false // a new boot's sweep would call the host too
-	logs := r.captureLog()
-	ctx := r.ctx()
-	r.start()
-	child := r.extractionOfOneEntry(ctx) // hello b1, ses_a with c1, its child created and prompted
-	waitFor(t, "the host's calls to be answered", func() bool { return r.status().OutstandingCalls == 0 })
-	h := r.host
-	must(t, h.Away())
-	_, err := h.Publish(ctx, "session.error", map[string]any{"sessionID": child,
-		"error": map[string]any{"name": "APIError", "data": map[string]any{"message": "overloaded"}}})
-	must(t, err)
-	must(t, h.Created(ctx, "ses_b", "", "t", h.Dir))
-	must(t, h.Created(ctx, "ses_c", "", "t", h.Dir))
-	must(t, h.ToolExecuted(ctx, "ses_c", "c2", "bash", "x"))
-	must(t, h.Status(ctx, "ses_c", "idle"))
-	// The child's messages (its cost), two reminders, ses_c's create.
-	waitFor(t, "four calls waiting for the host", func() bool {
-		s := r.status()
-		return s.WaitingCalls == 4 && s.OutstandingCalls == 0
-	})
-	return r, logs, child
-}
-
-// TestHostAwayThenBack: calls to a host that went away wait (status.waitingCalls); its
-// hello of the same boot sends them all; a hello of a new boot answers the moot one (the
-// extraction's create) with HostRestartedError, while the reminders, the failed child's
-// messages and its deletion still go out.
-func TestHostAwayThenBack(t *testing.T) {
-	t.Run("same boot", func(t *testing.T) {
-		r, _, child := hostAway(t)
-		h := r.host
-		before := len(h.Calls())
-		must(t, h.Back())
-		must(t, h.HelloAgain(r.ctx()))
-		waitFor(t, "the waiting calls to go out", func() bool {
-			s := r.status()
-			return s.WaitingCalls == 0 && s.OutstandingCalls == 0 && len(h.CallsTo("session.delete")) == 1
-		})
-		var got []string
-		for _, c := range h.Calls()[before:] {
-			got = append(got, c.String())
-		}
-		for _, want := range []string{"session.messages " + child, "session.delete " + child, "session.prompt ses_b", "session.prompt ses_c", "session.create parent=ses_c"} {
-			if !slices.Contains(got, want) {
-				t.Errorf("after the hello the host got %v: %s missing", got, want)
-			}
-		}
-	})
-	t.Run("new boot", func(t *testing.T) {
-		r, logs, child := hostAway(t)
-		h := r.host
-		before := len(h.Calls())
-		must(t, h.Back())
-		must(t, h.Hello(r.ctx(), "b2"))
-		waitFor(t, "the waiting room to empty", func() bool {
-			s := r.status()
-			return s.WaitingCalls == 0 && s.OutstandingCalls == 0 && len(h.CallsTo("session.delete")) == 1
-		})
-		var got []string
-		for _, c := range h.Calls()[before:] {
-			got = append(got, c.String())
-		}
-		// The reminders are no-reply prompts to sessions that outlive the restart: they go
-		// out (in the order they began to wait); the deletion follows the messages.
-		first := slices.Clone(got[:min(3, len(got))])
-		slices.Sort(first)
-		if want := []string{"session.messages " + child, "session.prompt ses_b", "session.prompt ses_c"}; len(got) != 4 ||
-			!slices.Equal(first, want) || got[3] != "session.delete "+child {
-			t.Errorf("after the new boot the host got %v, want %v then session.delete %s: the moot create is not sent", got, want, child)
-		}
-		if !strings.Contains(string(logs.Bytes()), "moot_after_restart=1") {
-			t.Error("the log does not say the moot create was answered as such")
-		}
-		if r.sessions()["ses_c"].Extracting {
-			t.Error("ses_c still extracting after its create was answered as moot")
-		}
-		r.stop()
-		if dump := r.journalDump(); strings.Contains(dump, "outbox ") {
-			t.Fatalf("calls left in the outbox:\n%s", dump)
-		}
-	})
 }
 
 // TestListenProblemsStopTheStart: a taken THATCH_SHIM_LISTEN (with the bridge on),
@@ -561,76 +468,6 @@ func TestListenProblemsStopTheStart(t *testing.T) {
 				t.Fatalf("the error does not name %s:\n%s", c.variable, msg)
 			}
 			t.Logf("exit 1 after %s: %s", time.Since(began).Round(time.Millisecond), msg[strings.LastIndex(msg, "\n")+1:])
-		})
-	}
-}
-
-// TestRecreatedStream: a session extracted once, then its stream is lost (deleted under
-// thatch, or thatch restarted on a fresh broker store with its old journal); the events
-// of the new stream count from 1 again. The same session's next idle, and a new
-// session's, still start an extraction: thatch follows the new stream's sequence instead
-// of taking its events for stale redeliveries.
-func TestRecreatedStream(t *testing.T) {
-	for _, how := range []string{"stream deleted", "fresh broker store"} {
-		t.Run(how, func(t *testing.T) {
-			r := newEmbeddedRig(t, "v1")
-			logs := r.captureLog()
-			defer func() {
-				if t.Failed() {
-					t.Logf("thatch's log:\n%s", logs.Bytes())
-				}
-			}()
-			h := r.host
-			h.Model = true
-			ctx := r.ctx()
-			r.start()
-			must(t, h.Hello(ctx, "b1"))
-			must(t, h.Created(ctx, "ses_a", "", "t", h.Dir))
-			must(t, h.ToolExecuted(ctx, "ses_a", "c1", "bash", "x"))
-			must(t, h.Status(ctx, "ses_a", "busy"))
-			must(t, h.Status(ctx, "ses_a", "idle"))
-			extracted := func(ids ...string) bool {
-				got := h.Extracted()
-				for _, id := range ids {
-					if got[id] != 1 {
-						return false
-					}
-				}
-				return true
-			}
-			waitFor(t, "ses_a's first extraction", func() bool {
-				return extracted("c1") && len(h.CallsTo("session.delete")) == 1 && r.status().OutstandingCalls == 0
-			})
-			old := r.status().LastStreamSeq
-			switch how {
-			case "stream deleted":
-				must(t, h.JS.DeleteStream(ctx, r.cfg.Stream))
-			case "fresh broker store":
-				r.stop()
-				must(t, os.RemoveAll(filepath.Join(r.dataDir, "nats")))
-				r.start() // the host's connection comes back and it says hello again
-			}
-			// Published once thatch made the stream again (the host retries until then).
-			must(t, h.ToolExecuted(ctx, "ses_a", "c2", "bash", "x"))
-			must(t, h.Status(ctx, "ses_a", "busy"))
-			must(t, h.Status(ctx, "ses_a", "idle"))
-			must(t, h.Created(ctx, "ses_b", "", "t", h.Dir))
-			must(t, h.ToolExecuted(ctx, "ses_b", "c3", "bash", "x"))
-			must(t, h.Status(ctx, "ses_b", "busy"))
-			must(t, h.Status(ctx, "ses_b", "idle"))
-			waitFor(t, "the extractions of the new stream's idles", func() bool { return extracted("c1", "c2", "c3") })
-			// thatch's position is the new stream's last sequence once it has consumed it all.
-			waitFor(t, "thatch's position to be the new stream's", func() bool {
-				s, err := h.JS.Stream(ctx, r.cfg.Stream)
-				if err != nil {
-					return false
-				}
-				info, err := s.Info(ctx)
-				return err == nil && r.status().LastStreamSeq == info.State.LastSeq
-			})
-			log := string(logs.Bytes())
-			t.Logf("old stream ended at %d; the new one at %d; the consumer was recreated %d times; the embedded JetStream went down meanwhile: %v",
-				old, r.status().LastStreamSeq, strings.Count(log, "consumer stopped; recreating it"), strings.Contains(log, "embedded JetStream is down"))
 		})
 	}
 }

@@ -150,9 +150,7 @@ func TestReadCommandsWhenStopped(t *testing.T) {
 // whole and is not.
 func TestExportWritesNothingOnFailure(t *testing.T) {
 	ns := testkit.StartBroker(t, testkit.BrokerOptions{})
-	nc, err := nats.Connect(ns.ClientURL())
-	must(t, err)
-	t.Cleanup(nc.Close)
+	nc, _ := testkit.Connect(t, ns.ClientURL(), "")
 	// A daemon whose export fails after its first page, one larger than a write buffer.
 	first := `{"result":{"items":[{"id":"mem_1","project":"p","content":"` + strings.Repeat("x", 64<<10) + `"}],"nextCursor":"mem_1"}}`
 	sub, err := nc.Subscribe("thatch.api.memory.export", func(m *nats.Msg) {
@@ -178,9 +176,7 @@ func TestExportWritesNothingOnFailure(t *testing.T) {
 // request's own timeout (a minute for an import's batch).
 func TestChangeFailsWhenThatchDoesNotAnswer(t *testing.T) {
 	ns := testkit.StartBroker(t, testkit.BrokerOptions{})
-	nc, err := nats.Connect(ns.ClientURL())
-	must(t, err)
-	t.Cleanup(nc.Close)
+	nc, _ := testkit.Connect(t, ns.ClientURL(), "")
 	sub, err := nc.Subscribe("thatch.api.>", func(*nats.Msg) {}) // takes every request, answers none
 	must(t, err)
 	t.Cleanup(func() { _ = sub.Unsubscribe() })

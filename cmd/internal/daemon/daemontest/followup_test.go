@@ -1,4 +1,4 @@
-package main
+package daemontest
 
 import (
 	"context"
@@ -14,31 +14,31 @@ import (
 // since its parent is idle with the call pending. Before, the call stayed pending until
 // the session's next idle, which never came.
 func TestCallDuringExtractionIsExtracted(t *testing.T) {
-	r := newRig(t, "v1")
-	r.host.Model = true
+	r := New(t, "v1")
+	r.Host.Model = true
 	var once sync.Once
-	r.host.Write = func(ctx context.Context, child string, _ runtime.Answer, _ func(string, any) (runtime.Answer, *runtime.HostError)) runtime.Metrics {
+	r.Host.Write = func(ctx context.Context, child string, _ runtime.Answer, _ func(string, any) (runtime.Answer, *runtime.HostError)) runtime.Metrics {
 		// The first child holds its claim on c1: the user's next turn makes c2 and ends
 		// before the child does.
 		once.Do(func() {
-			must(t, r.host.Status(ctx, "ses_a", "busy"))
-			must(t, r.host.ToolExecuted(ctx, "ses_a", "c2", "bash", "ran the migrations"))
-			must(t, r.host.Status(ctx, "ses_a", "idle"))
+			must(t, r.Host.Status(ctx, "ses_a", "busy"))
+			must(t, r.Host.ToolExecuted(ctx, "ses_a", "c2", "bash", "ran the migrations"))
+			must(t, r.Host.Status(ctx, "ses_a", "idle"))
 		})
 		return runtime.Metrics{New: 1}
 	}
-	r.start()
-	ctx := r.ctx()
-	must(t, r.host.Hello(ctx, "b1"))
-	must(t, r.host.Created(ctx, "ses_a", "", "t", r.host.Dir))
-	must(t, r.host.ToolExecuted(ctx, "ses_a", "c1", "bash", "deployed with scripts/deploy.sh"))
-	must(t, r.host.Status(ctx, "ses_a", "idle"))
+	r.Start()
+	ctx := r.Ctx()
+	must(t, r.Host.Hello(ctx, "b1"))
+	must(t, r.Host.Created(ctx, "ses_a", "", "t", r.Host.Dir))
+	must(t, r.Host.ToolExecuted(ctx, "ses_a", "c1", "bash", "deployed with scripts/deploy.sh"))
+	must(t, r.Host.Status(ctx, "ses_a", "idle"))
 	waitFor(t, "both calls extracted, with no user turn after the first child", func() bool {
-		x := r.host.Extracted()
+		x := r.Host.Extracted()
 		return x["c1"] == 1 && x["c2"] == 1
 	})
-	waitFor(t, "nothing pending", func() bool { return len(r.entries("ses_a")) == 0 })
-	if n := len(r.host.CallsTo("session.create")); n != 2 {
+	waitFor(t, "nothing pending", func() bool { return len(r.Entries("ses_a")) == 0 })
+	if n := len(r.Host.CallsTo("session.create")); n != 2 {
 		t.Errorf("%d extraction children created, want 2", n)
 	}
 }

@@ -1,9 +1,10 @@
-package main
+package daemontest
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"log/slog"
 	"path/filepath"
 	goruntime "runtime"
 	"strings"
@@ -14,27 +15,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/thatch-dev/thatch/cmd/internal/daemon"
 	"github.com/thatch-dev/thatch/journal"
 	"github.com/thatch-dev/thatch/runtime"
 )
-
-// startTuned runs thatch as start does, with the loop's fields set by tune.
-func (r *rig) startTuned(tune func(*runtime.Loop)) {
-	r.t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	r.cancel, r.done = cancel, make(chan error, 1)
-	log := r.log
-	if log == nil {
-		log = testLogger()
-	}
-	go func() { r.done <- daemon.ServeWith(ctx, r.cfg, log, tune) }()
-	r.t.Cleanup(r.stop)
-	waitFor(r.t, "thatch to answer status", func() bool {
-		var s runtime.StatusView
-		return r.tryAPI("status", nil, &s) == nil
-	})
-}
 
 // statusPoller asks thatch's status, over a connection of its own as the CLI does, every
 // 10 ms until stopped, and keeps what it saw. Beside each status request it makes one to
@@ -74,7 +57,7 @@ func pollStatus(t *testing.T, url string) *statusPoller {
 			}
 			began := time.Now()
 			var st runtime.StatusView
-			err := apiCall(nc, "status", nil, &st)
+			err := APICall(nc, "status", nil, &st)
 			p.worst = max(p.worst, time.Since(began))
 			p.asked++
 			if err != nil {
@@ -146,14 +129,15 @@ func seedPayloadJournal(t *testing.T, dataDir, dir string, sessions, perSession 
 // for the loop, and payloads are read off the loop on the journal's read connections.
 func TestLoadPayloadsWhileStatusAnswers(t *testing.T) {
 	const sessions, perSession = 1000, 2
-	r := newRig(t, "v1")
-	seedPayloadJournal(t, r.dataDir, r.host.Dir, sessions, perSession)
-	r.start()
-	ctx := r.ctx()
-	if st := r.status(); st.Pending != sessions*perSession {
+	r := New(t, "v1")
+	r.Log = quietLog() // a load test measures thatch, not its debug log
+	seedPayloadJournal(t, r.DataDir, r.Host.Dir, sessions, perSession)
+	r.Start()
+	ctx := r.Ctx()
+	if st := r.Status(); st.Pending != sessions*perSession {
 		t.Fatalf("status before the load: %+v, want %d pending entries", st, sessions*perSession)
 	}
-	poll := pollStatus(t, r.url)
+	poll := pollStatus(t, r.URL)
 	began := time.Now()
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -161,7 +145,7 @@ func TestLoadPayloadsWhileStatusAnswers(t *testing.T) {
 	for s := range sessions {
 		wg.Go(func() {
 			sid := fmt.Sprintf("ses_%04d", s)
-			a, herr, err := r.host.Tool(ctx, "thatch", runtime.ToolPayload, sid, map[string]any{})
+			a, herr, err := r.Host.Tool(ctx, "thatch", runtime.ToolPayload, sid, map[string]any{})
 			bad := ""
 			switch {
 			case err != nil:
@@ -185,7 +169,7 @@ func TestLoadPayloadsWhileStatusAnswers(t *testing.T) {
 		t.Fatalf("%d of %d payload calls failed, the first: %s", len(failures), sessions, failures[0])
 	}
 	t.Logf("%d concurrent payload calls of %d entries each answered in %s", sessions, perSession, took.Round(time.Millisecond))
-	if st := r.status(); st.Accepted != sessions*perSession || st.Pending != 0 {
+	if st := r.Status(); st.Accepted != sessions*perSession || st.Pending != 0 {
 		t.Fatalf("status after the load: %d accepted, %d pending; want every entry claimed", st.Accepted, st.Pending)
 	}
 }
@@ -198,10 +182,11 @@ func TestLoadHellosLeaveNoWorkers(t *testing.T) {
 	if underRace {
 		hosts = 2_000
 	}
-	r := newRig(t, "v1")
-	r.cfg.StrandSweep = false // the sweep's visits of new hosts are not what this counts
+	r := New(t, "v1")
+	r.Log = quietLog()        // a load test measures thatch, not its debug log
+	r.Cfg.StrandSweep = false // the sweep's visits of new hosts are not what this counts
 	// One responder plays every host's API.
-	hostNC, err := nats.Connect(r.url)
+	hostNC, err := nats.Connect(r.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,11 +209,11 @@ func TestLoadHellosLeaveNoWorkers(t *testing.T) {
 		t.Fatal(err)
 	}
 	must(t, hostNC.Flush())
-	r.startTuned(func(l *runtime.Loop) { l.WorkerIdle = 200 * time.Millisecond })
+	r.StartTuned(func(l *runtime.Loop) { l.WorkerIdle = 200 * time.Millisecond })
 	baseline := goruntime.NumGoroutine()
-	poll := pollStatus(t, r.url)
+	poll := pollStatus(t, r.URL)
 
-	pubNC, err := nats.Connect(r.url)
+	pubNC, err := nats.Connect(r.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,7 +222,7 @@ func TestLoadHellosLeaveNoWorkers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := r.ctx()
+	ctx := r.Ctx()
 	began := time.Now()
 	publish := func(host, id, typ string, props any) {
 		body, _ := json.Marshal(map[string]any{"id": id, "type": typ, "properties": props})
@@ -251,9 +236,9 @@ func TestLoadHellosLeaveNoWorkers(t *testing.T) {
 	for i := range hosts {
 		h, sid := fmt.Sprintf("lh%05d", i), fmt.Sprintf("ses_%05d", i)
 		publish(h, "hello_"+h, "host.hello", map[string]any{"hostID": h, "api": "v1", "version": "x", "bootID": "b1",
-			"directory": r.host.Dir, "worktree": r.host.Dir, "capabilities": map[string]any{}, "resumed": []string{}})
+			"directory": r.Host.Dir, "worktree": r.Host.Dir, "capabilities": map[string]any{}, "resumed": []string{}})
 		publish(h, "created_"+sid, "session.created", map[string]any{"sessionID": sid,
-			"info": map[string]any{"id": sid, "title": "t", "directory": r.host.Dir}})
+			"info": map[string]any{"id": sid, "title": "t", "directory": r.Host.Dir}})
 		if i%500 == 499 {
 			select {
 			case <-js.PublishAsyncComplete():
@@ -267,7 +252,7 @@ func TestLoadHellosLeaveNoWorkers(t *testing.T) {
 	waitFor(t, "every reminder to be answered", func() bool {
 		peak = max(peak, goruntime.NumGoroutine())
 		var st runtime.StatusView
-		return r.tryAPI("status", nil, &st) == nil && st.Applied >= int64(2*hosts) && st.OutstandingCalls == 0
+		return r.TryAPI("status", nil, &st) == nil && st.Applied >= int64(2*hosts) && st.OutstandingCalls == 0
 	})
 	answered := time.Since(began)
 	mu.Lock()
@@ -283,8 +268,14 @@ func TestLoadHellosLeaveNoWorkers(t *testing.T) {
 	t.Logf("%d hellos and sessions applied and their %d reminders answered in %s; goroutines: %d before, at least %d during, %d after",
 		hosts, n, answered.Round(time.Millisecond), baseline, peak, goruntime.NumGoroutine())
 	var st runtime.StatusView
-	must(t, r.tryAPI("status", nil, &st))
+	must(t, r.TryAPI("status", nil, &st))
 	if st.Hosts < hosts || st.Goroutines > baseline+slack+5 {
 		t.Fatalf("status after the load: %d hosts online, %d goroutines", st.Hosts, st.Goroutines)
 	}
+}
+
+// quietLog drops what thatch logs below warnings: the load tests' thousands of hosts and
+// calls would otherwise spend the machine on debug lines in the test's output.
+func quietLog() *slog.Logger {
+	return slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }

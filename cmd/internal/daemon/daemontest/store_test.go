@@ -1,4 +1,4 @@
-package main
+package daemontest
 
 import (
 	"bytes"
@@ -95,49 +95,49 @@ func streamMsgs(t *testing.T, js jetstream.JetStream) (uint64, time.Time) {
 // places thatch keeps neither are applied, purged from the stream, and after the stop no
 // file of the data folder holds either; the store's key is a private file.
 func TestEmbeddedStoreKeepsNoEventReadable(t *testing.T) {
-	r := newEmbeddedRig(t, "v1")
-	r.cfg.StreamPurgeMS = 50
-	r.start()
-	js, err := jetstream.New(r.nc)
+	r := NewEmbedded(t, "v1")
+	r.Cfg.StreamPurgeMS = 50
+	r.Start()
+	js, err := jetstream.New(r.NC)
 	must(t, err)
-	ctx := r.ctx()
-	must(t, r.host.Hello(ctx, "b1"))
+	ctx := r.Ctx()
+	must(t, r.Host.Hello(ctx, "b1"))
 	n := publishRawSecrets(ctx, t, js, "a", 20)
-	r.waitApplied(1 + n) // the hello too
+	r.WaitApplied(1 + n) // the hello too
 	waitFor(t, "the applied events to be purged from the stream", func() bool {
 		msgs, _ := streamMsgs(t, js)
 		return msgs == 0
 	})
-	if e := r.entries("ses_a"); len(e) != 20 {
+	if e := r.Entries("ses_a"); len(e) != 20 {
 		t.Errorf("thatch kept %d entries of the 20 .env reads", len(e))
 	}
-	r.stop()
-	found, blocks := filesHolding(t, r.dataDir, storeMarker, storeSecret)
+	r.Stop()
+	found, blocks := filesHolding(t, r.DataDir, storeMarker, storeSecret)
 	if blocks == 0 {
 		t.Fatal("no message block under the data folder: is the store elsewhere?")
 	}
 	for _, f := range found {
 		t.Error(f)
 	}
-	fi, err := os.Stat(filepath.Join(r.dataDir, natsbus.StoreKeyFile))
+	fi, err := os.Stat(filepath.Join(r.DataDir, natsbus.StoreKeyFile))
 	if err != nil || fi.Mode().Perm() != 0o600 {
 		t.Errorf("the store key: %v, %v", fi, err)
 	}
 
 	// Events the stream still holds (purge off: as between two purges, or unapplied)
 	// are not readable either: the store is encrypted.
-	r.cfg.StreamPurgeMS = 0
-	r.start()
-	if _, err := r.host.Publish(ctx, "session.status", map[string]any{"sessionID": "ses_a", "status": map[string]any{"type": "busy"}}); err != nil {
+	r.Cfg.StreamPurgeMS = 0
+	r.Start()
+	if _, err := r.Host.Publish(ctx, "session.status", map[string]any{"sessionID": "ses_a", "status": map[string]any{"type": "busy"}}); err != nil {
 		t.Fatal(err)
 	}
 	n2 := publishRawSecrets(ctx, t, js, "b", 5)
-	waitFor(t, "the second run's events to be applied", func() bool { return r.status().Applied >= 1+n+1+n2 })
+	waitFor(t, "the second run's events to be applied", func() bool { return r.Status().Applied >= 1+n+1+n2 })
 	if msgs, _ := streamMsgs(t, js); msgs == 0 {
 		t.Fatal("the stream holds nothing: the encryption is not tested")
 	}
-	r.stop()
-	found, _ = filesHolding(t, r.dataDir, storeMarker, storeSecret)
+	r.Stop()
+	found, _ = filesHolding(t, r.DataDir, storeMarker, storeSecret)
 	for _, f := range found {
 		t.Error("purge off: " + f)
 	}
@@ -148,52 +148,52 @@ func TestEmbeddedStoreKeepsNoEventReadable(t *testing.T) {
 // the stream keeps its identity (creation time) and its events, thatch applies them, and
 // afterwards no file holds them in the clear.
 func TestEmbeddedPlainStoreIsEncrypted(t *testing.T) {
-	r := newEmbeddedRig(t, "v1")
+	r := NewEmbedded(t, "v1")
 	// The earlier thatch: a token, a plain store, the stream as it creates it, and events
 	// published while it was stopped.
-	token, _, err := natsbus.EnsureToken(r.cfg.TokenPath())
+	token, _, err := natsbus.EnsureToken(r.Cfg.TokenPath())
 	must(t, err)
-	ns, err := natsbus.StartBroker(natsbus.BrokerConfig{Listen: "127.0.0.1:-1", Dir: filepath.Join(r.dataDir, "nats"), Token: token})
+	ns, err := natsbus.StartBroker(natsbus.BrokerConfig{Listen: "127.0.0.1:-1", Dir: filepath.Join(r.DataDir, "nats"), Token: token})
 	must(t, err)
 	nc, err := nats.Connect(ns.ClientURL(), nats.Token(token))
 	must(t, err)
 	js, err := jetstream.New(nc)
 	must(t, err)
-	ctx := r.ctx()
-	_, err = natsbus.EnsureStream(ctx, js, natsbus.StreamConfig{Stream: r.cfg.Stream, Prefix: r.cfg.SubjectPrefix})
+	ctx := r.Ctx()
+	_, err = natsbus.EnsureStream(ctx, js, natsbus.StreamConfig{Stream: r.Cfg.Stream, Prefix: r.Cfg.SubjectPrefix})
 	must(t, err)
 	n := publishRawSecrets(ctx, t, js, "a", 10)
 	_, created := streamMsgs(t, js)
 	nc.Close()
 	ns.Shutdown()
 	ns.WaitForShutdown()
-	if found, _ := filesHolding(t, r.dataDir, storeMarker); len(found) == 0 {
+	if found, _ := filesHolding(t, r.DataDir, storeMarker); len(found) == 0 {
 		t.Fatal("the plain store holds no marker: the test does not test")
 	}
 
-	r.cfg.StreamPurgeMS = 0 // events stay: the files are encrypted, not just emptied
-	r.start()
-	r.waitApplied(n)
-	if s := r.sessions()["ses_a"]; s.SessionID == "" {
+	r.Cfg.StreamPurgeMS = 0 // events stay: the files are encrypted, not just emptied
+	r.Start()
+	r.WaitApplied(n)
+	if s := r.Sessions()["ses_a"]; s.SessionID == "" {
 		t.Error("the session of the plain store's events is unknown")
 	}
-	js, err = jetstream.New(r.nc)
+	js, err = jetstream.New(r.NC)
 	must(t, err)
 	msgs, got := streamMsgs(t, js)
 	if !got.Equal(created) || msgs != uint64(1+2*10) {
 		t.Errorf("stream created %v holding %d messages, want the plain store's (created %v, 21 messages)", got, msgs, created)
 	}
-	r.stop()
-	if keys, _ := filepath.Glob(filepath.Join(r.dataDir, "nats", "jetstream", "*", "streams", "*", "meta.key")); len(keys) == 0 {
+	r.Stop()
+	if keys, _ := filepath.Glob(filepath.Join(r.DataDir, "nats", "jetstream", "*", "streams", "*", "meta.key")); len(keys) == 0 {
 		t.Error("the stream has no key of its own: it was not encrypted")
 	}
-	found, _ := filesHolding(t, r.dataDir, storeMarker, storeSecret)
+	found, _ := filesHolding(t, r.DataDir, storeMarker, storeSecret)
 	for _, f := range found {
 		t.Error(f)
 	}
 	// And it starts again encrypted, its events still there, none applied twice.
-	r.start()
-	if a := r.status().Applied; a != n {
+	r.Start()
+	if a := r.Status().Applied; a != n {
 		t.Errorf("applied %d after a second start, want %d", a, n)
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package daemontest
 
 import (
 	"fmt"
@@ -14,13 +14,13 @@ import (
 // again the events are applied and the call is answered as usual. The journal is made
 // full with SQLite's max_page_count, which fails a write as a full disk does.
 func TestToolCallAnsweredOnAFullJournal(t *testing.T) {
-	r := newRig(t, "v1")
+	r := New(t, "v1")
 	var store *journal.Store
-	r.startTuned(func(l *runtime.Loop) { store = l.Journal.(*journal.Store) })
-	ctx := r.ctx()
-	must(t, r.host.Hello(ctx, "b1"))
-	must(t, r.host.Created(ctx, "ses_a", "", "t", r.host.Dir))
-	waitFor(t, "the session", func() bool { _, ok := r.sessions()["ses_a"]; return ok })
+	r.StartTuned(func(l *runtime.Loop) { store = l.Journal.(*journal.Store) })
+	ctx := r.Ctx()
+	must(t, r.Host.Hello(ctx, "b1"))
+	must(t, r.Host.Created(ctx, "ses_a", "", "t", r.Host.Dir))
+	waitFor(t, "the session", func() bool { _, ok := r.Sessions()["ses_a"]; return ok })
 
 	// The journal's free pages are taken by a filler table, then max_page_count stops it
 	// growing: every write that needs room fails with SQLITE_FULL.
@@ -42,13 +42,13 @@ func TestToolCallAnsweredOnAFullJournal(t *testing.T) {
 		}
 	}
 	// An entry of some 6 KB: more than a page, wherever the tables have room left.
-	_, err = r.host.Publish(ctx, "tool.execute.after", map[string]any{"sessionID": "ses_a", "callID": "c1", "tool": "bash",
+	_, err = r.Host.Publish(ctx, "tool.execute.after", map[string]any{"sessionID": "ses_a", "callID": "c1", "tool": "bash",
 		"args": map[string]any{"command": strings.Repeat("make build ", 300)}, "output": strings.Repeat("build output line\n", 400),
 		"metadata": map[string]any{"stdout": strings.Repeat("x", 3000)}})
 	must(t, err)
-	a, herr, err := r.host.Tool(ctx, "thatch", runtime.ToolPayload, "ses_a", map[string]any{})
+	a, herr, err := r.Host.Tool(ctx, "thatch", runtime.ToolPayload, "ses_a", map[string]any{})
 	must(t, err)
-	if herr == nil || !strings.HasPrefix(herr.Message, "disk full: free space in "+r.dataDir) {
+	if herr == nil || !strings.HasPrefix(herr.Message, "disk full: free space in "+r.DataDir) {
 		t.Fatalf("a tool call on a full journal got %+v %v, want an error naming the disk", a, herr)
 	}
 
@@ -57,7 +57,7 @@ func TestToolCallAnsweredOnAFullJournal(t *testing.T) {
 	_, err = db.Exec(`PRAGMA max_page_count = 1073741823`)
 	must(t, err)
 	waitFor(t, "the call to be answered once there is room", func() bool {
-		a, herr, err = r.host.Tool(ctx, "thatch", runtime.ToolPayload, "ses_a", map[string]any{})
+		a, herr, err = r.Host.Tool(ctx, "thatch", runtime.ToolPayload, "ses_a", map[string]any{})
 		return err == nil && herr == nil
 	})
 	if md, _ := a.Metadata.(map[string]any); fmt.Sprint(md["entryIDs"]) != "[c1]" {

@@ -1,6 +1,6 @@
 //go:build race
 
-package main
+package daemontest
 
 // underRace says the race detector is on: the load tests then play a fifth of their load,
 // which the detector makes five to ten times slower.

@@ -1,6 +1,6 @@
 //go:build !race
 
-package main
+package daemontest
 
 // underRace says the race detector is on (see loadloop_race_test.go).
 const underRace = false

@@ -11,7 +11,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -22,7 +21,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/thatch-dev/thatch/journal/checkpoint"
-	"github.com/thatch-dev/thatch/journal/migrate"
+	"github.com/thatch-dev/thatch/journal/sqlitedb"
 	"github.com/thatch-dev/thatch/runtime/protocol"
 )
 
@@ -193,10 +192,26 @@ const DefaultStaleAfter = 90 * 24 * time.Hour
 // checkpointEvery is how many write transactions go by between two WAL checkpoints.
 const checkpointEvery = 32
 
+// fileOptions are the store's file for package sqlitedb. temp_store keeps statement
+// journals off the disk. The page caches (SQLite's default is 2 MiB a connection) hold the
+// full-text index's pages that every search reads and every write merges: with the
+// default the writer spilled merged pages to the WAL before its commit and rewrote them
+// there, and the readers read the index's pages from the file at each query.
+var fileOptions = sqlitedb.Options{
+	Noun: "memories", Name: "memories",
+	Damaged: "is damaged", DamagedHint: "move it aside and start thatch again; the old file is kept",
+	WrapMigrate: true,
+	Migrations:  migrations, Pattern: "migrations/*.sql",
+	WriterPragmas:   []string{"temp_store(MEMORY)", "cache_size(-16384)"},
+	ReaderPragmas:   []string{"cache_size(-8192)"},
+	CheckpointEvery: checkpointEvery,
+}
+
 // Store is the memory store. It is safe for concurrent use.
 type Store struct {
 	w, r       db                       // w: the one writer connection; r: read-only connections (stmt.go)
 	cp         *checkpoint.Checkpointer // copies the WAL back beside the writer
+	file       *sqlitedb.DB             // w, r and cp
 	path       string
 	redact     func(string) string
 	staleAfter time.Duration
@@ -219,52 +234,17 @@ func Open(path string, opts Options) (*Store, error) {
 	if opts.StaleAfter < 0 {
 		return nil, fmt.Errorf("open memories %s: StaleAfter %v is negative; give a positive duration, or 0 for %v", path, opts.StaleAfter, DefaultStaleAfter)
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, fmt.Errorf("create memories folder: %w", err)
-	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	f, err := sqlitedb.Open(path, fileOptions)
 	if err != nil {
-		return nil, fmt.Errorf("open memories %s: %w", path, err)
-	}
-	f.Close()
-	if err := os.Chmod(path, 0o600); err != nil {
-		return nil, fmt.Errorf("make memories %s private: %w", path, err)
-	}
-	// busy_timeout comes first so that the other pragmas wait for a lock too. The writer
-	// never checkpoints (wal_autocheckpoint(0)): copying the WAL back and syncing took 20 ms
-	// every few dozen writes, so the checkpointer does it beside the writer instead.
-	// temp_store keeps statement journals off the disk. The page caches (SQLite's default is
-	// 2 MiB a connection) hold the full-text index's pages that every search reads and every
-	// write merges: with 2 MiB the writer spilled merged pages to the WAL before its commit and
-	// rewrote them there, and the readers read the index's pages from the file at each query.
-	w, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=wal_autocheckpoint(0)&_pragma=temp_store(MEMORY)&_pragma=cache_size(-16384)&_txlock=immediate")
-	if err != nil {
-		return nil, fmt.Errorf("open memories %s: %w", path, err)
-	}
-	w.SetMaxOpenConns(1)
-	r, _ := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)&_pragma=query_only(1)&_pragma=cache_size(-8192)")
-	r.SetMaxOpenConns(4)
-	r.SetMaxIdleConns(4)
-	cp, err := checkpoint.Start(path, checkpointEvery, 0)
-	if err != nil {
-		w.Close()
-		r.Close()
-		return nil, fmt.Errorf("open memories %s: %w", path, err)
+		return nil, err
 	}
 	s := &Store{
-		w: newDB(w), r: newDB(r), cp: cp, path: path, redact: opts.Redact, staleAfter: cmp.Or(opts.StaleAfter, DefaultStaleAfter),
+		w: newDB(f.W), r: newDB(f.R), cp: f.CP, file: f, path: path, redact: opts.Redact, staleAfter: cmp.Or(opts.StaleAfter, DefaultStaleAfter),
 		queue: make(chan *write), stop: make(chan struct{}),
 	}
 	s.written.Go(s.writeGroups)
 	if s.redact == nil {
 		s.redact = func(v string) string { return v }
-	}
-	if err := s.migrate(); err != nil {
-		s.Close()
-		if migrate.Damaged(err) {
-			return nil, fmt.Errorf("memories %s is damaged (%v): move it aside and start thatch again; the old file is kept", path, err)
-		}
-		return nil, fmt.Errorf("open memories %s: %w", path, err)
 	}
 	s.author = strings.TrimSpace(opts.Author)
 	if err := s.loadTeam(); err != nil {
@@ -288,17 +268,9 @@ func (s *Store) Close() error {
 		s.written.Wait()
 		s.r.stmts.close()
 		s.w.stmts.close()
-		if s.readOnly { // w is r, and there is no checkpointer
-			s.closeErr = s.r.Close()
-			return
-		}
-		s.closeErr = errors.Join(s.r.Close(), s.cp.Close(), s.w.Close())
+		s.closeErr = s.file.Close()
 	})
 	return s.closeErr
-}
-
-func (s *Store) migrate() error {
-	return migrate.Apply(s.w.DB, migrations, "migrations/*.sql", "memories")
 }
 
 // queryer is a reader handle or a writer transaction.

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 )
 
 // Get is any memory, forgotten ones included, with its audit trail oldest first.
@@ -200,19 +199,6 @@ func (s *Store) memories(ctx context.Context, query string, args ...any) ([]Memo
 		out = append(out, m)
 	}
 	return out, rows.Err()
-}
-
-// markUsed sets used_at of the memories ids to now (never backwards), in one statement.
-func markUsed(ctx context.Context, tx cachedTx, ids []string, now time.Time) error {
-	if len(ids) == 0 {
-		return nil
-	}
-	args := []any{toMS(now)}
-	for _, id := range ids {
-		args = append(args, id)
-	}
-	_, err := tx.ExecContext(ctx, `UPDATE memories SET used_at = max(used_at, ?) WHERE id IN (`+placeholders(len(ids))+`)`, args...)
-	return err
 }
 
 func placeholders(n int) string {

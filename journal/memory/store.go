@@ -37,13 +37,13 @@ const (
 	maxBranch  = 200
 )
 
-// The tools whose answers the callID memo keeps: the memory tools, and the names the memo
-// keeps a dismissal's and a restore's answers under.
+// The tools whose answers the callID memo keeps: the memory tools that write (a search is
+// a read, and a repeated one searches again), and the names the memo keeps a dismissal's
+// and a restore's answers under.
 const (
 	toolRemember = protocol.ToolRemember
 	toolUpdate   = protocol.ToolUpdate
 	toolForget   = protocol.ToolForget
-	toolSearch   = protocol.ToolSearch
 	toolDismiss  = "memory_dismiss"
 	toolRestore  = "memory_restore"
 )
@@ -211,6 +211,7 @@ type Store struct {
 	writes    atomic.Int64  // committed write transactions
 	signals   signalsMemo   // the last Signals answer of each project (hygiene.go)
 	queue     chan *write   // to the group writer (group.go)
+	marks     usedMarks     // used marks queued for the group writer (used.go)
 	stop      chan struct{} // closed by Close: the group writer ends
 	written   sync.WaitGroup
 	closeOnce sync.Once
@@ -232,7 +233,7 @@ func Open(path string, opts Options) (*Store, error) {
 	}
 	s := &Store{
 		w: newDB(f.W), r: newDB(f.R), cp: f.CP, file: f, path: path, redact: opts.Redact, staleAfter: cmp.Or(opts.StaleAfter, DefaultStaleAfter),
-		queue: make(chan *write), stop: make(chan struct{}),
+		queue: make(chan *write), stop: make(chan struct{}), marks: newUsedMarks(),
 	}
 	s.written.Go(s.writeGroups)
 	if s.redact == nil {

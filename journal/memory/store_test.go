@@ -12,13 +12,14 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/thatch-dev/thatch/internal/testkit"
 )
 
 var t0 = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -1167,13 +1168,10 @@ func TestCheckpointsRun(t *testing.T) {
 	for i := range 2 * checkpointEvery {
 		remember(t, s, alice, fmt.Sprintf("note %d", i))
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for kicks, _ := s.cp.Runs(); kicks == 0; kicks, _ = s.cp.Runs() {
-		if time.Now().After(deadline) {
-			t.Fatal("no checkpoint after many writes")
-		}
-		runtime.Gosched()
-	}
+	testkit.WaitFor(t, 30*time.Second, "a checkpoint after many writes", func() bool {
+		kicks, _ := s.cp.Runs()
+		return kicks > 0
+	})
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}

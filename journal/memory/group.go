@@ -62,8 +62,9 @@ func (s *Store) queueWrite(ctx context.Context, w *write) error {
 	return <-w.done
 }
 
-// writeGroups is the group writer: it runs until Close. Between groups, when no write
-// waits, it writes the queued used marks (used.go), and once more at Close.
+// writeGroups is the group writer: it runs until Close. It writes the queued used marks
+// (used.go) when told of them and no write waits, or right after the group that was
+// waiting, and once more at Close.
 func (s *Store) writeGroups() {
 	group := make([]*write, 0, groupMax)
 	var held *write // a bulk write taken while gathering: the next group

@@ -11,13 +11,13 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/thatch-dev/thatch/journal/checkpoint"
 	"github.com/thatch-dev/thatch/journal/migrate"
+	"github.com/thatch-dev/thatch/journal/sqlitedb"
 	"github.com/thatch-dev/thatch/runtime"
 	_ "modernc.org/sqlite"
 )
@@ -49,79 +49,47 @@ type Store struct {
 	readOnly bool
 
 	ck      *checkpoint.Checkpointer // copies the WAL back beside the writer
+	file    *sqlitedb.DB             // db, r and ck
 	stmts   [nStmts]*sql.Stmt        // Commit's statements, prepared once on the writer
 	payload *sql.Stmt                // payloadQuery, prepared once on the read pool (read.go)
 }
 
 var _ runtime.Journal = (*Store)(nil)
 
+// fileOptions are the journal's file for package sqlitedb. auto_vacuum takes effect on a
+// new file only (it precedes the first table): pages freed by completed entries then go
+// back to the filesystem at each sweep.
+var fileOptions = sqlitedb.Options{
+	Noun: "journal", Name: "the journal",
+	Damaged:     "is damaged or not thatch's",
+	DamagedHint: "move it aside (keep it: it holds the pending entries) and start thatch again with a fresh journal; memories are in memories.db and stay",
+	Migrations:  migrations, Pattern: "migrations/*.sql",
+	WriterPragmas:   []string{"auto_vacuum(INCREMENTAL)", "foreign_keys(ON)"},
+	CheckpointEvery: checkpoint.DefaultEvery, CheckpointMaxFrames: checkpoint.DefaultMaxFrames,
+}
+
 // Open opens (creating when absent) the journal at path.
 func Open(path string) (*Store, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, fmt.Errorf("create journal folder: %w", err)
-	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	f, err := sqlitedb.Open(path, fileOptions)
 	if err != nil {
-		return nil, fmt.Errorf("open journal %s: %w", path, err)
-	}
-	f.Close()
-	if err := os.Chmod(path, 0o600); err != nil {
-		return nil, fmt.Errorf("make journal private: %w", err)
-	}
-	// auto_vacuum takes effect on a new file only (it precedes the first table): pages
-	// freed by completed entries then go back to the filesystem at each sweep. The writer
-	// never checkpoints (wal_autocheckpoint(0)): the commit that crossed SQLite's 1,000
-	// pages copied the WAL back and synced, the publish→commit p99; s.ck does it beside
-	// the writer instead (package checkpoint, which also bounds the WAL).
-	dsn := "file:" + path + "?_pragma=auto_vacuum(INCREMENTAL)&_pragma=journal_mode(WAL)&_pragma=busy_timeout(5000)&_pragma=synchronous(NORMAL)&_pragma=wal_autocheckpoint(0)&_pragma=foreign_keys(ON)&_txlock=immediate"
-	db, err := sql.Open("sqlite", dsn)
-	if err != nil {
-		return nil, fmt.Errorf("open journal %s: %w", path, err)
-	}
-	db.SetMaxOpenConns(1)
-	s := &Store{db: db, path: path}
-	if err := s.migrate(); err != nil {
-		db.Close()
-		if migrate.Damaged(err) {
-			return nil, fmt.Errorf("the journal %s is damaged or not thatch's (%v): move it aside (keep it: it holds the pending entries) and start thatch again with a fresh journal; memories are in memories.db and stay", path, err)
-		}
 		return nil, err
 	}
-	if err := getMeta(db, "instance", &s.instance); err != nil {
-		db.Close()
+	s := &Store{db: f.W, r: f.R, ck: f.CP, file: f, path: path}
+	if err := getMeta(s.db, "instance", &s.instance); err != nil {
+		f.Close()
 		return nil, err
 	}
-	// After the migrations, so the file is in WAL mode: readers then see the last commit
-	// without blocking the writer.
-	r, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)&_pragma=query_only(1)")
-	if err != nil {
-		db.Close()
-		return nil, fmt.Errorf("open journal %s for reading: %w", path, err)
-	}
-	// The four stay open: database/sql keeps two idle by default, and closed the others
-	// after each burst of tool calls, whose next burst opened them again and prepared the
-	// payload's statement again on each (a tenth of a payload read's CPU at 1,000 calls/s).
-	r.SetMaxOpenConns(4)
-	r.SetMaxIdleConns(4)
-	s.r = r
 	if err := s.prepare(); err != nil {
 		s.closeStmts()
-		db.Close()
-		r.Close()
+		f.Close()
 		return nil, fmt.Errorf("open journal %s: %w", path, err)
-	}
-	if s.ck, err = checkpoint.Start(path, checkpoint.DefaultEvery, checkpoint.DefaultMaxFrames); err != nil {
-		s.closeStmts()
-		db.Close()
-		r.Close()
-		return nil, fmt.Errorf("open journal %s for checkpoints: %w", path, err)
 	}
 	if s.instance == "" {
 		var b [8]byte
 		_, _ = rand.Read(b[:])
 		s.instance = hex.EncodeToString(b[:])
 		data, _ := json.Marshal(s.instance)
-		if _, err := db.Exec(`INSERT INTO meta (key, value) VALUES ('instance', ?)`, string(data)); err != nil {
+		if _, err := s.db.Exec(`INSERT INTO meta (key, value) VALUES ('instance', ?)`, string(data)); err != nil {
 			s.Close()
 			return nil, fmt.Errorf("name the journal: %w", err)
 		}
@@ -141,12 +109,8 @@ func (s *Store) Path() string { return s.path }
 
 // Close stops the checkpointer and closes the database.
 func (s *Store) Close() error {
-	var err error
-	if s.ck != nil {
-		err = s.ck.Close()
-	}
 	s.closeStmts()
-	return errors.Join(err, s.r.Close(), s.db.Close())
+	return s.file.Close()
 }
 
 // The statements of Commit, prepared once on the writer's connection (Open): parsing them
@@ -280,10 +244,6 @@ func (b *batchTx) putMeta(key string, v any) error {
 
 // DB exposes the database to tests and to read-only tooling.
 func (s *Store) DB() *sql.DB { return s.db }
-
-func (s *Store) migrate() error {
-	return migrate.Apply(s.db, migrations, "migrations/*.sql", "journal")
-}
 
 // withTx runs fn in a transaction, rolling back unless fn and the commit succeed.
 func (s *Store) withTx(fn func(*sql.Tx) error) error {

@@ -7,7 +7,8 @@ import (
 )
 
 // Group commit. The store has one writer connection, and every memory tool writes: a
-// remember its memory, a search its use marks and its answer for a repeated call. One
+// remember its memory, an update or a forget its change, the searches their queued use
+// marks (used.go). One
 // transaction per call made the calls queue behind each other's commits (and each commit
 // flushed FTS5's pending terms as a segment of its own, which later searches seek through
 // and later writes merge): at 200 calls/s over 100,000 memories a call waited 10–50 ms for
@@ -61,10 +62,13 @@ func (s *Store) queueWrite(ctx context.Context, w *write) error {
 	return <-w.done
 }
 
-// writeGroups is the group writer: it runs until Close.
+// writeGroups is the group writer: it runs until Close. It writes the queued used marks
+// (used.go) when told of them and no write waits, or right after the group that was
+// waiting, and once more at Close.
 func (s *Store) writeGroups() {
 	group := make([]*write, 0, groupMax)
 	var held *write // a bulk write taken while gathering: the next group
+	marksDue := false
 	for {
 		if held != nil {
 			group, held = append(group[:0], held), nil
@@ -72,7 +76,17 @@ func (s *Store) writeGroups() {
 			select {
 			case w := <-s.queue:
 				group = append(group[:0], w)
+			case <-s.marks.kick:
+				select {
+				case w := <-s.queue: // a write waits: it goes first, the marks right after it
+					group = append(group[:0], w)
+					marksDue = true
+				default:
+					s.writeQueuedMarks()
+					continue
+				}
 			case <-s.stop:
+				s.writeQueuedMarks()
 				return
 			}
 		}
@@ -90,6 +104,10 @@ func (s *Store) writeGroups() {
 			}
 		}
 		s.commitGroup(group)
+		if marksDue {
+			s.writeQueuedMarks()
+			marksDue = false
+		}
 	}
 }
 

@@ -411,6 +411,7 @@ func TestStale(t *testing.T) {
 			if _, err := s.Search(ctx, alice, "nightly backup", nil, 0, now); err != nil {
 				t.Fatal(err)
 			}
+			flushUsed(t, s)
 			if h := hygiene(t, s, "", now); len(h.Stale) != 0 {
 				t.Errorf("stale after a search: %v", h.Stale)
 			}
@@ -455,6 +456,7 @@ func TestSignals(t *testing.T) {
 	if _, err := s.Search(ctx, alice, "feature flag", nil, 1, now); err != nil {
 		t.Fatal(err)
 	}
+	flushUsed(t, s)
 	sigs, err := s.Signals(ctx, one(alice.Project), 0, now)
 	if err != nil {
 		t.Fatal(err)

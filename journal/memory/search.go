@@ -36,11 +36,9 @@ type Hit struct {
 	Score  float64 `json:"score"`
 }
 
-// SearchResult is memory_search's answer. Repeat is true when it repeats the answer of an
-// earlier call with the same callID.
+// SearchResult is memory_search's answer.
 type SearchResult struct {
-	Hits   []Hit `json:"hits"`
-	Repeat bool  `json:"-"`
+	Hits []Hit `json:"hits"`
 }
 
 var errNoWords = fmt.Errorf("%w: query has no words; search with words the memory would contain", ErrBadRequest)
@@ -59,6 +57,11 @@ func init() {
 // Search is the live memories of c.Project (every project when "") that match query's words,
 // best first, counted as used. query is plain text, never FTS5 syntax. limit is 1 to 50
 // (0 = 10); kinds, when given, restrict the kinds.
+//
+// It answers from the read pool alone: the hits' used marks are queued for the writer
+// (used.go), and a call's answer is not memoized by its callID, as a write's is: a search
+// changes no memory, so a repeated call simply searches again (and marks its hits at the
+// later time, used_at never moving back).
 //
 // The score of a hit is relevance × (1 + 0.25·exp(−d_used/30) + 0.15·exp(−d_updated/30)),
 // relevance being its BM25 score (see rank) and d the days since the memory was
@@ -93,10 +96,6 @@ func (s *Store) Search(ctx context.Context, c Caller, query string, kinds []stri
 	if len(hits) > limit {
 		hits = hits[:limit]
 	}
-	out := SearchResult{Hits: hits}
-	if len(hits) == 0 && c.CallID == "" {
-		return out, nil
-	}
 	ids := make([]string, len(hits))
 	used := toTime(toMS(now))
 	for i := range hits {
@@ -105,21 +104,8 @@ func (s *Store) Search(ctx context.Context, c Caller, query string, kinds []stri
 			hits[i].Memory.UsedAt = &used
 		}
 	}
-	err = s.withTx(ctx, func(tx cachedTx) error {
-		var first SearchResult
-		if ok, err := repeated(ctx, tx, c, toolSearch, &first); ok || err != nil {
-			out, out.Repeat = first, ok
-			return err
-		}
-		if err := markUsed(ctx, tx, ids, now); err != nil {
-			return err
-		}
-		return memo(ctx, tx, c, toolSearch, out, now)
-	})
-	if err != nil {
-		return SearchResult{}, wrap("search memories", err)
-	}
-	return out, nil
+	s.markUsedLater(ids, now)
+	return SearchResult{Hits: hits}, nil
 }
 
 // recency is exp(−days since t / 30), 0 for never.

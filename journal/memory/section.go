@@ -133,9 +133,7 @@ func (s *Store) SectionOn(ctx context.Context, project, branch string, budget in
 	if len(shown) == 0 {
 		return "", nil
 	}
-	if err := s.withTx(ctx, func(tx cachedTx) error { return markUsed(ctx, tx, shown, now) }); err != nil {
-		return "", fmt.Errorf("memory section: %w", err)
-	}
+	s.markUsedLater(shown, now)
 	return b.String(), nil
 }
 

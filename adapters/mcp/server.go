@@ -206,6 +206,9 @@ func addTool[In, Out any](s *server, srv *sdk.Server, name, description string, 
 			if err := json.Unmarshal(a.Metadata, &meta); err != nil {
 				return nil, meta, fmt.Errorf("thatch answered %s with metadata thatch mcp cannot read (%v): run thatch mcp and thatch serve of the same version", name, err)
 			}
+			if t, ok := any(&meta).(texted); ok {
+				t.setText(a.Output) // for a client that shows the structured content alone
+			}
 			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: a.Output}}}, meta, nil
 		})
 }

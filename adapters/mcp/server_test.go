@@ -213,3 +213,50 @@ func TestNoRootsAskedOfAClientWithout(t *testing.T) {
 		t.Errorf("the call went out for project %s, want the working directory %s", c.Project, cwd)
 	}
 }
+
+// TestStructuredCarriesText: each memory tool's structured content carries the model's
+// text (text) beside its metadata, and its output schema says so: Claude Code shows its
+// model the structured content instead of the text content (docs/claude-code.md), and the
+// lines of memory_search must reach it.
+func TestStructuredCarriesText(t *testing.T) {
+	th := &recorder{answer: Answer{Output: "[mem_1] (fact) the build runs make\n[mem_2] (command) go test ./...",
+		Metadata: json.RawMessage(`{"ids":["mem_1","mem_2"],"id":"mem_1","created":true,"similar":[]}`)}}
+	cs := connect(t, Options{Thatch: th, Project: "p1", Dir: t.TempDir()}, sdk.NewClient(&sdk.Implementation{Name: "test"}, nil))
+	tools, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	schemas := map[string]any{}
+	for _, tool := range tools.Tools {
+		schemas[tool.Name] = tool.OutputSchema
+	}
+	args := map[string]map[string]any{
+		runtime.ToolSearch:   {"query": "build"},
+		runtime.ToolRemember: {"content": "the build runs make"},
+		runtime.ToolUpdate:   {"id": "mem_1", "content": "x"},
+		runtime.ToolForget:   {"id": "mem_1"},
+	}
+	for name, a := range args {
+		data, _ := json.Marshal(schemas[name])
+		var sc struct {
+			Properties map[string]any `json:"properties"`
+			Required   []string       `json:"required"`
+		}
+		if err := json.Unmarshal(data, &sc); err != nil || sc.Properties["text"] == nil {
+			t.Errorf("%s's output schema has no text property: %s", name, data)
+		}
+		res := call(t, cs, name, a)
+		data, _ = json.Marshal(res.StructuredContent)
+		var got map[string]any
+		if err := json.Unmarshal(data, &got); err != nil {
+			t.Fatalf("%s's structured content %s: %v", name, data, err)
+		}
+		if got["text"] != th.answer.Output || resultText(res) != th.answer.Output {
+			t.Errorf("%s: structured text %q, text content %q, want both %q", name, got["text"], resultText(res), th.answer.Output)
+		}
+	}
+	data, _ := json.Marshal(call(t, cs, runtime.ToolSearch, args[runtime.ToolSearch]).StructuredContent)
+	if !strings.Contains(string(data), `"ids":["mem_1","mem_2"]`) {
+		t.Errorf("memory_search's structured content lost its ids: %s", data)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -258,5 +259,42 @@ func TestStructuredCarriesText(t *testing.T) {
 	data, _ := json.Marshal(call(t, cs, runtime.ToolSearch, args[runtime.ToolSearch]).StructuredContent)
 	if !strings.Contains(string(data), `"ids":["mem_1","mem_2"]`) {
 		t.Errorf("memory_search's structured content lost its ids: %s", data)
+	}
+}
+
+// TestOwnerFlushes: the server of a Claude Code session (Options.Owner, the session id
+// Claude Code gives its MCP servers) offers the extraction tools too, called as that
+// session's, so its wrap-up command can flush its own entries (rule 6); the memory tools
+// stay the project's. A server of no session offers no extraction tools.
+func TestOwnerFlushes(t *testing.T) {
+	th := &recorder{answer: Answer{Output: "## 1. bash (toolu_1)", Metadata: json.RawMessage(`{"ids":[]}`)}}
+	names := func(cs *sdk.ClientSession) []string {
+		tools, err := cs.ListTools(context.Background(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, tool := range tools.Tools {
+			out = append(out, tool.Name)
+		}
+		return out
+	}
+	plain := connect(t, Options{Thatch: th, Project: "p1", Dir: t.TempDir()}, sdk.NewClient(&sdk.Implementation{Name: "test"}, nil))
+	if got := names(plain); slices.Contains(got, runtime.ToolPayload) || slices.Contains(got, runtime.ToolDone) {
+		t.Fatalf("a server of no session offers %v", got)
+	}
+	cs := connect(t, Options{Thatch: th, Project: "p1", Owner: "cc-session-1", Dir: t.TempDir()}, sdk.NewClient(&sdk.Implementation{Name: "test"}, nil))
+	if got := names(cs); !slices.Contains(got, runtime.ToolPayload) || !slices.Contains(got, runtime.ToolDone) || !slices.Contains(got, runtime.ToolSearch) {
+		t.Fatalf("a Claude Code session's server offers %v", got)
+	}
+	if res := call(t, cs, runtime.ToolPayload, map[string]any{}); resultText(res) != th.answer.Output || res.StructuredContent != nil {
+		t.Fatalf("%s answered %q %v, want its text alone", runtime.ToolPayload, resultText(res), res.StructuredContent)
+	}
+	if c := th.last(); c.Session != "cc-session-1" || c.Project != "" {
+		t.Fatalf("the payload call was %+v, want the session cc-session-1's", c)
+	}
+	call(t, cs, runtime.ToolSearch, map[string]any{"query": "x"})
+	if c := th.last(); c.Session != "" || c.Project != "p1" {
+		t.Fatalf("memory_search was %+v, want the project p1's", c)
 	}
 }

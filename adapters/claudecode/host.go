@@ -41,7 +41,10 @@ type Host struct {
 	// of its small, fast model).
 	Model   string
 	Timeout time.Duration // a child's run at most (default 10 minutes)
-	Log     *slog.Logger
+	// CompactWait bounds the wait for a headless session's own process to end before its
+	// compaction runs (default 2 minutes).
+	CompactWait time.Duration
+	Log         *slog.Logger
 
 	memo     *protocol.Memo
 	mu       sync.Mutex
@@ -96,6 +99,9 @@ func (h *Host) Run(ctx context.Context) error {
 	h.turns = map[string]Turn{}
 	if h.Timeout == 0 {
 		h.Timeout = 10 * time.Minute
+	}
+	if h.CompactWait == 0 {
+		h.CompactWait = 2 * time.Minute
 	}
 	if h.Model == "" {
 		h.Model = "haiku"
@@ -261,12 +267,9 @@ func (h *Host) lastReply(session string) []runtime.Message {
 		Parts: []runtime.Part{{Type: "text", Text: t.Text}}}}
 }
 
-// compactWait bounds the wait for a headless session's own process to end before its
-// compaction runs.
-const compactWait = 2 * time.Minute
-
 // compact compacts a Claude Code session after a greenlit /thatch:compact (rule 6): for a
-// headless session, once its claude -p has ended, thatch runs claude -p /compact --resume
+// headless session, once its claude -p has ended (one still running after CompactWait is
+// not compacted: session.compacted ends its compacting), thatch runs claude -p /compact --resume
 // <session> in its folder. That run's hooks are the session's: PreCompact marks it
 // compacting, SessionStart source=compact marks it compacted and gives it the memory
 // section, and SessionEnd is its idle, where the extraction goes on; a busy is published
@@ -288,8 +291,17 @@ func (h *Host) compact(ctx context.Context, session string) (any, *runtime.HostE
 	h.wg.Add(1)
 	go func() {
 		defer h.wg.Done()
-		h.waitEnded(ctx, t.PID)
 		run := newUUID()[:8]
+		if !h.waitEnded(ctx, t.PID) {
+			if ctx.Err() == nil {
+				// A claude -p that reads its prompts as a stream (or an SDK's process) is
+				// still the session's: a compaction beside it would write the transcript
+				// under it. Its session is as it was.
+				h.Log.Warn("claude code session's process still runs: not compacted", "host", h.ID, "session", session, "pid", t.PID)
+				h.publish(ctx, "cc_compactskipped_"+session+"_"+run, protocol.EventSessionCompacted, map[string]any{"sessionID": session})
+			}
+			return
+		}
 		h.publish(ctx, "cc_compactbusy_"+session+"_"+run, protocol.EventSessionStatus, map[string]any{"sessionID": session, "status": map[string]any{"type": "busy"}})
 		rctx, cancel := context.WithTimeout(ctx, h.Timeout)
 		defer cancel()
@@ -322,24 +334,25 @@ func CompactArgs(session string) []string {
 	return []string{"-p", "/compact", "--resume", session, "--output-format", "json"}
 }
 
-// waitEnded waits, at most compactWait, until the process pid has ended: a session's own
-// claude -p still writes its transcript while its last hooks run.
-func (h *Host) waitEnded(ctx context.Context, pid int) {
+// waitEnded waits, at most CompactWait, until the process pid has ended (a session's own
+// claude -p still writes its transcript while its last hooks run), and says whether it did.
+func (h *Host) waitEnded(ctx context.Context, pid int) bool {
 	if pid <= 0 {
-		return
+		return true
 	}
-	deadline := time.After(compactWait)
+	deadline := time.After(h.CompactWait)
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for processAlive(pid) {
 		select {
 		case <-ctx.Done():
-			return
+			return false
 		case <-deadline:
-			return
+			return false
 		case <-tick.C:
 		}
 	}
+	return true
 }
 
 // create records an extraction child of parent, in parent's folder, and announces it.

@@ -79,7 +79,7 @@ func newHostRig(t *testing.T) (*hostRig, *Host) {
 		t.Fatal(err)
 	}
 	h := &Host{NC: nc, JS: js, Prefix: "opencode", APIPrefix: "thatch", ID: "cc-test", Claude: bin, Thatch: "/opt/thatch",
-		Env: []string{"RECORD=" + r.record}, Log: slog.New(slog.DiscardHandler)}
+		Env: []string{"RECORD=" + r.record}, Log: slog.New(slog.DiscardHandler), CompactWait: 300 * time.Millisecond}
 	hctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- h.Run(hctx) }()
@@ -279,5 +279,17 @@ func TestHostWrapUp(t *testing.T) {
 	must(t, err)
 	if want := strings.Join(CompactArgs("p1"), "\n") + "\ncwd=" + r.dir + "\nchild=\n"; string(rec) != want {
 		t.Fatalf("the compaction ran claude with:\n%s\nwant:\n%s", rec, want)
+	}
+
+	// A session whose process still runs (this test's) past CompactWait is not compacted:
+	// session.compacted ends its compacting, and no claude runs.
+	must(t, os.Remove(r.record))
+	r.call(MethodTurn, map[string]any{"sessionID": "p1", "text": reply, "headless": true, "pid": os.Getpid()})
+	r.call("tui.executeCommand", map[string]any{"command": "session_compact", "sessionID": "p1"})
+	if typ, p := r.next(); typ != "session.compacted" || p["sessionID"] != "p1" {
+		t.Fatalf("compacting a session whose process runs: %s %v, want its session.compacted", typ, p)
+	}
+	if _, err := os.Stat(r.record); err == nil {
+		t.Fatal("claude ran beside the session's live process")
 	}
 }

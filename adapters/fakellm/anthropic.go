@@ -26,9 +26,10 @@ import (
 // command of the payload (when the payload shows one and memory_remember is offered), then
 // thatch_extraction_done; a tool result that is an error ends the turn; anything else gets
 // a short reply. When the extraction tools are deferred (Claude Code's main session), it
-// finds them with ToolSearch first. "SEARCH <words>" calls memory_search (under any MCP prefix) with them. A reply (not a failure's) ends with the token a user text asks for with
-// "END WITH <TOKEN>", as a wrap-up command's greenlight. Messages of role "system" (Claude Code sends its reminders so) are read
-// for their text and move no turn. Every request is logged with
+// finds them with ToolSearch first. "SEARCH <words>" calls memory_search (under any MCP
+// prefix) with them. A reply (not a failure's) ends with the token a user text asks for
+// with "END WITH <TOKEN>", as a wrap-up command's greenlight. Messages of role "system"
+// (Claude Code sends its reminders so) are read for their text and move no turn. Every request is logged with
 // every text it carried (system, messages, tool results), for the tests to check what
 // reached the model.
 type Anthropic struct {

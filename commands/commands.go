@@ -87,26 +87,15 @@ type ClaudeFile struct {
 	Data []byte
 }
 
-// claudeFlush replaces the wrap-up's flush step for Claude Code: thatch runs the
-// extraction itself at the end of the turn (a headless child), and the session's own model
-// has the memory tools of thatch's MCP server only.
-const claudeFlush = "2. Save now, with your memory tools (memory_remember, memory_update, memory_forget), anything learned in this session that a later session should know and that is not saved yet; thatch extracts this session's tool calls itself at the end of the turn."
-
 // ClaudeCodeFiles are the wrap-up commands for Claude Code: the opencode commands' text,
-// named as Claude Code names them (/thatch:compact), with the flush step Claude Code's
-// sessions can take.
+// named as Claude Code names them (/thatch:compact). Their flush step holds as it is: a
+// Claude Code session's thatch mcp offers it thatch_get_extraction_payload and
+// thatch_extraction_done as its own (the session id Claude Code gives its MCP servers).
 func ClaudeCodeFiles() []ClaudeFile {
 	var out []ClaudeFile
 	for _, f := range Files() {
-		text := string(f.Content)
-		text = strings.ReplaceAll(text, "/thatch/", "/thatch:")
-		lines := strings.Split(text, "\n")
-		for i, l := range lines {
-			if strings.HasPrefix(l, "2. Flush pending memory extraction") {
-				lines[i] = claudeFlush
-			}
-		}
-		out = append(out, ClaudeFile{Name: filepath.Base(f.Path), Data: []byte(strings.Join(lines, "\n"))})
+		text := strings.ReplaceAll(string(f.Content), "/thatch/", "/thatch:")
+		out = append(out, ClaudeFile{Name: filepath.Base(f.Path), Data: []byte(text)})
 	}
 	return out
 }

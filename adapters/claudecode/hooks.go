@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/thatch-dev/thatch/runtime"
 	"github.com/thatch-dev/thatch/runtime/protocol"
 )
 
@@ -36,6 +37,61 @@ type Input struct {
 	ToolUseID      string          `json:"tool_use_id"`
 	Error          string          `json:"error"` // PostToolUseFailure
 	StopHookActive bool            `json:"stop_hook_active"`
+	// LastAssistant is Stop's last_assistant_message: the text of the turn's last reply,
+	// which a wrap-up command's greenlight token ends (rule 6).
+	LastAssistant string `json:"last_assistant_message"`
+}
+
+// Turn is what a Stop hook tells this host's responder of its session's turn, before the
+// idle: the last reply's text (what session.messages answers for a wrap-up, rule 6),
+// whether the session is headless (claude -p, which thatch can compact after its process
+// ends) and that process's id.
+type Turn struct {
+	SessionID string `json:"sessionID"`
+	Text      string `json:"text"`
+	Headless  bool   `json:"headless"`
+	PID       int    `json:"pid"`
+}
+
+// MethodTurn is the responder's method a Stop hook calls with its Turn: not a host API
+// method thatch calls, but this host's own, on the same subject.
+const MethodTurn = "claude.turn"
+
+// Headless says whether a hook runs under a headless Claude Code: the entrypoint Claude
+// Code gives its hooks' environment (CLAUDE_CODE_ENTRYPOINT) is sdk-cli for claude -p and
+// sdk-… for the SDKs, cli for an interactive session.
+func Headless(entrypoint string) bool { return strings.HasPrefix(entrypoint, "sdk") }
+
+// lastLine is a text's last non-empty line, trimmed.
+func lastLine(text string) string {
+	lines := strings.Split(text, "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if l := strings.TrimSpace(lines[i]); l != "" {
+			return l
+		}
+	}
+	return ""
+}
+
+// StopOutput is what a Stop hook prints: nothing, except in an interactive session whose
+// reply ends with a wrap-up's greenlight token, where Claude Code shows the user a
+// systemMessage. thatch cannot compact or close an interactive Claude Code session (its
+// context lives in that process), so the message says what to do to finish the wrap-up.
+func StopOutput(in Input, headless bool) []byte {
+	if headless {
+		return nil
+	}
+	var msg string
+	switch lastLine(in.LastAssistant) {
+	case runtime.WrapCompact.Token():
+		msg = "thatch: the wrap-up is done and this session's memories are saved. Run /compact now: thatch cannot compact an interactive Claude Code session."
+	case runtime.WrapExit.Token():
+		msg = "thatch: the wrap-up is done and this session's memories are saved; thatch no longer lists it as live. End it with /exit."
+	default:
+		return nil
+	}
+	out, _ := json.Marshal(map[string]any{"systemMessage": msg})
+	return out
 }
 
 // Event is one protocol event to publish for a hook: its id, type and properties.

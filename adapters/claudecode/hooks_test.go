@@ -110,3 +110,36 @@ func TestHostIDAndContext(t *testing.T) {
 		t.Fatalf("context output %s", out)
 	}
 }
+
+// TestStopOutput: an interactive session's Stop shows the user what finishes a greenlit
+// wrap-up thatch cannot do itself; a headless one, or any other reply, prints nothing.
+func TestStopOutput(t *testing.T) {
+	for _, c := range []struct {
+		reply    string
+		headless bool
+		want     string
+	}{
+		{"Done.\n\nTHATCH_COMPACT_READY\n", false, "Run /compact now"},
+		{"Done.\n  THATCH_EXIT_READY  ", false, "End it with /exit"},
+		{"Done.\n\nTHATCH_COMPACT_READY", true, ""},
+		{"THATCH_COMPACT_READY\nbut something blocks it", false, ""},
+		{"", false, ""},
+	} {
+		out := StopOutput(Input{LastAssistant: c.reply}, c.headless)
+		if c.want == "" {
+			if out != nil {
+				t.Errorf("%q (headless %v): printed %s, want nothing", c.reply, c.headless, out)
+			}
+			continue
+		}
+		var o struct {
+			SystemMessage string `json:"systemMessage"`
+		}
+		if err := json.Unmarshal(out, &o); err != nil || !strings.Contains(o.SystemMessage, c.want) {
+			t.Errorf("%q: printed %s, want a systemMessage saying %q", c.reply, out, c.want)
+		}
+	}
+	if !Headless("sdk-cli") || !Headless("sdk-ts") || Headless("cli") || Headless("") {
+		t.Error("Headless: sdk-… is headless, cli and nothing are not")
+	}
+}

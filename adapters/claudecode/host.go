@@ -41,13 +41,20 @@ type Host struct {
 	// of its small, fast model).
 	Model   string
 	Timeout time.Duration // a child's run at most (default 10 minutes)
-	Log     *slog.Logger
+	// CompactWait bounds the wait for a headless session's own process to end before its
+	// compaction runs (default 2 minutes).
+	CompactWait time.Duration
+	Log         *slog.Logger
 
 	memo     *protocol.Memo
 	mu       sync.Mutex
 	children map[string]*child
+	turns    map[string]Turn // the last turn of each session, from its Stop hook
 	wg       sync.WaitGroup
 }
+
+// maxTurns bounds the turns kept: a wrap-up reads its session's within seconds of its Stop.
+const maxTurns = 4096
 
 // child is one extraction child.
 type child struct {
@@ -89,8 +96,12 @@ func ExtractionTools() []string {
 func (h *Host) Run(ctx context.Context) error {
 	h.memo = protocol.NewMemo(1024)
 	h.children = map[string]*child{}
+	h.turns = map[string]Turn{}
 	if h.Timeout == 0 {
 		h.Timeout = 10 * time.Minute
+	}
+	if h.CompactWait == 0 {
+		h.CompactWait = 2 * time.Minute
 	}
 	if h.Model == "" {
 		h.Model = "haiku"
@@ -146,8 +157,15 @@ func (h *Host) answer(ctx context.Context, method string, data []byte) (any, *ru
 			ProviderID string `json:"providerID"`
 			ModelID    string `json:"modelID"`
 		} `json:"model"`
-		Title2  string `json:"message"`
-		Variant string `json:"variant"`
+		Title2     string `json:"message"`
+		Variant    string `json:"variant"`
+		Command    string `json:"command"`
+		Text       string `json:"text"`
+		Headless   bool   `json:"headless"`
+		PID        int    `json:"pid"`
+		Properties struct {
+			Command string `json:"command"`
+		} `json:"properties"`
 	}
 	if err := json.Unmarshal(data, &p); err != nil {
 		return nil, &runtime.HostError{Name: protocol.BadRequest, Message: "request is not a JSON object: " + err.Error()}
@@ -193,9 +211,32 @@ func (h *Host) answer(ctx context.Context, method string, data []byte) (any, *ru
 		c := h.children[p.SessionID]
 		h.mu.Unlock()
 		if c == nil {
-			return []any{}, nil // a Claude Code session's turns stay in Claude Code
+			return h.lastReply(p.SessionID), nil
 		}
 		return h.messages(c), nil
+	case MethodTurn:
+		h.mu.Lock()
+		if len(h.turns) >= maxTurns {
+			clear(h.turns) // old sessions' turns: nothing waits for them
+		}
+		h.turns[p.SessionID] = Turn{SessionID: p.SessionID, Text: p.Text, Headless: p.Headless, PID: p.PID}
+		h.mu.Unlock()
+		return true, nil
+	case protocol.MethodTUIExecuteCommand:
+		if p.Command != "session_compact" {
+			break
+		}
+		return h.compact(ctx, p.SessionID)
+	case protocol.MethodTUIPublish:
+		if p.Properties.Command != "app.exit" {
+			break
+		}
+		// A greenlit /thatch:exit (rule 6): thatch has recorded the session's death and
+		// taken it out of the live directory. A headless session's process ends by
+		// itself after its turn; an interactive one is the user's to end (its Stop hook
+		// told them so): nothing outside Claude Code closes it.
+		h.Log.Info("Claude Code session wrapped up by /thatch:exit: Claude Code ends it itself", "host", h.ID)
+		return true, nil
 	case protocol.MethodSessionList:
 		h.mu.Lock()
 		defer h.mu.Unlock()
@@ -211,6 +252,107 @@ func (h *Host) answer(ctx context.Context, method string, data []byte) (any, *ru
 		return true, nil
 	}
 	return nil, &runtime.HostError{Name: protocol.NotImplemented, Message: "Claude Code's host has no " + method}
+}
+
+// lastReply is a Claude Code session's messages as thatch can know them: its last turn's
+// reply, from its Stop hook (rule 6 reads no more), or none.
+func (h *Host) lastReply(session string) []runtime.Message {
+	h.mu.Lock()
+	t, ok := h.turns[session]
+	h.mu.Unlock()
+	if !ok {
+		return []runtime.Message{}
+	}
+	return []runtime.Message{{Info: runtime.MessageInfo{ID: "msg_last_" + session, Role: "assistant"},
+		Parts: []runtime.Part{{Type: "text", Text: t.Text}}}}
+}
+
+// compact compacts a Claude Code session after a greenlit /thatch:compact (rule 6): for a
+// headless session, once its claude -p has ended (one still running after CompactWait is
+// not compacted: session.compacted ends its compacting), thatch runs claude -p /compact --resume
+// <session> in its folder. That run's hooks are the session's: PreCompact marks it
+// compacting, SessionStart source=compact marks it compacted and gives it the memory
+// section, and SessionEnd is its idle, where the extraction goes on; a busy is published
+// before it so that idle counts. An interactive session keeps its context in its own
+// process, which nothing outside Claude Code can compact: NotImplementedError, which
+// clears the compacting flag (its Stop hook asked the user to run /compact).
+func (h *Host) compact(ctx context.Context, session string) (any, *runtime.HostError) {
+	h.mu.Lock()
+	t, ok := h.turns[session]
+	h.mu.Unlock()
+	if !ok || !t.Headless {
+		return nil, &runtime.HostError{Name: protocol.NotImplemented, Message: "Claude Code session " + session +
+			" is interactive (or thatch has not seen its turn end): its context lives in its own process, so the user runs /compact there"}
+	}
+	dir, err := h.directory(ctx, session)
+	if err != nil {
+		return nil, &runtime.HostError{Name: protocol.Unavailable, Message: err.Error()}
+	}
+	h.wg.Add(1)
+	go func() {
+		defer h.wg.Done()
+		run := newUUID()[:8]
+		if !h.waitEnded(ctx, t.PID) {
+			if ctx.Err() == nil {
+				// A claude -p that reads its prompts as a stream (or an SDK's process) is
+				// still the session's: a compaction beside it would write the transcript
+				// under it. Its session is as it was.
+				h.Log.Warn("claude code session's process still runs: not compacted", "host", h.ID, "session", session, "pid", t.PID)
+				h.publish(ctx, "cc_compactskipped_"+session+"_"+run, protocol.EventSessionCompacted, map[string]any{"sessionID": session})
+			}
+			return
+		}
+		h.publish(ctx, "cc_compactbusy_"+session+"_"+run, protocol.EventSessionStatus, map[string]any{"sessionID": session, "status": map[string]any{"type": "busy"}})
+		rctx, cancel := context.WithTimeout(ctx, h.Timeout)
+		defer cancel()
+		cmd := exec.CommandContext(rctx, h.Claude, CompactArgs(session)...)
+		cmd.Dir, cmd.SysProcAttr = dir, childAttr()
+		cmd.Env = append(os.Environ(), h.Env...) // its hooks are the session's: no ChildEnv
+		var out, errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		err := cmd.Run()
+		if ctx.Err() != nil {
+			return
+		}
+		var res Result
+		jerr := json.Unmarshal(bytes.TrimSpace(out.Bytes()), &res)
+		if err != nil || jerr != nil || res.IsError {
+			// No SessionStart source=compact will come: the session is as it was, and
+			// session.compacted ends its compacting.
+			h.Log.Warn("claude code compaction failed", "host", h.ID, "session", session,
+				"err", fmt.Sprintf("%v %s", errors.Join(err, jerr), cutText(errb.String()+" "+res.Result, 300)))
+			h.publish(ctx, "cc_compactfailed_"+session+"_"+run, protocol.EventSessionCompacted, map[string]any{"sessionID": session})
+		}
+		h.publish(ctx, "cc_compactidle_"+session+"_"+run, protocol.EventSessionStatus, map[string]any{"sessionID": session, "status": map[string]any{"type": "idle"}})
+	}()
+	return true, nil
+}
+
+// CompactArgs are the claude arguments that compact a session: Claude Code's own /compact,
+// headless, on the session resumed.
+func CompactArgs(session string) []string {
+	return []string{"-p", "/compact", "--resume", session, "--output-format", "json"}
+}
+
+// waitEnded waits, at most CompactWait, until the process pid has ended (a session's own
+// claude -p still writes its transcript while its last hooks run), and says whether it did.
+func (h *Host) waitEnded(ctx context.Context, pid int) bool {
+	if pid <= 0 {
+		return true
+	}
+	deadline := time.After(h.CompactWait)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for processAlive(pid) {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-deadline:
+			return false
+		case <-tick.C:
+		}
+	}
+	return true
 }
 
 // create records an extraction child of parent, in parent's folder, and announces it.

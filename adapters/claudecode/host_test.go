@@ -79,7 +79,7 @@ func newHostRig(t *testing.T) (*hostRig, *Host) {
 		t.Fatal(err)
 	}
 	h := &Host{NC: nc, JS: js, Prefix: "opencode", APIPrefix: "thatch", ID: "cc-test", Claude: bin, Thatch: "/opt/thatch",
-		Env: []string{"RECORD=" + r.record}, Log: slog.New(slog.DiscardHandler)}
+		Env: []string{"RECORD=" + r.record}, Log: slog.New(slog.DiscardHandler), CompactWait: 300 * time.Millisecond}
 	hctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- h.Run(hctx) }()
@@ -235,5 +235,61 @@ func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestHostWrapUp: the responder's side of rule 6 for Claude Code sessions. The Stop hook's
+// turn answers session.messages; an interactive session cannot be compacted from outside
+// (NotImplementedError, which clears the compacting flag); a headless one is compacted by
+// claude -p /compact --resume <session> in its folder, with the session's own hooks (no
+// child marker), between a busy and an idle; the close of a greenlit exit is acknowledged.
+func TestHostWrapUp(t *testing.T) {
+	r, _ := newHostRig(t)
+	r.next() // stale-child's session.error
+
+	reply := "Flushed: 1 new.\n\nTHATCH_COMPACT_READY\n"
+	if res, rerr := r.call(MethodTurn, map[string]any{"sessionID": "p1", "text": reply, "headless": false, "pid": 0}); rerr != nil || string(res) != "true" {
+		t.Fatalf("%s: %s %v", MethodTurn, res, rerr)
+	}
+	res, _ := r.call("session.messages", map[string]any{"sessionID": "p1"})
+	var msgs []runtime.Message
+	if err := json.Unmarshal(res, &msgs); err != nil || len(msgs) != 1 || !runtime.Greenlit(msgs, runtime.WrapCompact.Token()) || msgs[0].Parts[0].Text != reply {
+		t.Fatalf("session.messages after the turn: %s", res)
+	}
+	if _, rerr := r.call("tui.executeCommand", map[string]any{"command": "session_compact", "sessionID": "p1"}); rerr == nil || rerr.Name != protocol.NotImplemented ||
+		!strings.Contains(rerr.Message, "/compact") {
+		t.Fatalf("compacting an interactive session: %v, want NotImplementedError naming /compact", rerr)
+	}
+	if res, rerr := r.call("tui.publish", map[string]any{"type": "tui.command.execute", "properties": map[string]any{"command": "app.exit"}}); rerr != nil || string(res) != "true" {
+		t.Fatalf("close: %s %v", res, rerr)
+	}
+
+	// A headless session: its process (pid 0: none to wait for) has ended.
+	r.call(MethodTurn, map[string]any{"sessionID": "p1", "text": reply, "headless": true, "pid": 0})
+	if res, rerr := r.call("tui.executeCommand", map[string]any{"command": "session_compact", "sessionID": "p1"}); rerr != nil || string(res) != "true" {
+		t.Fatalf("compacting a headless session: %s %v", res, rerr)
+	}
+	for _, want := range []string{"busy", "idle"} {
+		typ, p := r.next()
+		if typ != "session.status" || p["sessionID"] != "p1" || p["status"].(map[string]any)["type"] != want {
+			t.Fatalf("the compaction: %s %v, want p1 %s", typ, p, want)
+		}
+	}
+	rec, err := os.ReadFile(r.record)
+	must(t, err)
+	if want := strings.Join(CompactArgs("p1"), "\n") + "\ncwd=" + r.dir + "\nchild=\n"; string(rec) != want {
+		t.Fatalf("the compaction ran claude with:\n%s\nwant:\n%s", rec, want)
+	}
+
+	// A session whose process still runs (this test's) past CompactWait is not compacted:
+	// session.compacted ends its compacting, and no claude runs.
+	must(t, os.Remove(r.record))
+	r.call(MethodTurn, map[string]any{"sessionID": "p1", "text": reply, "headless": true, "pid": os.Getpid()})
+	r.call("tui.executeCommand", map[string]any{"command": "session_compact", "sessionID": "p1"})
+	if typ, p := r.next(); typ != "session.compacted" || p["sessionID"] != "p1" {
+		t.Fatalf("compacting a session whose process runs: %s %v, want its session.compacted", typ, p)
+	}
+	if _, err := os.Stat(r.record); err == nil {
+		t.Fatal("claude ran beside the session's live process")
 	}
 }

@@ -4,9 +4,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/thatch-dev/thatch/runtime/protocol"
 )
 
 // Anthropic is a scripted model behind the Anthropic Messages API (POST /v1/messages), for
@@ -22,8 +25,11 @@ import (
 // calls it, then memory_remember with "The project ran: <command>" for the first Bash
 // command of the payload (when the payload shows one and memory_remember is offered), then
 // thatch_extraction_done; a tool result that is an error ends the turn; anything else gets
-// a short reply. Messages of role "system" (Claude Code sends its reminders so) are read
-// for their text and move no turn. Every request is logged with
+// a short reply. When the extraction tools are deferred (Claude Code's main session), it
+// finds them with ToolSearch first. "SEARCH <words>" calls memory_search (under any MCP
+// prefix) with them. A reply (not a failure's) ends with the token a user text asks for
+// with "END WITH <TOKEN>", as a wrap-up command's greenlight. Messages of role "system"
+// (Claude Code sends its reminders so) are read for their text and move no turn. Every request is logged with
 // every text it carried (system, messages, tool results), for the tests to check what
 // reached the model.
 type Anthropic struct {
@@ -177,10 +183,18 @@ func (a *Anthropic) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	payloadTool, rememberTool, doneTool := toolNamed(tools, toolPayload), toolNamed(tools, toolRemember), toolNamed(tools, toolDone)
 	extracting := payloadTool != "" && strings.Contains(lastUser, toolPayload)
 	afterTool := lastRole == "user" && lastIsResult
+	// Claude Code defers an MCP server's tools in a main session: the model finds them
+	// with ToolSearch first, as a real model does.
+	searchTool := toolNamed(tools, toolSearch)
+	searching := searchPattern.MatchString(lastUser)
+	deferred := ((payloadTool == "" && strings.Contains(lastUser, toolPayload)) || (searchTool == "" && searching)) &&
+		toolNamed(tools, "ToolSearch") != "" && lastCall != "ToolSearch"
 	switch {
 	case afterTool && failed:
 		ans = answer{text: "The tool failed."} // a model gives up rather than loop
-	case extracting && !afterTool:
+	case deferred:
+		call("ToolSearch", map[string]any{"query": "thatch extraction payload memory", "max_results": 10})
+	case extracting && (!afterTool || lastCall == "ToolSearch"):
 		call(payloadTool, map[string]any{})
 	case extracting && strings.HasSuffix(lastCall, toolPayload):
 		if cmd := firstCommand(payload); cmd != "" && rememberTool != "" {
@@ -191,16 +205,19 @@ func (a *Anthropic) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case extracting && strings.HasSuffix(lastCall, toolRemember):
 		call(doneTool, map[string]int{"new": 1, "updated": 0, "deleted": 0})
 	case extracting:
-		ans = answer{text: "Extracted."}
+		ans = answer{text: "Extracted."} // a wrap-up: flush, then the greenlight token
+	case searching && searchTool != "" && (!afterTool || lastCall == "ToolSearch"):
+		call(searchTool, map[string]any{"query": strings.TrimSpace(searchPattern.FindStringSubmatch(lastUser)[1])})
 	case afterTool:
 		ans = answer{text: "The command ran."}
 	case runPattern.MatchString(lastUser) && toolNamed(tools, "Bash") != "":
 		call("Bash", map[string]string{"command": strings.TrimSpace(runPattern.FindStringSubmatch(lastUser)[1]), "description": "scripted"})
 	default:
 		ans = answer{text: "FAKE REPLY"}
-		if m := endPattern.FindStringSubmatch(lastUser); m != nil {
-			ans.text += "\n\n" + m[1]
-		}
+	}
+	// A turn's answer ends with the token "END WITH" asked for, as the chat model's does.
+	if m := endPattern.FindStringSubmatch(lastUser); m != nil && ans.tool == "" && !(afterTool && failed) {
+		ans.text += "\n\n" + m[1]
 	}
 	in, out := max(1, (len(system)+len(all))/4), max(1, (len(ans.text)+len(ans.tool)+len(ans.args))/4)
 
@@ -257,3 +274,8 @@ func (a *Anthropic) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		"usage": map[string]int{"output_tokens": out}})
 	send("message_stop", map[string]any{})
 }
+
+// searchPattern asks the Anthropic script for a memory_search call: "SEARCH <words>".
+var searchPattern = regexp.MustCompile(`SEARCH ([^\n]+)`)
+
+const toolSearch = protocol.ToolSearch

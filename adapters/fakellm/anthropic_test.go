@@ -156,3 +156,37 @@ func TestAnthropicWithoutStream(t *testing.T) {
 		t.Fatalf("answer %+v", m)
 	}
 }
+
+// TestAnthropicDeferredTools: in a Claude Code main session, whose MCP tools are deferred,
+// a wrap-up's flush and a SEARCH first load them with ToolSearch, then call them; a reply
+// ends with the token END WITH asks for.
+func TestAnthropicDeferredTools(t *testing.T) {
+	a := &Anthropic{}
+	srv := httptest.NewServer(a)
+	defer srv.Close()
+	deferred := `"tools":[{"name":"Bash"},{"name":"ToolSearch"}]`
+	loaded := `"tools":[{"name":"Bash"},{"name":"ToolSearch"},{"name":"mcp__thatch__thatch_get_extraction_payload"},{"name":"mcp__thatch__memory_search"},{"name":"mcp__thatch__thatch_extraction_done"}]`
+	wrap := `{"role":"user","content":"END WITH THATCH_COMPACT_READY. Flush: call thatch_get_extraction_payload"}`
+	searched := `{"role":"assistant","content":[{"type":"tool_use","id":"toolu_1","name":"ToolSearch","input":{}}]},
+		{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":"Tool loaded."}]}`
+
+	if _, tool, _, _ := answerOf(t, messages(t, srv.URL, `{"model":"m","stream":true,`+deferred+`,"messages":[`+wrap+`]}`)); tool != "ToolSearch" {
+		t.Fatalf("a flush with deferred tools called %q, want ToolSearch", tool)
+	}
+	if _, tool, _, _ := answerOf(t, messages(t, srv.URL, `{"model":"m","stream":true,`+loaded+`,"messages":[`+wrap+`,`+searched+`]}`)); tool != "mcp__thatch__thatch_get_extraction_payload" {
+		t.Fatalf("after ToolSearch the flush called %q", tool)
+	}
+	done := `{"role":"assistant","content":[{"type":"tool_use","id":"toolu_2","name":"mcp__thatch__thatch_extraction_done","input":{}}]},
+		{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_2","content":"done"}]}`
+	if text, _, _, _ := answerOf(t, messages(t, srv.URL, `{"model":"m","stream":true,`+loaded+`,"messages":[`+wrap+`,`+searched+`,`+done+`]}`)); text != "Extracted.\n\nTHATCH_COMPACT_READY" {
+		t.Fatalf("the flush's reply %q, want the token on its last line", text)
+	}
+
+	search := `{"role":"user","content":"SEARCH release notes"}`
+	if _, tool, _, _ := answerOf(t, messages(t, srv.URL, `{"model":"m","stream":true,`+deferred+`,"messages":[`+search+`]}`)); tool != "ToolSearch" {
+		t.Fatalf("a SEARCH with deferred tools called %q, want ToolSearch", tool)
+	}
+	if _, tool, input, _ := answerOf(t, messages(t, srv.URL, `{"model":"m","stream":true,`+loaded+`,"messages":[`+search+`,`+searched+`]}`)); tool != "mcp__thatch__memory_search" || input != `{"query":"release notes"}` {
+		t.Fatalf("after ToolSearch the SEARCH called %q %s", tool, input)
+	}
+}

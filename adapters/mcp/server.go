@@ -61,6 +61,12 @@ type Options struct {
 	// that session's, and the extraction tools thatch_get_extraction_payload and
 	// thatch_extraction_done are offered too (protocol §3, §10).
 	Session string
+	// Owner is the Claude Code session whose process runs this server (the
+	// CLAUDE_CODE_SESSION_ID Claude Code gives its MCP servers): the extraction tools are
+	// offered too, and their calls are that session's, a top-level session claiming its
+	// own entries, which is how a wrap-up command flushes (protocol §3, rule 6). The
+	// memory tools stay the project's.
+	Owner string
 	// RootsTimeout bounds the client's answer to roots/list (default 3 s): a client that
 	// says it has roots and never lists them falls back to Dir.
 	RootsTimeout time.Duration
@@ -113,14 +119,13 @@ func New(o Options) *sdk.Server {
 		// An extraction child's server answers with text alone: Claude Code gives its model
 		// a tool's structured content instead of its text when there is one
 		// (docs/claude-code.md), and the payload and the memory tools' answers are text.
-		addTextTool[searchArgs](s, srv, runtime.ToolSearch, "Search this project's memories: one line each, mem_… (kind) content.", nil)
-		addTextTool[rememberArgs](s, srv, runtime.ToolRemember, "Remember something about this project for later sessions: one fact, decision, preference, command, pitfall or todo.", nil)
-		addTextTool[updateArgs](s, srv, runtime.ToolUpdate, "Change a memory of this project: its content, kind or tags.", nil)
-		addTextTool[forgetArgs](s, srv, runtime.ToolForget, "Forget a memory of this project that is wrong or obsolete.", nil)
-		addTextTool[payloadArgs](s, srv, runtime.ToolPayload,
-			"Claim and read the tool calls of the session to extract memories from: each call's tool, arguments and output, then the project's memories that look like them.", nil)
-		addTextTool[doneArgs](s, srv, runtime.ToolDone,
-			"Say the extraction is done, with how many memories were new, updated and deleted: completes the claimed tool calls.", nil)
+		addTextTool[searchArgs](s, srv, o.Session, runtime.ToolSearch, "Search this project's memories: one line each, mem_… (kind) content.", nil)
+		addTextTool[rememberArgs](s, srv, o.Session, runtime.ToolRemember, "Remember something about this project for later sessions: one fact, decision, preference, command, pitfall or todo.", nil)
+		addTextTool[updateArgs](s, srv, o.Session, runtime.ToolUpdate, "Change a memory of this project: its content, kind or tags.", nil)
+		addTextTool[forgetArgs](s, srv, o.Session, runtime.ToolForget, "Forget a memory of this project that is wrong or obsolete.", nil)
+		addExtractionTools(s, srv, o.Session)
+	} else if o.Owner != "" {
+		addExtractionTools(s, srv, o.Owner)
 	}
 	addTool[searchArgs, searchMeta](s, srv, runtime.ToolSearch,
 		"Search this project's memories: the live memories that match the query's words (any order), best first, one line each: mem_… (kind) content. The memories found count as used.",
@@ -206,13 +211,25 @@ func addTool[In, Out any](s *server, srv *sdk.Server, name, description string, 
 			if err := json.Unmarshal(a.Metadata, &meta); err != nil {
 				return nil, meta, fmt.Errorf("thatch answered %s with metadata thatch mcp cannot read (%v): run thatch mcp and thatch serve of the same version", name, err)
 			}
+			if t, ok := any(&meta).(texted); ok {
+				t.setText(a.Output) // for a client that shows the structured content alone
+			}
 			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: a.Output}}}, meta, nil
 		})
 }
 
-// addTextTool adds the tool name for an extraction child (Options.Session): the call is
-// the child's, and the answer is its text alone, without structured content.
-func addTextTool[In any](s *server, srv *sdk.Server, name, description string, tune func(*jsonschema.Schema)) {
+// addExtractionTools adds thatch_get_extraction_payload and thatch_extraction_done, called
+// as session's (protocol §3).
+func addExtractionTools(s *server, srv *sdk.Server, session string) {
+	addTextTool[payloadArgs](s, srv, session, runtime.ToolPayload,
+		"Claim and read the tool calls of the session to extract memories from: each call's tool, arguments and output, then the project's memories that look like them.", nil)
+	addTextTool[doneArgs](s, srv, session, runtime.ToolDone,
+		"Say the extraction is done, with how many memories were new, updated and deleted: completes the claimed tool calls.", nil)
+}
+
+// addTextTool adds the tool name called as session's (an extraction child's, or the
+// Owner's extraction tools): the answer is its text alone, without structured content.
+func addTextTool[In any](s *server, srv *sdk.Server, session, name, description string, tune func(*jsonschema.Schema)) {
 	in, err := jsonschema.For[In](nil)
 	if err != nil {
 		panic(fmt.Sprintf("the input schema of %s: %v", name, err))
@@ -222,7 +239,7 @@ func addTextTool[In any](s *server, srv *sdk.Server, name, description string, t
 	}
 	sdk.AddTool(srv, &sdk.Tool{Name: name, Description: description, InputSchema: in},
 		func(ctx context.Context, req *sdk.CallToolRequest, args In) (*sdk.CallToolResult, any, error) {
-			a, err := s.o.Thatch.Tool(ctx, name, Call{Args: args, Session: s.o.Session})
+			a, err := s.o.Thatch.Tool(ctx, name, Call{Args: args, Session: session})
 			if err != nil {
 				return nil, nil, err
 			}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -211,5 +212,89 @@ func TestNoRootsAskedOfAClientWithout(t *testing.T) {
 	}
 	if c := th.last(); c.Project != cwd {
 		t.Errorf("the call went out for project %s, want the working directory %s", c.Project, cwd)
+	}
+}
+
+// TestStructuredCarriesText: each memory tool's structured content carries the model's
+// text (text) beside its metadata, and its output schema says so: Claude Code shows its
+// model the structured content instead of the text content (docs/claude-code.md), and the
+// lines of memory_search must reach it.
+func TestStructuredCarriesText(t *testing.T) {
+	th := &recorder{answer: Answer{Output: "[mem_1] (fact) the build runs make\n[mem_2] (command) go test ./...",
+		Metadata: json.RawMessage(`{"ids":["mem_1","mem_2"],"id":"mem_1","created":true,"similar":[]}`)}}
+	cs := connect(t, Options{Thatch: th, Project: "p1", Dir: t.TempDir()}, sdk.NewClient(&sdk.Implementation{Name: "test"}, nil))
+	tools, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	schemas := map[string]any{}
+	for _, tool := range tools.Tools {
+		schemas[tool.Name] = tool.OutputSchema
+	}
+	args := map[string]map[string]any{
+		runtime.ToolSearch:   {"query": "build"},
+		runtime.ToolRemember: {"content": "the build runs make"},
+		runtime.ToolUpdate:   {"id": "mem_1", "content": "x"},
+		runtime.ToolForget:   {"id": "mem_1"},
+	}
+	for name, a := range args {
+		data, _ := json.Marshal(schemas[name])
+		var sc struct {
+			Properties map[string]any `json:"properties"`
+			Required   []string       `json:"required"`
+		}
+		if err := json.Unmarshal(data, &sc); err != nil || sc.Properties["text"] == nil {
+			t.Errorf("%s's output schema has no text property: %s", name, data)
+		}
+		res := call(t, cs, name, a)
+		data, _ = json.Marshal(res.StructuredContent)
+		var got map[string]any
+		if err := json.Unmarshal(data, &got); err != nil {
+			t.Fatalf("%s's structured content %s: %v", name, data, err)
+		}
+		if got["text"] != th.answer.Output || resultText(res) != th.answer.Output {
+			t.Errorf("%s: structured text %q, text content %q, want both %q", name, got["text"], resultText(res), th.answer.Output)
+		}
+	}
+	data, _ := json.Marshal(call(t, cs, runtime.ToolSearch, args[runtime.ToolSearch]).StructuredContent)
+	if !strings.Contains(string(data), `"ids":["mem_1","mem_2"]`) {
+		t.Errorf("memory_search's structured content lost its ids: %s", data)
+	}
+}
+
+// TestOwnerFlushes: the server of a Claude Code session (Options.Owner, the session id
+// Claude Code gives its MCP servers) offers the extraction tools too, called as that
+// session's, so its wrap-up command can flush its own entries (rule 6); the memory tools
+// stay the project's. A server of no session offers no extraction tools.
+func TestOwnerFlushes(t *testing.T) {
+	th := &recorder{answer: Answer{Output: "## 1. bash (toolu_1)", Metadata: json.RawMessage(`{"ids":[]}`)}}
+	names := func(cs *sdk.ClientSession) []string {
+		tools, err := cs.ListTools(context.Background(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, tool := range tools.Tools {
+			out = append(out, tool.Name)
+		}
+		return out
+	}
+	plain := connect(t, Options{Thatch: th, Project: "p1", Dir: t.TempDir()}, sdk.NewClient(&sdk.Implementation{Name: "test"}, nil))
+	if got := names(plain); slices.Contains(got, runtime.ToolPayload) || slices.Contains(got, runtime.ToolDone) {
+		t.Fatalf("a server of no session offers %v", got)
+	}
+	cs := connect(t, Options{Thatch: th, Project: "p1", Owner: "cc-session-1", Dir: t.TempDir()}, sdk.NewClient(&sdk.Implementation{Name: "test"}, nil))
+	if got := names(cs); !slices.Contains(got, runtime.ToolPayload) || !slices.Contains(got, runtime.ToolDone) || !slices.Contains(got, runtime.ToolSearch) {
+		t.Fatalf("a Claude Code session's server offers %v", got)
+	}
+	if res := call(t, cs, runtime.ToolPayload, map[string]any{}); resultText(res) != th.answer.Output || res.StructuredContent != nil {
+		t.Fatalf("%s answered %q %v, want its text alone", runtime.ToolPayload, resultText(res), res.StructuredContent)
+	}
+	if c := th.last(); c.Session != "cc-session-1" || c.Project != "" {
+		t.Fatalf("the payload call was %+v, want the session cc-session-1's", c)
+	}
+	call(t, cs, runtime.ToolSearch, map[string]any{"query": "x"})
+	if c := th.last(); c.Session != "" || c.Project != "p1" {
+		t.Fatalf("memory_search was %+v, want the project p1's", c)
 	}
 }

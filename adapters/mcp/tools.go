@@ -1,7 +1,8 @@
 package mcp
 
 // The memory tools' arguments (protocol §6), whose JSON schemas the server publishes, and
-// the metadata of their answers, which it returns as structured content.
+// the metadata of their answers, which it returns as structured content with the model's
+// text beside it (text).
 
 type searchArgs struct {
 	Query string   `json:"query" jsonschema:"the words to look for, in any order"`
@@ -10,7 +11,8 @@ type searchArgs struct {
 }
 
 type searchMeta struct {
-	IDs []string `json:"ids" jsonschema:"the ids of the memories found, best first"`
+	Text string   `json:"text" jsonschema:"the answer for the model, as the text content says it: the memories found, one line each"`
+	IDs  []string `json:"ids" jsonschema:"the ids of the memories found, best first"`
 }
 
 type rememberArgs struct {
@@ -21,6 +23,7 @@ type rememberArgs struct {
 }
 
 type rememberMeta struct {
+	Text    string    `json:"text" jsonschema:"the answer for the model, as the text content says it"`
 	ID      string    `json:"id" jsonschema:"the memory's id: the new one, or the one that already said the same"`
 	Created bool      `json:"created" jsonschema:"false when a memory of the project already said the same"`
 	Similar []similar `json:"similar" jsonschema:"up to 5 other memories of the project that look alike, best first"`
@@ -41,6 +44,7 @@ type updateArgs struct {
 }
 
 type updateMeta struct {
+	Text         string `json:"text" jsonschema:"the answer for the model, as the text content says it"`
 	ID           string `json:"id"`
 	DistinctFrom string `json:"distinctFrom,omitempty"`
 }
@@ -51,8 +55,20 @@ type forgetArgs struct {
 }
 
 type forgetMeta struct {
-	ID string `json:"id"`
+	Text string `json:"text" jsonschema:"the answer for the model, as the text content says it"`
+	ID   string `json:"id"`
 }
+
+// texted is a structured answer that carries the model's text too: Claude Code shows its
+// model a tool's structured content instead of its text content when there is one
+// (docs/claude-code.md), so the text content's lines are in the structured content as
+// well, and a client that shows either shows them.
+type texted interface{ setText(string) }
+
+func (m *searchMeta) setText(s string)   { m.Text = s }
+func (m *rememberMeta) setText(s string) { m.Text = s }
+func (m *updateMeta) setText(s string)   { m.Text = s }
+func (m *forgetMeta) setText(s string)   { m.Text = s }
 
 // The extraction tools (protocol §3), offered to an extraction child only.
 

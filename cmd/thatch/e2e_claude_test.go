@@ -182,6 +182,98 @@ func TestClaudeCodeEndToEnd(t *testing.T) {
 	}
 	t.Logf("step 3: the opencode session's memory reaches Claude Code session %s, and the Claude Code memory the opencode session", res.Session)
 
+	// 5. /thatch:compact (rule 6): the session's model flushes the session's pending
+	// entries through its own thatch mcp (Claude Code gives it the session's id) and
+	// replies the token; the Stop hook hands thatch that reply, the idle greenlights it,
+	// and thatch compacts the session with claude -p /compact --resume once its process
+	// has ended: its transcript gets Claude Code's compact boundary.
+	res = x.session("hello, wrap-up")
+	s5 := res.Session
+	// A tool call of the session, still pending: thatch hook PostToolUse, as Claude Code
+	// runs it (step 1 shows Claude Code running it).
+	x.hook("PostToolUse", map[string]any{"session_id": s5, "cwd": x.proj, "hook_event_name": "PostToolUse", "tool_name": "Bash",
+		"tool_input": map[string]any{"command": "echo thatch-cc-wrap"}, "tool_response": map[string]any{"stdout": "thatch-cc-wrap", "stderr": ""},
+		"tool_use_id": "toolu_wrap1"})
+	x.eventually("the wrap-up's entry pending", func() bool { return x.liveSession(s5).Pending == 1 })
+	res = x.resume(s5, "/thatch:compact END WITH THATCH_COMPACT_READY")
+	if last := strings.TrimSpace(res.Result); !strings.HasSuffix(last, "\nTHATCH_COMPACT_READY") {
+		t.Fatalf("/thatch:compact's reply %q does not end with the token", last)
+	}
+	wrapMem := x.memoryWith("The project ran: echo thatch-cc-wrap")
+	var flush []fakellm.AnthropicRequest
+	for _, r := range x.llm.Log() {
+		if strings.Contains(r.LastUser, "Pre-compact wrap-up checklist") {
+			flush = append(flush, r)
+		}
+	}
+	// Claude Code defers MCP tools in a main session: the model loads them with ToolSearch.
+	if len(flush) < 4 || strings.Contains(flush[0].Model, "haiku") || !slices.Contains(flush[len(flush)-1].Tools, "mcp__thatch__thatch_get_extraction_payload") {
+		var tools []string
+		var last string
+		if len(flush) > 0 {
+			tools, last = flush[0].Tools, flush[0].LastUser
+		}
+		t.Fatalf("the session's own model did not flush: %d requests of /thatch:compact's turn, offered %v, asked:\n%s", len(flush), tools, last)
+	}
+	t.Logf("step 5: the session's model (%s) flushed its entry through thatch's tools: %s", flush[0].Model, wrapMem.ID)
+	transcripts, _ = filepath.Glob(filepath.Join(x.home, ".claude", "projects", "*", s5+".jsonl"))
+	if len(transcripts) != 1 {
+		t.Fatalf("no transcript of session %s: %v", s5, transcripts)
+	}
+	x.eventually("Claude Code's compact boundary in the session's transcript", func() bool {
+		data, _ := os.ReadFile(transcripts[0])
+		return bytes.Contains(data, []byte(`"compact_boundary"`))
+	})
+	x.eventually("the session compacted, nothing pending or claimed", func() bool {
+		v := x.liveSession(s5)
+		return v.SessionID != "" && !v.Compacting && v.Pending == 0 && v.Accepted == 0 && v.WrapUp == ""
+	})
+	if log, _ := os.ReadFile(x.thatchLog); !bytes.Contains(log, []byte("wrap-up greenlit")) || !bytes.Contains(log, []byte("thatch/compact")) {
+		t.Fatalf("thatch's log does not say /thatch/compact was greenlit")
+	}
+	out, err = x.cli("costs", "--json")
+	must(t, err)
+	must(t, json.Unmarshal(out, &costs))
+	if len(costs) != 1 || costs[0].Extractions != 1 {
+		t.Errorf("thatch costs: %+v, want step 1's extraction alone (the flush was the session's own)", costs)
+	}
+	t.Logf("step 5: /thatch:compact greenlit; claude -p /compact --resume %s compacted it", s5)
+
+	// 6. /thatch:exit: greenlit, the session leaves the live directory.
+	res = x.session("hello, exit")
+	s6 := res.Session
+	x.eventually("the session live", func() bool { return x.liveSession(s6).SessionID == s6 })
+	res = x.resume(s6, "/thatch:exit END WITH THATCH_EXIT_READY")
+	x.eventually("the exited session out of the live directory", func() bool { return x.liveSession(s6).SessionID == "" })
+	t.Logf("step 6: /thatch:exit greenlit: %s left the live directory", s6)
+
+	// 7. A wrap-up the model does not greenlight (no token) warns, and the session stays.
+	res = x.session("hello, refused")
+	s7 := res.Session
+	res = x.resume(s7, "/thatch:exit")
+	x.eventually("the refusal", func() bool {
+		v := x.liveSession(s7)
+		return v.Refused != nil && v.Refused.Command == runtime.WrapExit
+	})
+	if log, _ := os.ReadFile(x.thatchLog); !bytes.Contains(log, []byte("/thatch/exit did not proceed")) {
+		t.Errorf("thatch's log has no warning toast for the refused /thatch:exit")
+	}
+	t.Logf("step 7: /thatch:exit without the token: a warning, and %s stays live", s7)
+
+	// 8. memory_search's lines reach a Claude Code model: Claude Code shows it the
+	// structured content, which carries them too (text).
+	x.resume(s7, "SEARCH thatch-cc-wrap")
+	var after *fakellm.AnthropicRequest
+	for _, r := range x.llm.Log() {
+		if strings.Contains(r.LastUser, "SEARCH thatch-cc-wrap") && strings.Contains(r.Text, "thatch-cc-wrap") && r.Model == flush[0].Model {
+			after = &r
+		}
+	}
+	if after == nil || !strings.Contains(after.Text, wrapMem.ID+" (command) The project ran: echo thatch-cc-wrap") {
+		t.Fatalf("the model request after memory_search lacks its line %s (command) …", wrapMem.ID)
+	}
+	t.Logf("step 8: the model request after memory_search carries %s's line", wrapMem.ID)
+
 	// 4. thatch not running: a hook answers at once with nothing, and the turn goes on.
 	x.stopThatch()
 	began := time.Now()
@@ -209,6 +301,44 @@ func (x *ccE2E) session(prompt string) ccResult {
 		x.t.Fatalf("claude -p %q printed no result (%v):\n%s\n%s", prompt, err, out, errOut)
 	}
 	return r
+}
+
+// resume runs one more headless turn of session.
+func (x *ccE2E) resume(session, prompt string) ccResult {
+	x.t.Helper()
+	out, errOut := x.run(x.proj, "-p", prompt, "--resume", session, "--output-format", "json", "--allowedTools", "Bash")
+	var r ccResult
+	if err := json.Unmarshal([]byte(out), &r); err != nil || r.Session != session {
+		x.t.Fatalf("claude -p %q --resume %s printed no result of that session (%v):\n%s\n%s", prompt, session, err, out, errOut)
+	}
+	return r
+}
+
+// hook runs thatch hook event with input on its standard input, as Claude Code does.
+func (x *ccE2E) hook(event string, input map[string]any) {
+	x.t.Helper()
+	data, _ := json.Marshal(input)
+	cmd := exec.Command(x.bin, "hook", event)
+	cmd.Env, cmd.Dir, cmd.Stdin = x.env, x.proj, bytes.NewReader(data)
+	if out, err := cmd.CombinedOutput(); err != nil || len(out) > 0 {
+		x.t.Fatalf("thatch hook %s: %v\n%s", event, err, out)
+	}
+}
+
+// session5 is the live session id as thatch sessions lists it (a zero row when it is not).
+func (x *ccE2E) liveSession(id string) runtime.SessionView {
+	x.t.Helper()
+	out, err := x.cli("sessions", "--json")
+	var rows []runtime.SessionView
+	if err != nil || json.Unmarshal(out, &rows) != nil {
+		return runtime.SessionView{}
+	}
+	for _, r := range rows {
+		if r.SessionID == id {
+			return r
+		}
+	}
+	return runtime.SessionView{}
 }
 
 // run runs claude with args in dir.

@@ -101,6 +101,30 @@ func TestClaudeCodeHooks(t *testing.T) {
 	// /thatch:compact arms the session's wrap-up.
 	hook(t, r.cfg, "UserPromptSubmit", `{"session_id":"cc-one","cwd":"`+repo+`","prompt_id":"p2","hook_event_name":"UserPromptSubmit","prompt":"/thatch:compact"}`)
 	waitFor(t, "cc-one armed for compact", func() bool { return r.sessions()["cc-one"].WrapUp == runtime.WrapCompact })
+
+	// Its Stop hands thatch the reply, which ends with the token: greenlit (rule 6). The
+	// session is interactive, which nothing outside Claude Code compacts: the compacting
+	// flag clears, and the hook tells the user to run /compact.
+	t.Setenv("CLAUDE_CODE_ENTRYPOINT", "cli")
+	out := hook(t, r.cfg, "Stop", `{"session_id":"cc-one","cwd":"`+repo+`","prompt_id":"p2","hook_event_name":"Stop","last_assistant_message":"Flushed.\n\nTHATCH_COMPACT_READY"}`)
+	if !strings.Contains(out, `"systemMessage"`) || !strings.Contains(out, "/compact") {
+		t.Fatalf("the Stop of a greenlit /thatch:compact printed %q, want a systemMessage naming /compact", out)
+	}
+	waitFor(t, "cc-one's /thatch:compact greenlit", func() bool {
+		s := r.sessions()["cc-one"]
+		return s.WrapUp == runtime.WrapNone && !s.Compacting && s.Refused == nil
+	})
+
+	// A reply without the token: the wrap-up does not proceed, and the Stop prints nothing.
+	hook(t, r.cfg, "UserPromptSubmit", `{"session_id":"cc-one","cwd":"`+repo+`","prompt_id":"p3","hook_event_name":"UserPromptSubmit","prompt":"/thatch:exit"}`)
+	waitFor(t, "cc-one armed for exit", func() bool { return r.sessions()["cc-one"].WrapUp == runtime.WrapExit })
+	if out := hook(t, r.cfg, "Stop", `{"session_id":"cc-one","cwd":"`+repo+`","prompt_id":"p3","hook_event_name":"Stop","last_assistant_message":"Blocked: I need your answer first."}`); out != "" {
+		t.Fatalf("the Stop of a refused /thatch:exit printed %q", out)
+	}
+	waitFor(t, "cc-one's /thatch:exit refused", func() bool {
+		s := r.sessions()["cc-one"]
+		return s.Refused != nil && s.Refused.Command == runtime.WrapExit
+	})
 }
 
 // TestClaudeCodeHookWithoutThatch: with thatch down, a hook prints nothing, fails nothing

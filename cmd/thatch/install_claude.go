@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/thatch-dev/thatch/adapters/claudecode"
 	"github.com/thatch-dev/thatch/commands"
 )
 
@@ -186,10 +187,24 @@ func installClaudeCode(home, bin string, env map[string]string, out io.Writer) e
 		hooks[event] = append(kept, ours)
 	}
 	settings["hooks"] = hooks
+	// thatch's own tools run without asking: a wrap-up command's flush calls them in a
+	// row, and a headless session (claude -p) cannot ask at all.
+	perms, _ := settings["permissions"].(map[string]any)
+	if perms == nil {
+		perms = map[string]any{}
+	}
+	allow, _ := perms["allow"].([]any)
+	for _, tool := range claudecode.ExtractionTools() {
+		if !slices.Contains(allow, any(tool)) {
+			allow = append(allow, tool)
+		}
+	}
+	perms["allow"] = allow
+	settings["permissions"] = perms
 	if ok, err := writeJSONObject(settingsFile, settings, mode, 0o644); err != nil {
 		return fmt.Errorf("write %s: %w", settingsFile, err)
 	} else if ok {
-		changed = append(changed, settingsFile+": thatch's hooks")
+		changed = append(changed, settingsFile+": thatch's hooks and its tools' permissions")
 	}
 
 	// The wrap-up commands: ~/.claude/commands/thatch/compact.md is /thatch:compact.

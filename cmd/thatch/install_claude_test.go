@@ -5,8 +5,11 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/thatch-dev/thatch/adapters/claudecode"
 )
 
 // TestInstallClaudeCode: thatch install --host claude-code adds the MCP server, the hooks
@@ -16,7 +19,7 @@ func TestInstallClaudeCode(t *testing.T) {
 	home := t.TempDir()
 	must(t, os.MkdirAll(filepath.Join(home, ".claude"), 0o755))
 	must(t, os.WriteFile(filepath.Join(home, ".claude.json"), []byte(`{"userID":"u1","mcpServers":{"other":{"command":"x"}}}`), 0o600))
-	must(t, os.WriteFile(filepath.Join(home, ".claude", "settings.json"), []byte(`{"model":"opus","hooks":{"Stop":[{"hooks":[{"type":"command","command":"notify-send done"}]}]}}`), 0o644))
+	must(t, os.WriteFile(filepath.Join(home, ".claude", "settings.json"), []byte(`{"model":"opus","permissions":{"allow":["Bash(ls)"]},"hooks":{"Stop":[{"hooks":[{"type":"command","command":"notify-send done"}]}]}}`), 0o644))
 	env := map[string]string{"THATCH_DATA_DIR": "/data dir"}
 
 	var out bytes.Buffer
@@ -46,7 +49,10 @@ func TestInstallClaudeCode(t *testing.T) {
 		Timeout       int
 	}
 	var settings struct {
-		Model string `json:"model"`
+		Model       string `json:"model"`
+		Permissions struct {
+			Allow []string `json:"allow"`
+		} `json:"permissions"`
 		Hooks map[string][]struct {
 			Matcher string `json:"matcher"`
 			Hooks   []hook `json:"hooks"`
@@ -55,7 +61,7 @@ func TestInstallClaudeCode(t *testing.T) {
 	read := func() {
 		data, err := os.ReadFile(filepath.Join(home, ".claude", "settings.json"))
 		must(t, err)
-		settings.Hooks = nil
+		settings.Hooks, settings.Permissions.Allow = nil, nil
 		must(t, json.Unmarshal(data, &settings))
 	}
 	read()
@@ -83,8 +89,14 @@ func TestInstallClaudeCode(t *testing.T) {
 	}
 	compact, err := os.ReadFile(filepath.Join(home, ".claude", "commands", "thatch", "compact.md"))
 	must(t, err)
-	if !strings.Contains(string(compact), "/thatch:compact") || !strings.Contains(string(compact), "THATCH_COMPACT_READY") || strings.Contains(string(compact), "thatch_get_extraction_payload") {
+	// The flush step as opencode's: a Claude Code session's thatch mcp offers it the
+	// extraction tools as its own.
+	if !strings.Contains(string(compact), "/thatch:compact") || !strings.Contains(string(compact), "THATCH_COMPACT_READY") || !strings.Contains(string(compact), "call `thatch_get_extraction_payload`") {
 		t.Fatalf("compact.md for Claude Code:\n%s", compact)
+	}
+	// thatch's tools are allowed (a headless wrap-up cannot ask), the user's rules kept.
+	if want := append([]string{"Bash(ls)"}, claudecode.ExtractionTools()...); !slices.Equal(settings.Permissions.Allow, want) {
+		t.Fatalf("permissions.allow %q, want %q", settings.Permissions.Allow, want)
 	}
 
 	out.Reset()
@@ -97,6 +109,9 @@ func TestInstallClaudeCode(t *testing.T) {
 	must(t, installClaudeCode(home, "/usr/local/bin/th", env, &out)) // moved, and renamed
 	must(t, installClaudeCode(home, "/usr/local/bin/th", env, &out)) // its hooks are known by their THATCH_ variables
 	read()
+	if want := append([]string{"Bash(ls)"}, claudecode.ExtractionTools()...); !slices.Equal(settings.Permissions.Allow, want) {
+		t.Fatalf("after installs again, permissions.allow %q, want %q", settings.Permissions.Allow, want)
+	}
 	n := 0
 	for _, g := range settings.Hooks["PostToolUse"] {
 		for _, h := range g.Hooks {

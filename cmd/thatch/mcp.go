@@ -52,7 +52,10 @@ func (m *mcpCommand) Run(ctx context.Context, c daemon.Config, _ io.Writer, _ []
 	}
 	t := &busThatch{c: c}
 	defer t.close()
-	srv := mcp.New(mcp.Options{Thatch: t, Project: m.project, Session: m.extraction, Dir: dir, Version: version(), Log: log})
+	// Claude Code gives the MCP servers of a session its id: that session's wrap-up flush
+	// claims its own entries through this server (rule 6).
+	owner := os.Getenv("CLAUDE_CODE_SESSION_ID")
+	srv := mcp.New(mcp.Options{Thatch: t, Project: m.project, Session: m.extraction, Owner: owner, Dir: dir, Version: version(), Log: log})
 	err = srv.Run(ctx, &sdk.StdioTransport{})
 	if ctx.Err() != nil || errors.Is(err, io.EOF) {
 		return nil // stopped, or the client closed its end: done

@@ -215,6 +215,10 @@ func TestMCPServer(t *testing.T) {
 	if ids := structured(t, res)["ids"]; !slices.Equal(toStrings(ids), []string{ocID}) {
 		t.Errorf("memory_search's structured content has ids %v, want [%s]", ids, ocID)
 	}
+	// The lines are in the structured content too: Claude Code shows its model that.
+	if got := structured(t, res)["text"]; got != text(res) {
+		t.Errorf("memory_search's structured content has text %q, want the text content %q", got, text(res))
+	}
 
 	res = toolOK(t, cs, runtime.ToolRemember, map[string]any{"content": "Release notes live in docs/CHANGES.md.", "kind": "decision", "tags": []string{"release"}})
 	meta := structured(t, res)

@@ -58,10 +58,8 @@ func init() {
 // best first, counted as used. query is plain text, never FTS5 syntax. limit is 1 to 50
 // (0 = 10); kinds, when given, restrict the kinds.
 //
-// It answers from the read pool alone: the hits' used marks are queued for the writer
-// (used.go), and a call's answer is not memoized by its callID, as a write's is: a search
-// changes no memory, so a repeated call simply searches again (and marks its hits at the
-// later time, used_at never moving back).
+// It answers from the read pool alone: the hits' used marks, and the answer a repeated
+// callID repeats, are queued for the writer (used.go).
 //
 // The score of a hit is relevance × (1 + 0.25·exp(−d_used/30) + 0.15·exp(−d_updated/30)),
 // relevance being its BM25 score (see rank) and d the days since the memory was
@@ -80,6 +78,11 @@ func (s *Store) Search(ctx context.Context, c Caller, query string, kinds []stri
 	terms := queryTerms(query)
 	if len(terms) == 0 {
 		return SearchResult{}, errNoWords
+	}
+	if c.CallID != "" {
+		if out, ok, err := s.searchedBefore(ctx, c); ok || err != nil {
+			return out, err
+		}
 	}
 	terms, counts, err := s.telling(ctx, terms)
 	if err != nil {
@@ -105,7 +108,45 @@ func (s *Store) Search(ctx context.Context, c Caller, query string, kinds []stri
 		}
 	}
 	s.markUsedLater(ids, now)
-	return SearchResult{Hits: hits}, nil
+	out := SearchResult{Hits: hits}
+	if c.CallID != "" {
+		data, err := json.Marshal(out)
+		if err != nil {
+			return SearchResult{}, fmt.Errorf("search memories: %w", err)
+		}
+		if first, repeat := s.marks.keepLater(c, queuedAnswer{tool: toolSearch, result: data, at: toMS(now)}); repeat {
+			return decodeAnswer(c, first)
+		}
+		s.marks.signal()
+	}
+	return out, nil
+}
+
+// searchedBefore answers the first answer of c's call when c repeats a search: queued for
+// the writer, or kept in the calls table. A callID used for another tool is a bad request.
+func (s *Store) searchedBefore(ctx context.Context, c Caller) (SearchResult, bool, error) {
+	if a, ok := s.marks.queued(c); ok {
+		out, err := decodeAnswer(c, a)
+		return out, true, err
+	}
+	var out SearchResult
+	ok, err := repeated(ctx, s.r, c, toolSearch, &out)
+	if err != nil {
+		return SearchResult{}, true, wrap("search memories", err)
+	}
+	return out, ok, nil
+}
+
+// decodeAnswer is a queued answer of c's call as a search's.
+func decodeAnswer(c Caller, a queuedAnswer) (SearchResult, error) {
+	if a.tool != toolSearch {
+		return SearchResult{}, fmt.Errorf("%w: callID %s was already used for %s; give each call its own callID", ErrBadRequest, c.CallID, a.tool)
+	}
+	var out SearchResult
+	if err := json.Unmarshal(a.result, &out); err != nil {
+		return SearchResult{}, fmt.Errorf("search memories: %w", err)
+	}
+	return out, nil
 }
 
 // recency is exp(−days since t / 30), 0 for never.

@@ -37,11 +37,11 @@ const (
 	maxBranch  = 200
 )
 
-// The tools whose answers the callID memo keeps: the memory tools that write (a search is
-// a read, and a repeated one searches again), and the names the memo keeps a dismissal's
-// and a restore's answers under.
+// The tools whose answers the callID memo keeps (a search's through the writer's queue,
+// used.go), and the names the memo keeps a dismissal's and a restore's answers under.
 const (
 	toolRemember = protocol.ToolRemember
+	toolSearch   = protocol.ToolSearch
 	toolUpdate   = protocol.ToolUpdate
 	toolForget   = protocol.ToolForget
 	toolDismiss  = "memory_dismiss"

@@ -509,14 +509,41 @@ func TestCallIDRepeat(t *testing.T) {
 			t.Fatalf("search %+v %v", first, err)
 		}
 		remember(t, s, alice, "cache keys include the go version")
-		// A search is a read: a repeated call searches again, and marks its hits at the later time.
-		again, err := s.Search(ctx, c, "cache", nil, 0, later)
-		if err != nil || len(again.Hits) != 2 {
-			t.Errorf("repeat %+v %v, want both memories", again, err)
+		// The repeat finds the first answer queued for the writer, then kept in the table;
+		// either way it marks nothing.
+		for _, when := range []string{"queued", "kept"} {
+			if when == "kept" {
+				flushUsed(t, s)
+			}
+			again, err := s.Search(ctx, c, "cache", nil, 0, later)
+			if err != nil || len(again.Hits) != 1 || again.Hits[0].Memory.ID != m.ID || again.Hits[0].Score != first.Hits[0].Score {
+				t.Errorf("repeat (%s) %+v %v, want the first answer", when, again, err)
+			}
+		}
+		if got, _, _ := s.Get(ctx, m.ID); got.UsedAt == nil || !got.UsedAt.Equal(t0) {
+			t.Errorf("used at %v, want %v (the repeat marks nothing)", got.UsedAt, t0)
+		}
+		// Another session's call with the same callID is its own.
+		other := c
+		other.SessionID = "another"
+		if fresh, err := s.Search(ctx, other, "cache", nil, 0, later); err != nil || len(fresh.Hits) != 2 {
+			t.Errorf("another session's search %+v %v, want both memories", fresh, err)
+		}
+	})
+	t.Run("search then another tool", func(t *testing.T) {
+		s := setup(t)
+		remember(t, s, alice, "the build cache lives in /tmp/cache")
+		if _, err := s.Search(ctx, c, "cache", nil, 0, t0); err != nil {
+			t.Fatal(err)
 		}
 		flushUsed(t, s)
-		if got, _, _ := s.Get(ctx, m.ID); got.UsedAt == nil || !got.UsedAt.Equal(later) {
-			t.Errorf("used at %v, want %v", got.UsedAt, later)
+		if _, err := s.Remember(ctx, c, RememberArgs{Content: "x"}, t0); !errors.Is(err, ErrBadRequest) {
+			t.Errorf("callID of a search reused for remember: %v", err)
+		}
+		rc := Caller{Project: c.Project, SessionID: c.SessionID, CallID: "call-r"}
+		remember(t, s, rc, "y")
+		if _, err := s.Search(ctx, rc, "cache", nil, 0, t0); !errors.Is(err, ErrBadRequest) {
+			t.Errorf("callID of a remember reused for search: %v", err)
 		}
 	})
 	t.Run("other tool", func(t *testing.T) {

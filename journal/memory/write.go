@@ -295,7 +295,7 @@ func wrap(op string, err error) error {
 
 // repeated looks c's callID up in the memo. When the call was answered before, it decodes
 // that answer into out and reports true. A callID used for another tool is a bad request.
-func repeated(ctx context.Context, tx cachedTx, c Caller, tool string, out any) (bool, error) {
+func repeated(ctx context.Context, tx queryer, c Caller, tool string, out any) (bool, error) {
 	if c.CallID == "" {
 		return false, nil
 	}

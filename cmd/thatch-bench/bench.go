@@ -45,11 +45,14 @@ type benchSize struct {
 	UIMemories          int // and memories
 	TeamSeconds         int // of replication at TeamRate changes/s
 	TeamBackfill        int // memories a new teammate receives
+	MillionMemories     int // the large memory store (a fixture)
+	MillionProjects     int
+	MCPCalls            int // per MCP tool
 }
 
 var (
-	fullSize  = benchSize{4, 2000, 10, 200, 100_000, 1_000_000, 100_000, 5000, 50, 100_000, 100, 10, 100, 10_000, 10_000, 20, 100_000}
-	quickSize = benchSize{2, 60, 1, 10, 2_000, 20_000, 2_000, 2000, 10, 2_000, 10, 2, 10, 500, 500, 2, 500}
+	fullSize  = benchSize{4, 2000, 10, 200, 100_000, 1_000_000, 100_000, 5000, 50, 100_000, 100, 10, 100, 10_000, 10_000, 20, 100_000, 1_000_000, 100, 400}
+	quickSize = benchSize{2, 60, 1, 10, 2_000, 20_000, 2_000, 2000, 10, 2_000, 10, 2, 10, 500, 500, 2, 500, 5_000, 10, 20}
 )
 
 // bench runs the benchmark with the command line's flags, printing its figures to out and
@@ -59,13 +62,15 @@ func bench(ctx context.Context, args []string, out io.Writer, progress io.Writer
 	quick := fs.Bool("quick", false, "a short run that checks correctness only")
 	outPath := fs.String("out", "", "write the JSON report here")
 	seed := fs.Uint64("seed", 1, "workload seed")
-	only := fs.String("only", "", "run some parts, comma-separated: throughput, latency, tools, rehydrate, status, sweep, memory, ui, team")
+	only := fs.String("only", "", "run some parts, comma-separated: "+onlyNames)
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the run here")
 	blockprofile := fs.String("blockprofile", "", "write a blocking profile (where goroutines waited) of the run here")
 	mutexprofile := fs.String("mutexprofile", "", "write a mutex contention profile of the run here")
 	memprofile := fs.String("memprofile", "", "write an allocation profile (what allocated how much, from where) of the run here")
 	soakFor := fs.Duration("soak", 0, "instead of the figures, soak for this long, sampling memory and goroutines")
-	thatchBin := fs.String("thatch", "", "the thatch binary --soak runs (default: the thatch next to thatch-bench)")
+	thatchBin := fs.String("thatch", "", "the thatch binary that --soak and the mcp part run (default: the thatch next to thatch-bench, else one built with go build)")
+	runs := fs.Int("runs", 1, "run the whole bench this many times, each in fresh folders, and print a summary; exit non-zero when any run misses a target")
+	fixturesDir := fs.String("fixtures", "", "build the fixtures every run copies (the rehydrate journal, the large memory store) in this folder and keep them for the next invocation (default: a temporary folder, once per invocation)")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: thatch-bench [flags]\n  measure thatch against the bare pipeline (see docs/performance.md)")
 		fs.PrintDefaults()
@@ -80,11 +85,22 @@ func bench(ctx context.Context, args []string, out io.Writer, progress io.Writer
 	if *quick {
 		size = quickSize
 	}
-	dir, err := os.MkdirTemp("", "thatch-bench")
-	if err != nil {
+	if *runs < 1 {
+		return fmt.Errorf("--runs takes a number of runs, 1 or more, got %d", *runs)
+	}
+	// What every run reads and none changes (the rehydrate journal, the large memory
+	// store) is built once per invocation, here, and copied into each run's folder.
+	fixtures := *fixturesDir
+	if fixtures == "" {
+		dir, err := os.MkdirTemp("", "thatch-bench-fixtures")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		fixtures = dir
+	} else if err := os.MkdirAll(fixtures, 0o755); err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
 		if err != nil {
@@ -111,23 +127,65 @@ func bench(ctx context.Context, args []string, out io.Writer, progress io.Writer
 		defer writeProfile(p.name, p.path)
 	}
 	if *soakFor > 0 {
+		dir, err := os.MkdirTemp("", "thatch-bench")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
 		b := &benchRun{dir: dir, seed: *seed, progress: progress}
 		return b.soak(ctx, *soakFor, *thatchBin, out)
 	}
-	b := &benchRun{size: size, dir: dir, seed: *seed, progress: progress, only: *only, cpuprofile: *cpuprofile, blockprofile: *blockprofile != "",
-		report: BenchReport{Quick: *quick, Seed: *seed, Started: time.Now().UTC(), GoVersion: goVersion(), CPUs: cpus()}}
-	if err := b.run(ctx); err != nil {
-		return err
+	var reports []BenchReport
+	for i := range *runs {
+		r, err := benchOnce(ctx, benchRun{size: size, fixtures: fixtures, seed: *seed, progress: progress, only: *only, cpuprofile: *cpuprofile,
+			blockprofile: *blockprofile != "", thatchBin: *thatchBin,
+			report: BenchReport{Quick: *quick, Seed: *seed, GoVersion: goVersion(), CPUs: cpus()}}, i+1, *runs)
+		if err != nil {
+			return err
+		}
+		printReport(out, r)
+		reports = append(reports, r)
 	}
-	b.print(out)
+	var result any = reports[0]
+	summary := summarize(reports)
+	if *runs > 1 {
+		printSummary(out, summary)
+		result = summary
+	}
 	if *outPath != "" {
-		data, _ := json.MarshalIndent(b.report, "", "  ")
+		data, _ := json.MarshalIndent(result, "", "  ")
 		if err := os.WriteFile(*outPath, append(data, '\n'), 0o644); err != nil {
 			return err
 		}
 		fmt.Fprintf(out, "\nreport written to %s\n", *outPath)
 	}
+	// --quick checks correctness only: its figures, at its small sizes, have no targets
+	// to meet.
+	if !*quick && len(summary.Missed) > 0 {
+		return fmt.Errorf("%d figures missed their targets:\n  %s", len(summary.Missed), strings.Join(summary.Missed, "\n  "))
+	}
 	return nil
+}
+
+// benchOnce runs the bench once, in a folder of its own, and returns its report.
+func benchOnce(ctx context.Context, b benchRun, run, runs int) (BenchReport, error) {
+	dir, err := os.MkdirTemp("", "thatch-bench")
+	if err != nil {
+		return BenchReport{}, err
+	}
+	defer os.RemoveAll(dir)
+	b.dir = dir
+	if runs > 1 {
+		b.report.Run = run
+		b.say("run %d of %d…", run, runs)
+	}
+	b.report.Started = time.Now().UTC()
+	err = b.run(ctx)
+	b.report.Seconds = time.Since(b.report.Started).Seconds()
+	if err != nil && runs > 1 {
+		err = fmt.Errorf("run %d: %w", run, err)
+	}
+	return b.report, err
 }
 
 // blockRate is the blocking profile's rate (one event sampled per 100 µs spent blocked).
@@ -148,6 +206,8 @@ func writeProfile(name, path string) {
 
 type benchRun struct {
 	only         string
+	fixtures     string // built once per invocation, copied into dir
+	thatchBin    string
 	cpuprofile   string
 	blockprofile bool // the embedded broker turns the blocking profile off when it starts: run turns it on again
 	size         benchSize
@@ -168,10 +228,7 @@ func (b *benchRun) say(format string, args ...any) {
 }
 
 func (b *benchRun) add(f Figure) {
-	if f.Baseline > 0 && f.Ratio == 0 {
-		f.Ratio = f.Value / f.Baseline
-	}
-	b.report.Figures = append(b.report.Figures, f)
+	b.report.Figures = append(b.report.Figures, judge(f))
 }
 
 func (b *benchRun) run(ctx context.Context) error {
@@ -203,7 +260,18 @@ func (b *benchRun) run(ctx context.Context) error {
 		{"sweep", "strand-sweep planning", b.sweepPlanning},
 		{"memory", "memory store", b.memoryBench},
 		{"ui", "the operator's page", b.uiBench},
+		{"memory1m", "memory store at 1,000,000 memories over 100 projects", b.memoryMillion},
+		{"mcp", "the memory tools through thatch mcp", b.mcpBench},
 		{"team", "team memory over a 3-node cluster", b.teamBench},
+	}
+	// The machine beside the figures: the broker's echo and an fsync probe before the
+	// parts, the echo again after them, and the CPU's shares over the whole run.
+	cpu0 := readCPUTimes()
+	if err := b.echoProbe("start"); err != nil {
+		return err
+	}
+	if err := b.fsyncProbe(); err != nil {
+		return err
 	}
 	for _, s := range steps {
 		if b.only != "" && !slices.Contains(strings.Split(b.only, ","), s.key) {
@@ -211,6 +279,7 @@ func (b *benchRun) run(ctx context.Context) error {
 		}
 		b.say("%s…", s.name)
 		settle()
+		t0 := time.Now()
 		var err error
 		// The step's goroutines (its thatch, callers and hosts) carry its name in the
 		// profiles: go tool pprof -tagfocus step=tools.
@@ -218,9 +287,19 @@ func (b *benchRun) run(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", s.name, err)
 		}
+		b.report.Parts = append(b.report.Parts, Part{Name: s.key, Seconds: time.Since(t0).Seconds()})
+		b.say("%s took %s", s.key, time.Since(t0).Round(100*time.Millisecond))
 	}
+	settle()
+	if err := b.echoProbe("end"); err != nil {
+		return err
+	}
+	b.addCPUShares(cpu0, readCPUTimes())
 	return nil
 }
+
+// onlyNames is the parts --only takes, for its usage.
+const onlyNames = "throughput, latency, tools, rehydrate, status, sweep, memory, ui, memory1m, mcp, team"
 
 // settle writes the dirty pages of the page cache back before a part's figures are taken:
 // the bench's own set-up writes hundreds of megabytes (up to 500 MB were dirty at once

@@ -111,7 +111,7 @@ func (b *benchRun) latency(ctx context.Context) error {
 	p50, p99 := percentiles(lat)
 	b.say("publish → commit at %d events/s: p50 %s, p99 %s", rate, p50, p99)
 	b.add(Figure{Name: "publish → commit p50", Value: ms(p50), Unit: "ms", Definition: fmt.Sprintf("time from a host's JetStream publish to thatch's commit of the event, at %d tool events/s offered for %ds", rate, b.size.LatencySeconds)})
-	b.add(Figure{Name: "publish → commit p99", Value: ms(p99), Unit: "ms", Target: "< 15 ms", Definition: "as above, 99th percentile"})
+	b.add(Figure{Name: "publish → commit p99", Value: ms(p99), Unit: "ms", Target: "< 15 ms", Goal: under(15), Definition: "as above, 99th percentile"})
 	return nil
 }
 
@@ -158,7 +158,7 @@ func (b *benchRun) toolLatency(ctx context.Context) error {
 		}
 		b.say("%s paced, %d callers at 20 calls/s each: p50 %s, p99 %s", runtime.ToolPayload, callers, p50, p99)
 		b.add(Figure{Name: "tool call p50", Value: ms(p50), Unit: "ms", Definition: fmt.Sprintf("%s round trip over NATS, %d concurrent callers each calling 20 times a second, 10 entries of 1.5 KB each", runtime.ToolPayload, callers)})
-		b.add(Figure{Name: "tool call p99", Value: ms(p99), Unit: "ms", Target: "< 5 ms", Definition: "as above, 99th percentile"})
+		b.add(Figure{Name: "tool call p99", Value: ms(p99), Unit: "ms", Target: "< 5 ms", Goal: under(5), Definition: "as above, 99th percentile"})
 	}
 	return nil
 }

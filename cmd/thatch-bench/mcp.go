@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -122,6 +123,7 @@ func (b *benchRun) thatchBinary(ctx context.Context) (string, error) {
 		return built, nil
 	}
 	b.say("building thatch for the mcp part…")
+	defer func(t0 time.Time) { b.fixtureTime += time.Since(t0) }(time.Now())
 	out, err := exec.CommandContext(ctx, "go", "build", "-o", built, "github.com/thatch-dev/thatch/cmd/thatch").CombinedOutput()
 	if err != nil {
 		return "", errors.New("no thatch binary for the mcp part: give one with --thatch, or run `make build` " +

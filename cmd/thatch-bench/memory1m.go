@@ -54,6 +54,7 @@ func (b *benchRun) millionStore(ctx context.Context, dir string, n int, projects
 		return err
 	}
 	t0 := time.Now()
+	defer func() { b.fixtureTime += time.Since(t0) }()
 	path := filepath.Join(dir, "memories.db")
 	if err := fillStore(ctx, path, rand.New(rand.NewPCG(b.seed, 11)), n, projects, 10_000, b.say); err != nil {
 		return err

@@ -42,6 +42,7 @@ func (b *benchRun) bigJournalCopy() (string, error) {
 	fixture := filepath.Join(b.fixtures, fmt.Sprintf("journal-%dx%d", b.size.RehydrateSessions, b.size.RehydrateEntries))
 	done := filepath.Join(fixture, "built")
 	if _, err := os.Stat(done); err != nil {
+		t0 := time.Now()
 		if err := os.RemoveAll(fixture); err != nil {
 			return "", err
 		}
@@ -51,6 +52,7 @@ func (b *benchRun) bigJournalCopy() (string, error) {
 		if err := os.WriteFile(done, nil, 0o644); err != nil {
 			return "", err
 		}
+		b.fixtureTime += time.Since(t0)
 	}
 	t0 := time.Now()
 	if err := copyFiles(fixture, filepath.Dir(path), "thatch.db"); err != nil {

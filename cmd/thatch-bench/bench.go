@@ -251,7 +251,10 @@ func (b *benchRun) run(ctx context.Context) error {
 		return err
 	}
 	defer b.nc.Close()
-	if b.js, err = jetstream.New(b.nc); err != nil {
+	// The client's default bound on unacknowledged asynchronous publishes (4,000) is below
+	// publishAll's window (4,096): on a busy machine a publish stalled past its wait and
+	// failed the throughput part ("too many outstanding async published messages").
+	if b.js, err = jetstream.New(b.nc, jetstream.WithPublishAsyncMaxPending(1<<16)); err != nil {
 		return err
 	}
 	steps := []struct {

@@ -145,8 +145,12 @@ func summarize(reports []BenchReport) RunsReport {
 				row.MetAll = &all
 			}
 		}
+		prefix := "" // a single run has no number
+		if r.Run > 0 {
+			prefix = fmt.Sprintf("run %d: ", r.Run)
+		}
 		for _, f := range r.Missed() {
-			out.Missed = append(out.Missed, fmt.Sprintf("run %d: %s %s (target %s)", r.Run, f.Name, value(f), f.Target))
+			out.Missed = append(out.Missed, fmt.Sprintf("%s%s %s (target %s)", prefix, f.Name, value(f), f.Target))
 		}
 	}
 	return out

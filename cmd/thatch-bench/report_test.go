@@ -67,6 +67,9 @@ func TestSummarizeNamesEveryMiss(t *testing.T) {
 	if s := summarize([]BenchReport{run(1, 3, 9)}); len(s.Missed) != 0 || !*s.Summary[1].MetAll {
 		t.Errorf("a run meeting its targets: %+v", s)
 	}
+	if s := summarize([]BenchReport{run(0, 11, 9)}); !slices.Equal(s.Missed, []string{"memory_search p99 11.00 ms (target ≤ 10 ms)"}) {
+		t.Errorf("a single run's misses: %q", s.Missed)
+	}
 	var out bytes.Buffer
 	printSummary(&out, s)
 	if !strings.Contains(out.String(), "MISSED") || !strings.Contains(out.String(), "RUN 3") {

@@ -10,8 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/thatch-dev/thatch/adapters/fakehost"
 	"github.com/thatch-dev/thatch/journal/memory"
 	"github.com/thatch-dev/thatch/runtime"
@@ -91,28 +89,17 @@ func (b *benchRun) memoryBench(ctx context.Context) error {
 		}
 	}
 	// The store is filled through import, in batches, before thatch starts on it.
+	t0 := time.Now()
+	if err := fillStore(ctx, filepath.Join(dir, "memories.db"), rng, b.size.Memories, projects, 2000, nil); err != nil {
+		return err
+	}
+	built := time.Since(t0)
 	store, err := memory.Open(filepath.Join(dir, "memories.db"), memory.Options{})
 	if err != nil {
 		return err
 	}
-	t0 := time.Now()
-	base := time.Now().Add(-90 * 24 * time.Hour)
-	for start := 0; start < b.size.Memories; start += 2000 {
-		batch := make([]memory.Memory, 0, 2000)
-		for i := start; i < min(start+2000, b.size.Memories); i++ {
-			at := base.Add(time.Duration(i) * time.Minute).UTC()
-			batch = append(batch, memory.Memory{ID: fmt.Sprintf("mem_%012x%08x", at.UnixMilli(), i), Project: projects[i%len(projects)],
-				Kind: memory.Kinds[rng.IntN(len(memory.Kinds))], Content: benchMemory(rng, i), Tags: []string{benchWords[rng.IntN(len(benchWords))]},
-				CreatedAt: at, UpdatedAt: at, Source: memory.Source{SessionID: "ses_bench"}})
-		}
-		if _, err := store.Import(ctx, batch, time.Now()); err != nil {
-			store.Close()
-			return err
-		}
-	}
-	built := time.Since(t0)
 	b.say("memory store of %d memories over %d projects built in %s", b.size.Memories, len(projects), built.Round(time.Millisecond))
-	b.add(Figure{Name: "memory import", Value: float64(b.size.Memories) / built.Seconds(), Unit: "memories/s", Target: "≥ 1,000/s",
+	b.add(Figure{Name: "memory import", Value: float64(b.size.Memories) / built.Seconds(), Unit: "memories/s", Target: "≥ 1,000/s", Goal: atLeast(1000),
 		Definition: fmt.Sprintf("importing %d memories of %d projects in batches of 2,000 into an empty store (the store's bulk write, its index and word counts included)", b.size.Memories, len(projects))})
 	t1 := time.Now()
 	pairs, err := store.FindDuplicates(ctx, time.Now())
@@ -122,7 +109,7 @@ func (b *benchRun) memoryBench(ctx context.Context) error {
 	}
 	pass := time.Since(t1)
 	b.say("duplicate pass: %s, %d pairs", pass.Round(time.Millisecond), pairs)
-	b.add(Figure{Name: "duplicate pass", Value: pass.Seconds(), Unit: "s", Target: "≤ 3 s",
+	b.add(Figure{Name: "duplicate pass", Value: pass.Seconds(), Unit: "s", Target: "≤ 3 s", Goal: atMost(3),
 		Definition: fmt.Sprintf("the periodic all-pairs duplicate pass (MinHash, LSH banding per project) over %d memories of %d projects, in process", b.size.Memories, len(projects))})
 	// The daily pass merges the full-text index after it.
 	t2 := time.Now()
@@ -142,7 +129,7 @@ func (b *benchRun) memoryBench(ctx context.Context) error {
 	}
 
 	settle() // the import's, the pass's and the merge's pages
-	if err := b.memoryOverNATS(ctx, name, projects); err != nil {
+	if err := b.memoryOverNATS(ctx, name, projects, b.size.Memories, ""); err != nil {
 		return err
 	}
 	// The section is built in process: it is the store's work, without the broker.
@@ -165,20 +152,24 @@ func (b *benchRun) memoryBench(ctx context.Context) error {
 	p50, p99 := percentiles(lat)
 	b.say("session-start section: p50 %s, p99 %s", p50, p99)
 	b.add(Figure{Name: "memory section p50", Value: ms(p50), Unit: "ms", Definition: fmt.Sprintf("building a project's session-start memories section (2,000 characters) in process, %d memories a project, %d sections one after another", b.size.Memories/len(projects), len(lat))})
-	b.add(Figure{Name: "memory section p99", Value: ms(p99), Unit: "ms", Target: "≤ 5 ms", Definition: "as above, 99th percentile"})
+	b.add(Figure{Name: "memory section p99", Value: ms(p99), Unit: "ms", Target: "≤ 5 ms", Goal: atMost(5), Definition: "as above, 99th percentile"})
 	return nil
 }
 
-// memoryOverNATS runs thatch on the store and measures the memory tools against the
-// broker's echo.
-func (b *benchRun) memoryOverNATS(ctx context.Context, name string, projects []string) error {
+// memoryOverNATS runs thatch on the store of the folder name (memories memories over
+// projects) and measures the memory tools over NATS; the figures' names end in suffix.
+func (b *benchRun) memoryOverNATS(ctx context.Context, name string, projects []string, memories int, suffix string) error {
 	rng := rand.New(rand.NewPCG(b.seed, 8))
 	_, stop, err := b.startThatch(name, nil)
 	if err != nil {
 		return err
 	}
 	defer stop()
-	fh, err := fakehost.New(b.nc, "mem", "v1")
+	// A host and sessions of its own per store: the broker drops an event whose id it
+	// saw in the last two minutes, and a fake host numbers its events from 1.
+	host := "mem" + strings.NewReplacer(" ", "", "at", "").Replace(suffix)
+	sid := func(c int) string { return fmt.Sprintf("ses_%s_%03d", host, c) }
+	fh, err := fakehost.New(b.nc, host, "v1")
 	if err != nil {
 		return err
 	}
@@ -188,16 +179,10 @@ func (b *benchRun) memoryOverNATS(ctx context.Context, name string, projects []s
 	}
 	callers := b.size.MemoryCallers
 	for c := range callers {
-		if err := fh.Created(ctx, fmt.Sprintf("ses_mem_%03d", c), "", "t", projects[c%len(projects)]); err != nil {
+		if err := fh.Created(ctx, sid(c), "", "t", projects[c%len(projects)]); err != nil {
 			return err
 		}
 	}
-	// The floor: a bare request/reply of the same size over the same broker.
-	echo, err := b.nc.Subscribe("bench.echo", func(m *nats.Msg) { _ = m.Respond(m.Data) })
-	if err != nil {
-		return err
-	}
-	defer echo.Unsubscribe()
 	// Queries as a model asks them: an identifier, a path, or two or three words of the
 	// memories' own vocabulary (common ones included).
 	z := benchZipf(rng)
@@ -219,34 +204,72 @@ func (b *benchRun) memoryOverNATS(ctx context.Context, name string, projects []s
 	next := func() int { seqMu.Lock(); defer seqMu.Unlock(); seq++; return seq }
 	phases := []struct {
 		name, target, def string
+		goal              *Goal
 		call              func(sid string, i int) error
 	}{
-		{"NATS echo", "", "a bare request/reply of 300 bytes over the same broker, the floor of the figures below", func(string, int) error {
-			_, err := b.nc.Request("bench.echo", []byte(strings.Repeat("x", 300)), 5*time.Second)
-			return err
-		}},
-		{"memory_search", "≤ 10 ms", "a memory_search of 1 to 3 words or an identifier over NATS, limit 10", func(sid string, i int) error {
+		{"memory_search", "≤ 10 ms", "a memory_search of 1 to 3 words or an identifier over NATS, limit 10", atMost(10), func(sid string, i int) error {
 			_, herr, err := fh.Tool(ctx, "thatch", runtime.ToolSearch, sid, map[string]any{"query": queries[i%len(queries)]})
 			return firstErr(err, herr)
 		}},
-		{"memory_remember", "≤ 20 ms", "a memory_remember of a new 10-60 word memory over NATS, its similarity check included", func(sid string, i int) error {
-			n := b.size.Memories + next()
+		{"memory_remember", "≤ 20 ms", "a memory_remember of a new 10-60 word memory over NATS, its similarity check included", atMost(20), func(sid string, i int) error {
+			n := memories + next()
 			content := benchMemory(rand.New(rand.NewPCG(b.seed, uint64(n))), n)
 			_, herr, err := fh.Tool(ctx, "thatch", runtime.ToolRemember, sid, map[string]any{"content": content, "kind": "fact"})
 			return firstErr(err, herr)
 		}},
 	}
 	for _, ph := range phases {
-		lat, err := pacedCalls(callers, b.size.MemoryCalls, 20, ph.call)
+		lat, err := pacedCalls(callers, b.size.MemoryCalls, 20, func(_ string, i int) error { return ph.call(sid(i/b.size.MemoryCalls), i) })
 		if err != nil {
 			return fmt.Errorf("%s: %w", ph.name, err)
 		}
 		p50, p99 := percentiles(lat)
-		b.say("%s, %d callers at 20 calls/s each: p50 %s, p99 %s", ph.name, callers, p50, p99)
-		b.add(Figure{Name: ph.name + " p50", Value: ms(p50), Unit: "ms", Definition: fmt.Sprintf("%s; %d callers each calling 20 times a second, %d memories over %d projects", ph.def, callers, b.size.Memories, len(projects))})
-		b.add(Figure{Name: ph.name + " p99", Value: ms(p99), Unit: "ms", Target: ph.target, Definition: "as above, 99th percentile"})
+		b.say("%s%s, %d callers at 20 calls/s each: p50 %s, p99 %s", ph.name, suffix, callers, p50, p99)
+		b.add(Figure{Name: ph.name + " p50" + suffix, Value: ms(p50), Unit: "ms", Definition: fmt.Sprintf("%s; %d callers each calling 20 times a second, %d memories over %d projects", ph.def, callers, memories, len(projects))})
+		b.add(Figure{Name: ph.name + " p99" + suffix, Value: ms(p99), Unit: "ms", Target: ph.target, Goal: ph.goal, Definition: "as above, 99th percentile"})
 	}
 	return nil
+}
+
+// fillStore imports n synthetic memories over projects into the store at path, in batches
+// of batch, saying how far it got every tenth of the way when say is not nil.
+//
+// The store's bulk transactions do not wake its checkpointer: a million memories imported
+// on one open store left a WAL of more than 3 GB, each batch slower than the one before
+// (the look-ups of the import read through the WAL). The store is closed, which copies the
+// WAL back, and opened again every reopenEvery memories.
+func fillStore(ctx context.Context, path string, rng *rand.Rand, n int, projects []string, batch int, say func(string, ...any)) error {
+	const reopenEvery = 100_000
+	store, err := memory.Open(path, memory.Options{})
+	if err != nil {
+		return err
+	}
+	base := time.Now().Add(-90 * 24 * time.Hour)
+	for start := 0; start < n; start += batch {
+		if start > 0 && start%reopenEvery == 0 {
+			if err := store.Close(); err != nil {
+				return err
+			}
+			if store, err = memory.Open(path, memory.Options{}); err != nil {
+				return err
+			}
+		}
+		ms := make([]memory.Memory, 0, batch)
+		for i := start; i < min(start+batch, n); i++ {
+			at := base.Add(time.Duration(i) * time.Minute).UTC()
+			ms = append(ms, memory.Memory{ID: fmt.Sprintf("mem_%012x%08x", at.UnixMilli(), i), Project: projects[i%len(projects)],
+				Kind: memory.Kinds[rng.IntN(len(memory.Kinds))], Content: benchMemory(rng, i), Tags: []string{benchWords[rng.IntN(len(benchWords))]},
+				CreatedAt: at, UpdatedAt: at, Source: memory.Source{SessionID: "ses_bench"}})
+		}
+		if _, err := store.Import(ctx, ms, time.Now()); err != nil {
+			store.Close()
+			return err
+		}
+		if say != nil && (start/batch+1)%max(1, n/batch/10) == 0 {
+			say("memory store: %d/%d memories imported", start+len(ms), n)
+		}
+	}
+	return store.Close()
 }
 
 // redactorCost measures the redactor on realistic tool output: a build log with paths,
@@ -268,7 +291,7 @@ func (b *benchRun) redactorCost() {
 	}
 	perKB := float64(time.Since(t).Microseconds()) / 1000 / rounds / (float64(len(text)) / 1024)
 	b.say("redactor: %.4f ms per KB of tool output", perKB)
-	b.add(Figure{Name: "redactor cost", Value: perKB, Unit: "ms/KB", Target: "≤ 0.5 ms/KB",
+	b.add(Figure{Name: "redactor cost", Value: perKB, Unit: "ms/KB", Target: "≤ 0.5 ms/KB", Goal: atMost(0.5),
 		Definition: fmt.Sprintf("redact.Text over %d KB of build output with paths, hashes and a few secrets, %d rounds", len(text)/1024, rounds)})
 }
 

@@ -70,6 +70,23 @@ type TeamStatus struct {
 	Outbox         int        `json:"outbox"`
 	Rejected       int        `json:"rejected"`
 	LastApplied    *time.Time `json:"lastApplied,omitempty"`
+	// Refused is the last records refused from the team, newest first (at most
+	// TeamRefusedShown): what was wrong with each, to fix at the teammate who sent it.
+	Refused []TeamRefusal `json:"refused,omitempty"`
+}
+
+// TeamRefusedShown is how many of the last refused team records status.team lists.
+const TeamRefusedShown = 5
+
+// TeamRefusal is one record refused from the team: its project and subject, why (a kind
+// and the detail) and when.
+type TeamRefusal struct {
+	Project   string    `json:"project"`
+	Subject   string    `json:"subject"`
+	Kind      string    `json:"kind"`
+	Reason    string    `json:"reason"`
+	StreamSeq uint64    `json:"streamSeq"`
+	At        time.Time `json:"at"`
 }
 
 // ExtractionView is the status's account of extraction's cost.

@@ -137,6 +137,15 @@ func (t *Team) TeamStatus(ctx context.Context) (*Status, error) {
 		return nil, err
 	}
 	st.Outbox, st.Rejected = n.Outbox, n.Rejected
+	if n.Rejected > 0 {
+		rs, err := t.c.Store.Rejections(ctx, runtime.TeamRefusedShown)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range rs {
+			st.Refused = append(st.Refused, runtime.TeamRefusal{Project: r.Project, Subject: r.Subject, Kind: r.Kind, Reason: r.Reason, StreamSeq: r.StreamSeq, At: r.At})
+		}
+	}
 	return st, nil
 }
 

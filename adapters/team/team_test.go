@@ -111,6 +111,11 @@ func TestTeamOverACluster(t *testing.T) {
 	testkit.WaitFor(t, 30*time.Second, "bob to refuse the bad record", func() bool {
 		return metric(t, b.reg, "thatch_team_rejected_total") == 1
 	})
+	// Status names it: what was wrong, to fix at the teammate who sent it.
+	if st, err := b.team.TeamStatus(ctx); err != nil || st.Rejected != 1 || len(st.Refused) != 1 ||
+		st.Refused[0].Subject != team.Subject(project, "mem_00000000000000000000") || st.Refused[0].Kind == "" || st.Refused[0].Reason == "" {
+		t.Errorf("bob's status after the bad record: %+v %v", st, err)
+	}
 
 	// One node gone for good: the others go on (R3 keeps the stream), carol reconnects to
 	// another node.

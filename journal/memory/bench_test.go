@@ -303,3 +303,20 @@ func BenchmarkFindDuplicates(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkMinhashPairs is the duplicate pass's comparison of one project of 10,000
+// memories (the bench's store of 1,000,000 over 100 projects), without SQLite.
+func BenchmarkMinhashPairs(b *testing.B) {
+	g := newSynthetic(3)
+	docs := make([]dupDoc, 10000)
+	for i := range docs {
+		docs[i].id = newID(t0.Add(time.Duration(i) * time.Millisecond))
+		docs[i].norm = normalize(g.text())
+		docs[i].words = contentWords(docs[i].norm)
+		slices.Sort(docs[i].words)
+	}
+	h := newMinhash(1)
+	for b.Loop() {
+		h.pairs("p", docs)
+	}
+}

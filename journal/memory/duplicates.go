@@ -338,26 +338,58 @@ func mix(x uint64) uint64 {
 // pairs is the pairs of docs (the live memories of project) whose Similarity reaches
 // DuplicateThreshold among those that share a bucket. It is a pure function of its input and
 // the hash family.
+//
+// A pair is compared in the first band whose bucket it shares. The pairs that share a
+// bucket grow with the square of the project's memories (texts of common words share
+// some bands at random): at 10,000 memories a project, a map of the pairs compared already
+// and string comparisons of their words were most of a pass that took minutes. Each
+// text's band keys are kept instead, so a pair met again in a later band is known by its
+// keys, and the words are compared as numbers.
 func (h *minhash) pairs(project string, docs []dupDoc) []pair {
 	type entry struct {
-		key uint64
-		doc int32
+		key  uint64
+		doc  int32
+		band int32
 	}
 	entries := make([]entry, 0, len(docs)*minhashBands)
-	keys := make([]uint64, 0, minhashBands)
+	keys := make([]uint64, 0, len(docs)*minhashBands) // doc i's band keys: keys[i*minhashBands:][:minhashBands]
+	ids := make([][]int32, len(docs))                 // doc i's words as numbers, sorted
+	numbers := map[string]int32{}
 	for i, d := range docs {
+		start := len(keys)
 		if len(d.words) == 0 {
+			keys = append(keys, make([]uint64, minhashBands)...)
 			continue
 		}
-		keys = h.bandKeys(d.words, keys[:0])
-		for _, k := range keys {
-			entries = append(entries, entry{k, int32(i)})
+		keys = h.bandKeys(d.words, keys)
+		for b, k := range keys[start:] {
+			entries = append(entries, entry{k, int32(i), int32(b)})
 		}
+		ws := make([]int32, len(d.words))
+		for j, w := range d.words {
+			n, ok := numbers[w]
+			if !ok {
+				n = int32(len(numbers))
+				numbers[w] = n
+			}
+			ws[j] = n
+		}
+		slices.Sort(ws)
+		ids[i] = ws
 	}
 	slices.SortFunc(entries, func(x, y entry) int {
-		return cmp.Or(cmp.Compare(x.key, y.key), cmp.Compare(x.doc, y.doc))
+		return cmp.Or(cmp.Compare(x.key, y.key), cmp.Compare(x.doc, y.doc), cmp.Compare(x.band, y.band))
 	})
-	seen := map[uint64]bool{} // pairs compared already, i<<32 | j
+	// metBefore says whether docs i and j share a bucket of a band before band.
+	metBefore := func(i, j, band int32) bool {
+		ki, kj := keys[int(i)*minhashBands:][:band], keys[int(j)*minhashBands:][:band]
+		for b := range ki {
+			if ki[b] == kj[b] {
+				return true
+			}
+		}
+		return false
+	}
 	var out []pair
 	for start := 0; start < len(entries); {
 		end := start + 1
@@ -368,12 +400,16 @@ func (h *minhash) pairs(project string, docs []dupDoc) []pair {
 		for x := range bucket {
 			for y := x + 1; y < len(bucket) && y <= x+maxBucket; y++ {
 				i, j := bucket[x].doc, bucket[y].doc
-				k := uint64(i)<<32 | uint64(j)
-				if i == j || seen[k] { // i == j: two bands of one text whose keys collide
+				// i == j: two bands of one text whose keys collide; a key of two bands
+				// (one in 2⁶⁴) is no bucket of either.
+				if i == j || bucket[x].band != bucket[y].band || metBefore(i, j, bucket[x].band) {
 					continue
 				}
-				seen[k] = true
-				if score := sortedDice(docs[i].words, docs[j].words); score >= DuplicateThreshold {
+				// At most min(a, b) words in common: lengths too far apart cannot reach it.
+				if la, lb := len(ids[i]), len(ids[j]); 2*float64(min(la, lb)) < DuplicateThreshold*float64(la+lb) {
+					continue
+				}
+				if score := numberDice(ids[i], ids[j]); score >= DuplicateThreshold {
 					out = append(out, newPair(project, docs[i].side, docs[j].side, score))
 				}
 			}
@@ -381,6 +417,27 @@ func (h *minhash) pairs(project string, docs []dupDoc) []pair {
 		start = end
 	}
 	return out
+}
+
+// numberDice is sortedDice of two sorted lists of word numbers.
+func numberDice(a, b []int32) float64 {
+	if len(a) == 0 || len(b) == 0 {
+		return 0
+	}
+	common := 0
+	for i, j := 0, 0; i < len(a) && j < len(b); {
+		switch {
+		case a[i] == b[j]:
+			common++
+			i++
+			j++
+		case a[i] < b[j]:
+			i++
+		default:
+			j++
+		}
+	}
+	return 2 * float64(common) / float64(len(a)+len(b))
 }
 
 // sortedDice is dice of two sorted word lists, without a map.

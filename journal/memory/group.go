@@ -160,6 +160,14 @@ func (s *Store) commitGroup(group []*write) {
 	} else if ran {
 		s.writes.Add(1)
 		s.cp.Wrote()
+		if group[0].alone {
+			// A bulk write (an import's batch, a pass's records) writes as many pages as
+			// hundreds of calls: counted as one write, an import of many batches on one
+			// open store grew the WAL past 3 GB before the checkpointer was asked to copy
+			// it back, and each batch read through it. The checkpoint runs beside the
+			// writer, so the next write does not wait for it.
+			s.cp.Kick()
+		}
 	}
 	for i, w := range group {
 		w.done <- errs[i]

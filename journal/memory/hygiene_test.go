@@ -763,3 +763,30 @@ func TestSignalsMemoFollowsTheStore(t *testing.T) {
 	}
 	check("one forgotten", stale.Add(5*time.Second), 4) // the pair, the report, ten and oneOff stale
 }
+
+// TestVerdictsUseTheirIndex: the memories of a branch verdict are read through the partial
+// index of the verdicts, whatever the projects: through a project's index instead, a
+// session's start read every live memory of its project.
+func TestVerdictsUseTheirIndex(t *testing.T) {
+	s := setup(t)
+	for _, projects := range [][]string{nil, {"/p/a"}, {"/p/a", "/p/b"}} {
+		query, args := verdictsQuery(projects, SignalOrphaned, -1)
+		rows, err := s.r.Query(`EXPLAIN QUERY PLAN `+query, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var plan []string
+		for rows.Next() {
+			var id, parent, unused int
+			var detail string
+			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+				t.Fatal(err)
+			}
+			plan = append(plan, detail)
+		}
+		rows.Close()
+		if got := strings.Join(plan, "; "); !strings.Contains(got, "USING INDEX memories_verdict") {
+			t.Errorf("projects %q: plan %q, want the index memories_verdict", projects, got)
+		}
+	}
+}

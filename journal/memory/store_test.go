@@ -1207,6 +1207,48 @@ func TestCheckpointsRun(t *testing.T) {
 	}
 }
 
+// TestImportKeepsTheWALBounded: every batch of an import asks for a checkpoint, so an
+// import of many batches on one open store starts the WAL over instead of growing it by
+// every batch (a million memories left a WAL of more than 3 GB, each batch reading
+// through it). The test waits for each batch's checkpoint before the next batch, as a
+// quiet machine would serve it; it measures pages, not time.
+func TestImportKeepsTheWALBounded(t *testing.T) {
+	s := setup(t)
+	walPages := func() int64 {
+		fi, err := os.Stat(s.Path() + "-wal")
+		if err != nil {
+			return 0
+		}
+		return fi.Size() / 4096
+	}
+	const batches, batch = 10, 200
+	kicks0, _ := s.cp.Runs()
+	var first int64
+	for b := range batches {
+		ms := make([]Memory, batch)
+		for i := range ms {
+			n := b*batch + i
+			ms[i] = imported(n, fmt.Sprintf("proj-%d", n%3), fmt.Sprintf("import %d of word%d word%d word%d notes on svc%d and src/pkg%d/file%d.go", n, n%97, n%89, n%83, n%50, n%40, n))
+		}
+		before := walPages()
+		importAll(t, s, ms)
+		if b == 0 {
+			first = walPages() - before
+		}
+		testkit.WaitFor(t, 30*time.Second, fmt.Sprintf("the checkpoint of import batch %d", b+1), func() error {
+			if kicks, _ := s.cp.Runs(); kicks < kicks0+int64(b+1) {
+				return fmt.Errorf("%d checkpoints run since the first batch", kicks-kicks0)
+			}
+			return nil
+		})
+	}
+	// A WAL that started over holds about the last batch: a few times the first batch's
+	// pages, against a dozen batches' without checkpoints.
+	if got := walPages(); first <= 0 || got > 4*first {
+		t.Errorf("the WAL holds %d pages after %d import batches of %d memories; the first batch wrote %d", got, batches, batch, first)
+	}
+}
+
 func TestContentSanitized(t *testing.T) {
 	s := setup(t)
 	m := remember(t, s, alice, "nul\x00byte and bad \xff utf8").Memory

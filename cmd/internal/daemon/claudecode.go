@@ -1,6 +1,8 @@
 package daemon
 
 import (
+	"context"
+	"errors"
 	"log/slog"
 	"os"
 	"os/user"
@@ -10,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/thatch-dev/thatch/adapters/claudecode"
+	"github.com/thatch-dev/thatch/adapters/natsbus"
 )
 
 // ClaudeCodeHostID is the host id of this user's Claude Code sessions for c's thatch: thatch
@@ -32,4 +35,33 @@ func newClaudeCodeHost(c Config, nc *nats.Conn, js jetstream.JetStream, log *slo
 	return &claudecode.Host{NC: nc, JS: js, Prefix: c.SubjectPrefix, APIPrefix: c.APIPrefix, ID: ClaudeCodeHostID(c),
 		Claude: c.ClaudeBin, Thatch: self, Env: []string{"THATCH_DATA_DIR=" + c.DataDir},
 		Log: log.With("component", "claudecode")}
+}
+
+// drainHookSpool delivers the events Claude Code's hooks kept while thatch was down
+// (claudecode.Spool), in order, until the spool is empty; a failure is logged and left to
+// the next hook that gets through.
+func drainHookSpool(ctx context.Context, c Config, js jetstream.JetStream, log *slog.Logger) {
+	sp := claudecode.Spool{Dir: claudecode.SpoolDir(c.DataDir)}
+	total := 0
+	for sp.Pending() && ctx.Err() == nil {
+		n, err := sp.Drain(ctx, func(ctx context.Context, e claudecode.Spooled) error {
+			_, err := natsbus.PublishEvent(ctx, js, e.Subject, e.Body, e.ID, "")
+			if errors.Is(err, jetstream.ErrStreamMessageExceedsMaximum) || errors.Is(err, nats.ErrMaxPayload) {
+				log.Warn("claude code hook spool: an event too big for the broker dropped", "id", e.ID, "err", err)
+				return nil
+			}
+			return err
+		})
+		total += n
+		if err != nil {
+			log.Warn("claude code hook spool: delivery stopped; the next hook that reaches thatch goes on", "delivered", total, "err", err)
+			return
+		}
+		if n == 0 {
+			break // another drainer (a hook) holds it: it sends the rest
+		}
+	}
+	if total > 0 {
+		log.Info("claude code hook spool delivered: events of hooks that ran while thatch was down", "events", total)
+	}
 }

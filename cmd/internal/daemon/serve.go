@@ -349,6 +349,16 @@ func ServeWith(ctx context.Context, c Config, log *slog.Logger, tune func(*runti
 		}
 		return cc.Run(ctx)
 	})
+	add("claude code hook spool", func(ctx context.Context) error {
+		select { // the stream exists before the spool is published to it
+		case <-consumer.Started():
+		case <-ctx.Done():
+			return nil
+		}
+		drainHookSpool(ctx, c, js, log)
+		<-ctx.Done()
+		return nil
+	})
 	if ocBridge != nil {
 		add("opencode bridge", func(ctx context.Context) error {
 			select { // the stream exists before the bridge publishes to it

@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -366,7 +365,7 @@ func (h *Host) start(ctx context.Context, c *child, prompt, model string) {
 			return // deleted meanwhile (thatch is done with it), or thatch is stopping
 		}
 		if err != nil || jerr != nil || res.IsError {
-			msg := fmt.Sprintf("claude -p failed: %v %s", errors.Join(err, jerr), cutText(errb.String()+" "+res.Result, 300))
+			msg := failure(err, jerr, errb.String(), res)
 			h.Log.Warn("claude code extraction child failed", "host", h.ID, "session", c.id, "err", msg)
 			h.publish(ctx, "cc_error_"+c.id, protocol.EventSessionError, map[string]any{"sessionID": c.id,
 				"error": map[string]any{"name": "ClaudeCodeError", "data": map[string]any{"message": msg}}})

@@ -71,6 +71,7 @@ type Result struct {
 		CacheRead   int64 `json:"cache_read_input_tokens"`
 		CacheCreate int64 `json:"cache_creation_input_tokens"`
 	} `json:"usage"`
+	ModelUsage map[string]ModelUsage `json:"modelUsage"` // by the model's full name
 }
 
 // ExtractionTools are the tools an extraction child may call, as Claude Code names the
@@ -387,7 +388,7 @@ func (h *Host) messages(c *child) []runtime.Message {
 	tokens.Cache.Read, tokens.Cache.Write = r.Usage.CacheRead, r.Usage.CacheCreate
 	cost := r.Cost
 	return []runtime.Message{{Info: runtime.MessageInfo{ID: "msg_" + c.id, Role: "assistant", ProviderID: "anthropic",
-		ModelID: c.model, Tokens: tokens, Cost: &cost}, Parts: []runtime.Part{{Type: "text", Text: r.Result}}}}
+		ModelID: r.model(c.model), Tokens: tokens, Cost: &cost}, Parts: []runtime.Part{{Type: "text", Text: r.Result}}}}
 }
 
 func cutText(s string, n int) string {

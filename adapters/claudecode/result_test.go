@@ -42,3 +42,21 @@ func TestHostChildNotFound(t *testing.T) {
 	}
 }
 
+// TestHostChildModel: the ledger's model of a child is the full name its result's
+// modelUsage gives, not the alias it was run with.
+func TestHostChildModel(t *testing.T) {
+	r, h := newHostRig(t)
+	r.next() // stale-child's error
+	must(t, os.WriteFile(h.Claude, []byte(`#!/bin/sh
+echo '{"type":"result","subtype":"success","is_error":false,"result":"Extracted.","total_cost_usd":0.02,"usage":{"input_tokens":10,"output_tokens":2},"modelUsage":{"claude-haiku-4-5-20251001":{"inputTokens":10,"outputTokens":2,"costUSD":0.02},"claude-sonnet-4-5-20250929":{"inputTokens":3,"outputTokens":0,"costUSD":0.001}}}'
+`), 0o755))
+	id := startChild(t, r)
+	if typ, _ := r.next(); typ != "session.status" {
+		t.Fatalf("the child's turn ended with %s", typ)
+	}
+	res, _ := r.call("session.messages", map[string]any{"sessionID": id})
+	var msgs []runtime.Message
+	if err := json.Unmarshal(res, &msgs); err != nil || len(msgs) != 1 || msgs[0].Info.ModelID != "claude-haiku-4-5-20251001" {
+		t.Fatalf("session.messages: %s, want the model claude-haiku-4-5-20251001", res)
+	}
+}

@@ -2,11 +2,16 @@ package daemon
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"os/user"
+	"path/filepath"
 	"strconv"
+	"strings"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -64,4 +69,44 @@ func drainHookSpool(ctx context.Context, c Config, js jetstream.JetStream, log *
 	if total > 0 {
 		log.Info("claude code hook spool delivered: events of hooks that ran while thatch was down", "events", total)
 	}
+}
+
+// claudeMissing is serve's warning when Claude Code is set up for this thatch (the hooks in
+// home's ~/.claude/settings.json name c's data folder) but the claude binary its
+// extraction children run is not found: their extractions would fail, one by one. "" when
+// all is well or Claude Code is not set up for this thatch.
+func claudeMissing(home string, c Config) string {
+	data, err := os.ReadFile(filepath.Join(home, ".claude", "settings.json"))
+	if err != nil {
+		return ""
+	}
+	var settings struct {
+		Hooks map[string][]struct {
+			Hooks []struct {
+				Command string `json:"command"`
+			} `json:"hooks"`
+		} `json:"hooks"`
+	}
+	if json.Unmarshal(data, &settings) != nil {
+		return ""
+	}
+	quoted := "'" + strings.ReplaceAll(c.DataDir, "'", `'\''`) + "'"
+	ours := false
+	for _, groups := range settings.Hooks {
+		for _, g := range groups {
+			for _, h := range g.Hooks {
+				if strings.Contains(h.Command, " hook ") && (strings.Contains(h.Command, "THATCH_DATA_DIR="+c.DataDir+" ") ||
+					strings.Contains(h.Command, "THATCH_DATA_DIR="+quoted+" ")) {
+					ours = true
+				}
+			}
+		}
+	}
+	if !ours {
+		return ""
+	}
+	if _, err := exec.LookPath(c.ClaudeBin); err == nil {
+		return ""
+	}
+	return fmt.Sprintf("Claude Code's hooks send to this thatch, but the claude binary %q is not found, so their extractions will fail: put claude on thatch serve's PATH or set THATCH_CLAUDE_BIN to its path", c.ClaudeBin)
 }

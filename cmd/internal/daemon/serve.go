@@ -52,6 +52,11 @@ func ServeWith(ctx context.Context, c Config, log *slog.Logger, tune func(*runti
 		return err
 	}
 	defer unlock()
+	if home, err := os.UserHomeDir(); err == nil {
+		if warn := claudeMissing(home, c); warn != "" {
+			log.Warn(warn)
+		}
+	}
 	// A clean stop ends here, after every part and store is closed (defers run last to
 	// first): the status file says so, and the log says how long the stop took.
 	var stopBegan time.Time

@@ -52,6 +52,11 @@ func (m *mcpCommand) Run(ctx context.Context, c daemon.Config, _ io.Writer, _ []
 	}
 	t := &busThatch{c: c}
 	defer t.close()
+	go func() { // one line on standard error (the client's log) when thatch cannot be reached
+		if _, err := t.conn(); err != nil {
+			log.Warn("thatch mcp starts without thatch: its tool calls fail until it runs", "err", err)
+		}
+	}()
 	srv := mcp.New(mcp.Options{Thatch: t, Project: m.project, Session: m.extraction, Dir: dir, Version: version(), Log: log})
 	err = srv.Run(ctx, &sdk.StdioTransport{})
 	if ctx.Err() != nil || errors.Is(err, io.EOF) {
@@ -86,7 +91,7 @@ func (b *busThatch) conn() (*nats.Conn, error) {
 	}
 	nc, err := dialWith(b.c, nats.Name("thatch-mcp"), nats.NoReconnect(), nats.Timeout(mcpDialTimeout))
 	if err != nil {
-		return nil, fmt.Errorf("thatch is not running, or thatch mcp cannot reach it: start it with `thatch serve`. %w", err)
+		return nil, mcpDialError(b.c, err)
 	}
 	b.nc = nc
 	return nc, nil

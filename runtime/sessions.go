@@ -296,6 +296,10 @@ func (t *step) errored(ev Event) {
 			msg = ev.Error.Name + ": " + ev.Error.Data.Message
 		}
 		t.note(slog.LevelWarn, "extraction child failed; its entries go back to pending", "session", sess.ParentID, "child", sess.ID, "error", msg)
+		text, _ := redact.Text(msg)
+		t.s.Counters.LastExtractionFailure = &ExtractionFailure{Host: sess.HostID, Session: sess.ParentID, Child: sess.ID,
+			At: t.now.UTC(), Message: cut(text, 1000)}
+		t.fx.Counters = true
 	}
 	t.endWith(sess, true, "failed")
 }

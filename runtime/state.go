@@ -104,6 +104,20 @@ type Counters struct {
 	// Stream is the identity (creation time) of the event stream the consumer position
 	// and the sessions' Seq watermarks count in (rule 12).
 	Stream string `json:"Stream,omitempty"`
+	// LastExtractionFailure is the last extraction child that failed (its host's
+	// session.error), shown by status until another fails. Never changed in place: a
+	// failure replaces it whole, so a copy of the counters may share it.
+	LastExtractionFailure *ExtractionFailure `json:"LastExtractionFailure,omitempty"`
+}
+
+// ExtractionFailure is what status says of a failed extraction: the host, the session
+// whose entries it was extracting, the child, when, and the host's message (redacted).
+type ExtractionFailure struct {
+	Host    string    `json:"host"`
+	Session string    `json:"session"`
+	Child   string    `json:"child"`
+	At      time.Time `json:"at"`
+	Message string    `json:"message"`
 }
 
 // Host is one host that said hello.

@@ -55,6 +55,9 @@ type StatusView struct {
 	Bridge json.RawMessage `json:"bridge,omitempty"`
 	// Team is team memory's connection (protocol §9); absent without THATCH_TEAM_URL.
 	Team *TeamStatus `json:"team,omitempty"`
+	// LastExtractionFailure is the last extraction child that failed, with the host's
+	// message: why entries wait when no extraction succeeds.
+	LastExtractionFailure *ExtractionFailure `json:"lastExtractionFailure,omitempty"`
 }
 
 // TeamStatus is status.team (protocol §9): the team's URL without credentials, whether
@@ -140,7 +143,7 @@ func (s *Spend) Add(r CostRow) {
 // lack tools, not a pass over hosts, sessions or entries.
 func Summary(s *State, pos uint64) StatusView {
 	v := StatusView{Version: Version, Applied: s.Counters.Applied, Rejected: s.Counters.Rejected,
-		Gaps: s.Counters.Gaps, LastStreamSeq: pos, Redacted: s.Counters.Redacted}
+		Gaps: s.Counters.Gaps, LastStreamSeq: pos, Redacted: s.Counters.Redacted, LastExtractionFailure: s.Counters.LastExtractionFailure}
 	x := s.index()
 	v.Hosts = len(x.online)
 	if len(x.missing) > 0 {

@@ -79,6 +79,7 @@ type Result struct {
 		CacheRead   int64 `json:"cache_read_input_tokens"`
 		CacheCreate int64 `json:"cache_creation_input_tokens"`
 	} `json:"usage"`
+	ModelUsage map[string]ModelUsage `json:"modelUsage"` // by the model's full name
 }
 
 // ExtractionTools are the tools an extraction child may call, as Claude Code names the
@@ -508,7 +509,7 @@ func (h *Host) start(ctx context.Context, c *child, prompt, model string) {
 			return // deleted meanwhile (thatch is done with it), or thatch is stopping
 		}
 		if err != nil || jerr != nil || res.IsError {
-			msg := fmt.Sprintf("claude -p failed: %v %s", errors.Join(err, jerr), cutText(errb.String()+" "+res.Result, 300))
+			msg := failure(err, jerr, errb.String(), res)
 			h.Log.Warn("claude code extraction child failed", "host", h.ID, "session", c.id, "err", msg)
 			h.publish(ctx, "cc_error_"+c.id, protocol.EventSessionError, map[string]any{"sessionID": c.id,
 				"error": map[string]any{"name": "ClaudeCodeError", "data": map[string]any{"message": msg}}})
@@ -530,7 +531,7 @@ func (h *Host) messages(c *child) []runtime.Message {
 	tokens.Cache.Read, tokens.Cache.Write = r.Usage.CacheRead, r.Usage.CacheCreate
 	cost := r.Cost
 	return []runtime.Message{{Info: runtime.MessageInfo{ID: "msg_" + c.id, Role: "assistant", ProviderID: "anthropic",
-		ModelID: c.model, Tokens: tokens, Cost: &cost}, Parts: []runtime.Part{{Type: "text", Text: r.Result}}}}
+		ModelID: r.model(c.model), Tokens: tokens, Cost: &cost}, Parts: []runtime.Part{{Type: "text", Text: r.Result}}}}
 }
 
 func cutText(s string, n int) string {

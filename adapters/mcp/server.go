@@ -153,7 +153,7 @@ func New(o Options) *sdk.Server {
 		func(ctx context.Context, req *sdk.ReadResourceRequest) (*sdk.ReadResourceResult, error) {
 			text, err := s.section(ctx, req.Session)
 			if err != nil {
-				return nil, err
+				return nil, rpcError(err)
 			}
 			return &sdk.ReadResourceResult{Contents: []*sdk.ResourceContents{{URI: URI, MIMEType: "text/plain", Text: text}}}, nil
 		})
@@ -162,7 +162,7 @@ func New(o Options) *sdk.Server {
 		func(ctx context.Context, req *sdk.GetPromptRequest) (*sdk.GetPromptResult, error) {
 			text, err := s.section(ctx, req.Session)
 			if err != nil {
-				return nil, err
+				return nil, rpcError(err)
 			}
 			return &sdk.GetPromptResult{Description: "The memories of this project",
 				Messages: []*sdk.PromptMessage{{Role: "user", Content: &sdk.TextContent{Text: text}}}}, nil

@@ -61,7 +61,7 @@ func runCommand(ctx context.Context, load func() (daemon.Config, error), out io.
 	switch args[0] {
 	case "help", "--help", "-h":
 		if len(args) > 1 && args[0] == "help" { // thatch help status: that command's help
-			if cmd, _ := find(all, args[1:]); cmd != nil {
+			if cmd, _ := find(all, resolveAlias(args[1:])); cmd != nil {
 				_, err := fmt.Fprintln(out, strings.TrimSuffix(helpText(cmd, all), "\n"))
 				return err
 			}
@@ -72,7 +72,7 @@ func runCommand(ctx context.Context, load func() (daemon.Config, error), out io.
 	case "--version", "-v":
 		args = append([]string{"version"}, args[1:]...)
 	}
-	cmd, rest := find(all, args)
+	cmd, rest := find(all, resolveAlias(args))
 	if cmd == nil && args[0] == "bench" {
 		return errors.New("the benchmark is a command of its own now: make bench, or bin/thatch-bench (make build builds it)")
 	}

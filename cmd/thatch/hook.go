@@ -16,7 +16,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/thatch-dev/thatch/adapters/claudecode"
-	"github.com/thatch-dev/thatch/adapters/natsbus"
 	"github.com/thatch-dev/thatch/cmd/internal/daemon"
 	"github.com/thatch-dev/thatch/journal/memory"
 	"github.com/thatch-dev/thatch/runtime/protocol"
@@ -98,22 +97,11 @@ func runHook(ctx context.Context, c daemon.Config, out io.Writer, event string, 
 	if err != nil || len(evs) == 0 {
 		return err
 	}
-	nc, err := dialWith(c, nats.Name("thatch-hook"), nats.NoReconnect(), nats.Timeout(time.Second))
-	if err != nil {
-		return fmt.Errorf("thatch is not running or cannot be reached (start it with `thatch serve`): %w", err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
 	host := daemon.ClaudeCodeHostID(c)
-	publish := func(e claudecode.Event) error {
+	var msgs []claudecode.Spooled
+	add := func(e claudecode.Event) error {
 		body, err := e.Body()
-		if err != nil {
-			return err
-		}
-		_, err = natsbus.PublishEvent(ctx, js, c.SubjectPrefix+"."+host+".event."+e.Type, body, e.ID, "")
+		msgs = append(msgs, claudecode.Spooled{Subject: c.SubjectPrefix + "." + host + ".event." + e.Type, ID: e.ID, Body: body})
 		return err
 	}
 	if in.Event == "SessionStart" {
@@ -124,7 +112,7 @@ func runHook(ctx context.Context, c daemon.Config, out io.Writer, event string, 
 		hello := claudecode.Event{ID: "cc_hello_" + host + "_" + seq, Type: protocol.EventHostHello, Props: map[string]any{
 			"hostID": host, "api": "v1", "version": "claude-code", "bootID": boot, "directory": in.Cwd, "worktree": top,
 			"projectID": projectID, "capabilities": map[string]any{"context": true, "list": true}}}
-		if err := publish(hello); err != nil {
+		if err := add(hello); err != nil {
 			return err
 		}
 	}
@@ -144,9 +132,22 @@ func runHook(ctx context.Context, c daemon.Config, out io.Writer, event string, 
 		}()
 	}
 	for _, e := range evs {
-		if err := publish(e); err != nil {
+		if err := add(e); err != nil {
 			return err
 		}
+	}
+	nc, err := dialWith(c, nats.Name("thatch-hook"), nats.NoReconnect(), nats.Timeout(time.Second))
+	if err != nil {
+		// Kept, redacted, until thatch is reachable (thatch serve's start or the next hook).
+		return spoolHook(c, msgs, fmt.Errorf("thatch is not running or cannot be reached (start it with `thatch serve`): %w", err))
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	if err := deliverHook(ctx, c, js, msgs); err != nil {
+		fmt.Fprintf(os.Stderr, "thatch hook %s: %v\n", in.Event, err) // spooled: the start text is still asked for
 	}
 	if in.Event != "SessionStart" {
 		return nil

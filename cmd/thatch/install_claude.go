@@ -57,6 +57,15 @@ func isThatchHook(command, event string) bool {
 	return strings.Contains(strings.ToLower(command), "thatch") && strings.HasSuffix(strings.TrimSpace(command), " hook "+event)
 }
 
+// changeVerb is what install says it did to path, asked before writing it: "created"
+// when it does not exist yet, else "updated".
+func changeVerb(path string) string {
+	if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
+		return "created"
+	}
+	return "updated"
+}
+
 // readJSONObject reads a JSON object file; a missing file is an empty object.
 func readJSONObject(path string) (map[string]any, os.FileMode, error) {
 	data, err := os.ReadFile(path)
@@ -125,6 +134,7 @@ func installClaudeCode(home, bin string, env map[string]string, out io.Writer) e
 
 	// The MCP server.
 	userFile := filepath.Join(home, ".claude.json")
+	userVerb := changeVerb(userFile)
 	user, mode, err := readJSONObject(userFile)
 	if err != nil {
 		return err
@@ -142,11 +152,12 @@ func installClaudeCode(home, bin string, env map[string]string, out io.Writer) e
 	if ok, err := writeJSONObject(userFile, user, mode, 0o600); err != nil {
 		return fmt.Errorf("write %s: %w", userFile, err)
 	} else if ok {
-		changed = append(changed, userFile+": the MCP server thatch")
+		changed = append(changed, userVerb+" "+userFile+": the MCP server thatch")
 	}
 
 	// The hooks.
 	settingsFile := filepath.Join(home, ".claude", "settings.json")
+	settingsVerb := changeVerb(settingsFile)
 	settings, mode, err := readJSONObject(settingsFile)
 	if err != nil {
 		return err
@@ -204,7 +215,7 @@ func installClaudeCode(home, bin string, env map[string]string, out io.Writer) e
 	if ok, err := writeJSONObject(settingsFile, settings, mode, 0o644); err != nil {
 		return fmt.Errorf("write %s: %w", settingsFile, err)
 	} else if ok {
-		changed = append(changed, settingsFile+": thatch's hooks and its tools' permissions")
+		changed = append(changed, settingsVerb+" "+settingsFile+": thatch's hooks and its tools' permissions")
 	}
 
 	// The wrap-up commands: ~/.claude/commands/thatch/compact.md is /thatch:compact.
@@ -214,13 +225,14 @@ func installClaudeCode(home, bin string, env map[string]string, out io.Writer) e
 		if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, f.Data) {
 			continue
 		}
+		verb := changeVerb(path)
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return err
 		}
 		if err := os.WriteFile(path, f.Data, 0o644); err != nil {
 			return err
 		}
-		changed = append(changed, path)
+		changed = append(changed, verb+" "+path)
 	}
 
 	if len(changed) == 0 {
@@ -228,7 +240,7 @@ func installClaudeCode(home, bin string, env map[string]string, out io.Writer) e
 		return err
 	}
 	for _, c := range changed {
-		fmt.Fprintf(out, "updated %s\n", c)
+		fmt.Fprintln(out, c)
 	}
 	_, err = fmt.Fprintln(out, "Start a new Claude Code session to load them (thatch serve must be running).")
 	return err

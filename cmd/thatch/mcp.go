@@ -52,6 +52,11 @@ func (m *mcpCommand) Run(ctx context.Context, c daemon.Config, _ io.Writer, _ []
 	}
 	t := &busThatch{c: c}
 	defer t.close()
+	go func() { // one line on standard error (the client's log) when thatch cannot be reached
+		if _, err := t.conn(); err != nil {
+			log.Warn("thatch mcp starts without thatch: its tool calls fail until it runs", "err", err)
+		}
+	}()
 	// Claude Code gives the MCP servers of a session its id: that session's wrap-up flush
 	// claims its own entries through this server (rule 6).
 	owner := os.Getenv("CLAUDE_CODE_SESSION_ID")
@@ -89,7 +94,7 @@ func (b *busThatch) conn() (*nats.Conn, error) {
 	}
 	nc, err := dialWith(b.c, nats.Name("thatch-mcp"), nats.NoReconnect(), nats.Timeout(mcpDialTimeout))
 	if err != nil {
-		return nil, fmt.Errorf("thatch is not running, or thatch mcp cannot reach it: start it with `thatch serve`. %w", err)
+		return nil, mcpDialError(b.c, err)
 	}
 	b.nc = nc
 	return nc, nil

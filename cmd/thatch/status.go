@@ -182,6 +182,10 @@ func (s *statusCommand) Run(ctx context.Context, c daemon.Config, out io.Writer,
 		}
 		fmt.Fprintf(tw, "extraction model\t%s\n", model)
 	}
+	if f := st.LastExtractionFailure; f != nil {
+		fmt.Fprintf(tw, "LAST EXTRACTION FAILURE\t%s, host %s, session %s: %s\n", f.At.Local().Format(time.RFC3339), f.Host, f.Session,
+			strings.Join(strings.Fields(f.Message), " "))
+	}
 	return stale
 }
 

@@ -1,15 +1,23 @@
 package daemon
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"os/user"
+	"path/filepath"
 	"strconv"
+	"strings"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/thatch-dev/thatch/adapters/claudecode"
+	"github.com/thatch-dev/thatch/adapters/natsbus"
 )
 
 // ClaudeCodeHostID is the host id of this user's Claude Code sessions for c's thatch: thatch
@@ -32,4 +40,73 @@ func newClaudeCodeHost(c Config, nc *nats.Conn, js jetstream.JetStream, log *slo
 	return &claudecode.Host{NC: nc, JS: js, Prefix: c.SubjectPrefix, APIPrefix: c.APIPrefix, ID: ClaudeCodeHostID(c),
 		Claude: c.ClaudeBin, Thatch: self, Env: []string{"THATCH_DATA_DIR=" + c.DataDir},
 		Log: log.With("component", "claudecode")}
+}
+
+// drainHookSpool delivers the events Claude Code's hooks kept while thatch was down
+// (claudecode.Spool), in order, until the spool is empty; a failure is logged and left to
+// the next hook that gets through.
+func drainHookSpool(ctx context.Context, c Config, js jetstream.JetStream, log *slog.Logger) {
+	sp := claudecode.Spool{Dir: claudecode.SpoolDir(c.DataDir)}
+	total := 0
+	for sp.Pending() && ctx.Err() == nil {
+		n, err := sp.Drain(ctx, func(ctx context.Context, e claudecode.Spooled) error {
+			_, err := natsbus.PublishEvent(ctx, js, e.Subject, e.Body, e.ID, "")
+			if errors.Is(err, jetstream.ErrStreamMessageExceedsMaximum) || errors.Is(err, nats.ErrMaxPayload) {
+				log.Warn("claude code hook spool: an event too big for the broker dropped", "id", e.ID, "err", err)
+				return nil
+			}
+			return err
+		})
+		total += n
+		if err != nil {
+			log.Warn("claude code hook spool: delivery stopped; the next hook that reaches thatch goes on", "delivered", total, "err", err)
+			return
+		}
+		if n == 0 {
+			break // another drainer (a hook) holds it: it sends the rest
+		}
+	}
+	if total > 0 {
+		log.Info("claude code hook spool delivered: events of hooks that ran while thatch was down", "events", total)
+	}
+}
+
+// claudeMissing is serve's warning when Claude Code is set up for this thatch (the hooks in
+// home's ~/.claude/settings.json name c's data folder) but the claude binary its
+// extraction children run is not found: their extractions would fail, one by one. "" when
+// all is well or Claude Code is not set up for this thatch.
+func claudeMissing(home string, c Config) string {
+	data, err := os.ReadFile(filepath.Join(home, ".claude", "settings.json"))
+	if err != nil {
+		return ""
+	}
+	var settings struct {
+		Hooks map[string][]struct {
+			Hooks []struct {
+				Command string `json:"command"`
+			} `json:"hooks"`
+		} `json:"hooks"`
+	}
+	if json.Unmarshal(data, &settings) != nil {
+		return ""
+	}
+	quoted := "'" + strings.ReplaceAll(c.DataDir, "'", `'\''`) + "'"
+	ours := false
+	for _, groups := range settings.Hooks {
+		for _, g := range groups {
+			for _, h := range g.Hooks {
+				if strings.Contains(h.Command, " hook ") && (strings.Contains(h.Command, "THATCH_DATA_DIR="+c.DataDir+" ") ||
+					strings.Contains(h.Command, "THATCH_DATA_DIR="+quoted+" ")) {
+					ours = true
+				}
+			}
+		}
+	}
+	if !ours {
+		return ""
+	}
+	if _, err := exec.LookPath(c.ClaudeBin); err == nil {
+		return ""
+	}
+	return fmt.Sprintf("Claude Code's hooks send to this thatch, but the claude binary %q is not found, so their extractions will fail: put claude on thatch serve's PATH or set THATCH_CLAUDE_BIN to its path", c.ClaudeBin)
 }

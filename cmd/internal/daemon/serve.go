@@ -52,6 +52,11 @@ func ServeWith(ctx context.Context, c Config, log *slog.Logger, tune func(*runti
 		return err
 	}
 	defer unlock()
+	if home, err := os.UserHomeDir(); err == nil {
+		if warn := claudeMissing(home, c); warn != "" {
+			log.Warn(warn)
+		}
+	}
 	// A clean stop ends here, after every part and store is closed (defers run last to
 	// first): the status file says so, and the log says how long the stop took.
 	var stopBegan time.Time
@@ -348,6 +353,16 @@ func ServeWith(ctx context.Context, c Config, log *slog.Logger, tune func(*runti
 			return nil
 		}
 		return cc.Run(ctx)
+	})
+	add("claude code hook spool", func(ctx context.Context) error {
+		select { // the stream exists before the spool is published to it
+		case <-consumer.Started():
+		case <-ctx.Done():
+			return nil
+		}
+		drainHookSpool(ctx, c, js, log)
+		<-ctx.Done()
+		return nil
 	})
 	if ocBridge != nil {
 		add("opencode bridge", func(ctx context.Context) error {

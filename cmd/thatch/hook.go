@@ -116,15 +116,13 @@ func runHook(ctx context.Context, c daemon.Config, out io.Writer, event string, 
 			return err
 		}
 	}
+	var turn []byte // Stop: the turn's last reply, for this host's responder
 	if in.Event == "Stop" {
 		// The turn's last reply goes to this host's responder before the idle: the idle
 		// may resolve a wrap-up, which reads it (rule 6).
 		headless := claudecode.Headless(os.Getenv("CLAUDE_CODE_ENTRYPOINT"))
 		pid, _ := strconv.Atoi(os.Getenv("CLAUDE_PID"))
-		body, _ := json.Marshal(claudecode.Turn{SessionID: in.SessionID, Text: in.LastAssistant, Headless: headless, PID: pid})
-		if _, err := nc.RequestWithContext(ctx, c.SubjectPrefix+"."+host+".api."+claudecode.MethodTurn, body); err != nil {
-			fmt.Fprintf(os.Stderr, "thatch hook Stop: tell thatch the turn's last reply (a wrap-up command cannot proceed without it): %v\n", err)
-		}
+		turn, _ = json.Marshal(claudecode.Turn{SessionID: in.SessionID, Text: in.LastAssistant, Headless: headless, PID: pid})
 		defer func() {
 			if o := claudecode.StopOutput(in, headless); o != nil {
 				_, _ = out.Write(o)
@@ -142,6 +140,11 @@ func runHook(ctx context.Context, c daemon.Config, out io.Writer, event string, 
 		return spoolHook(c, msgs, fmt.Errorf("thatch is not running or cannot be reached (start it with `thatch serve`): %w", err))
 	}
 	defer nc.Close()
+	if turn != nil {
+		if _, err := nc.RequestWithContext(ctx, c.SubjectPrefix+"."+host+".api."+claudecode.MethodTurn, turn); err != nil {
+			fmt.Fprintf(os.Stderr, "thatch hook Stop: tell thatch the turn's last reply (a wrap-up command cannot proceed without it): %v\n", err)
+		}
+	}
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return err

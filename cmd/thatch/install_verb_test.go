@@ -18,7 +18,7 @@ func TestInstallClaudeCodeCreated(t *testing.T) {
 	got := out.String()
 	for _, want := range []string{
 		"updated " + filepath.Join(home, ".claude.json") + ": the MCP server thatch\n",
-		"created " + filepath.Join(home, ".claude", "settings.json") + ": thatch's hooks\n",
+		"created " + filepath.Join(home, ".claude", "settings.json") + ": thatch's hooks and its tools' permissions\n",
 		"created " + filepath.Join(home, ".claude", "commands", "thatch", "compact.md") + "\n",
 	} {
 		if !strings.Contains(got, want) {

@@ -109,7 +109,7 @@ func (s *Store) Search(ctx context.Context, c Caller, query string, kinds []stri
 	}
 	s.markUsedLater(ids, now)
 	out := SearchResult{Hits: hits}
-	if c.CallID != "" {
+	if c.CallID != "" && !s.readOnly { // a read-only store keeps nothing, as it marks nothing
 		data, err := json.Marshal(out)
 		if err != nil {
 			return SearchResult{}, fmt.Errorf("search memories: %w", err)

@@ -17,7 +17,6 @@ import (
 // queued only moves its time; a new id past maxPendingMarks is dropped and counted rather
 // than blocking the reader. Close writes what is queued; a crash may lose the marks not
 // yet written, never a memory.
-
 //
 // A search with a callID keeps its answer the same way (§6: a repeated callID repeats the
 // first answer): queued beside the marks, where a repeat finds it until the writer has put
@@ -51,7 +50,7 @@ func newUsedMarks() usedMarks {
 	return usedMarks{pending: map[string]int64{}, answers: map[callKey]queuedAnswer{}, kick: make(chan struct{}, 1)}
 }
 
-// queuedAnswer answers the queued answer of c's call, if one waits for the writer.
+// queued answers the queued answer of c's call, if one waits for the writer.
 func (m *usedMarks) queued(c Caller) (queuedAnswer, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -139,7 +138,8 @@ func (m *usedMarks) forget(q *queue) {
 	}
 }
 
-// MarksDropped counts the used marks dropped because the queue was full.
+// MarksDropped counts the used marks (and searches' answers) dropped because the queue was
+// full.
 func (s *Store) MarksDropped() int64 { return s.marks.dropped.Load() }
 
 // FlushUsed writes the used marks queued so far and waits for their commit.

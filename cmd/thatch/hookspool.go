@@ -7,11 +7,9 @@ import (
 	"os"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/thatch-dev/thatch/adapters/claudecode"
-	"github.com/thatch-dev/thatch/adapters/natsbus"
 	"github.com/thatch-dev/thatch/cmd/internal/daemon"
 )
 
@@ -32,15 +30,12 @@ func spoolHook(c daemon.Config, msgs []claudecode.Spooled, cause error) error {
 	return fmt.Errorf("%w (%d events kept in %s: thatch delivers them when it is reachable again)", cause, len(msgs), hookSpool(c).Dir)
 }
 
-// publishSpooled publishes one hook event. An event the broker can never take (too big)
-// is dropped rather than holding up the spool behind it.
+// publishSpooled publishes one hook event (daemon.PublishSpooled), saying on standard error
+// when the broker can never take it.
 func publishSpooled(ctx context.Context, js jetstream.JetStream, e claudecode.Spooled) error {
-	_, err := natsbus.PublishEvent(ctx, js, e.Subject, e.Body, e.ID, "")
-	if errors.Is(err, jetstream.ErrStreamMessageExceedsMaximum) || errors.Is(err, nats.ErrMaxPayload) {
+	return daemon.PublishSpooled(ctx, js, e, func(err error) {
 		fmt.Fprintf(os.Stderr, "thatch hook: event %s dropped: %v\n", e.ID, err)
-		return nil
-	}
-	return err
+	})
 }
 
 // deliverHook publishes msgs after delivering what the spool holds; what cannot be

@@ -42,6 +42,18 @@ func newClaudeCodeHost(c Config, nc *nats.Conn, js jetstream.JetStream, log *slo
 		Log: log.With("component", "claudecode")}
 }
 
+// PublishSpooled publishes one Claude Code hook event (a hook's own or a spooled one). An
+// event the broker can never take (too big) is dropped, told to dropped, rather than
+// holding up the spool behind it.
+func PublishSpooled(ctx context.Context, js jetstream.JetStream, e claudecode.Spooled, dropped func(error)) error {
+	_, err := natsbus.PublishEvent(ctx, js, e.Subject, e.Body, e.ID, "")
+	if errors.Is(err, jetstream.ErrStreamMessageExceedsMaximum) || errors.Is(err, nats.ErrMaxPayload) {
+		dropped(err)
+		return nil
+	}
+	return err
+}
+
 // drainHookSpool delivers the events Claude Code's hooks kept while thatch was down
 // (claudecode.Spool), in order, until the spool is empty; a failure is logged and left to
 // the next hook that gets through.
@@ -50,12 +62,9 @@ func drainHookSpool(ctx context.Context, c Config, js jetstream.JetStream, log *
 	total := 0
 	for sp.Pending() && ctx.Err() == nil {
 		n, err := sp.Drain(ctx, func(ctx context.Context, e claudecode.Spooled) error {
-			_, err := natsbus.PublishEvent(ctx, js, e.Subject, e.Body, e.ID, "")
-			if errors.Is(err, jetstream.ErrStreamMessageExceedsMaximum) || errors.Is(err, nats.ErrMaxPayload) {
+			return PublishSpooled(ctx, js, e, func(err error) {
 				log.Warn("claude code hook spool: an event too big for the broker dropped", "id", e.ID, "err", err)
-				return nil
-			}
-			return err
+			})
 		})
 		total += n
 		if err != nil {

@@ -43,6 +43,7 @@ func (t *step) extract(sess *Session) bool {
 		return false
 	}
 	sess.startExtraction()
+	sess.RetryAt = 0 // a retry scheduled is this extraction: its failure schedules the next
 	t.dirty(sess)
 	t.call(Call{Host: sess.HostID, Op: OpCreate, Purpose: PurposeExtract, SessionID: sess.ID, Title: ExtractionTitle})
 	return true
@@ -79,6 +80,9 @@ func (t *step) created(c Call, res Result) {
 		if parent != nil && parent.Extraction() == ExtractionCreating {
 			parent.stopExtraction()
 			t.dirty(parent)
+			if res.Err == nil || !res.Err.NoResponder && res.Err.Name != protocol.ToolsMissing && res.Err.Name != protocol.HostRestarted {
+				t.failedExtraction(parent) // a host not answering, or without the tools, is not retried on a timer
+			}
 		}
 		return
 	}
@@ -147,6 +151,7 @@ func (t *step) instructed(c Call, res Result) {
 	}
 	t.note(slog.LevelWarn, "extraction prompt failed; the next idle retries", "host", c.Host, "session", parent, "child", c.SessionID, "error", res.Err.Error())
 	if child != nil {
+		t.failedExtraction(t.s.Sessions[child.ParentID])
 		t.endExtraction(child, true, 0, "", "prompt_failed")
 	}
 }
@@ -163,6 +168,9 @@ func (t *step) extractionIdle(child *Session) {
 		outcome = "idle_without_claims"
 	}
 	t.endExtraction(child, true, n, t.extractionToast(child), outcome)
+	if n > 0 {
+		t.extractionSucceeded(t.s.Sessions[child.ParentID])
+	}
 	if n > 0 && root != nil && root.ID == child.ParentID {
 		t.followUp(root)
 	}

@@ -300,6 +300,7 @@ func (t *step) errored(ev Event) {
 		t.s.Counters.LastExtractionFailure = &ExtractionFailure{Host: sess.HostID, Session: sess.ParentID, Child: sess.ID,
 			At: t.now.UTC(), Message: cut(text, 1000)}
 		t.fx.Counters = true
+		t.failedExtraction(t.s.Sessions[sess.ParentID])
 	}
 	t.endWith(sess, true, "failed")
 }

@@ -105,9 +105,13 @@ type Counters struct {
 	// and the sessions' Seq watermarks count in (rule 12).
 	Stream string `json:"Stream,omitempty"`
 	// LastExtractionFailure is the last extraction child that failed (its host's
-	// session.error), shown by status until another fails. Never changed in place: a
+	// session.error), shown by status until another fails, as history once an extraction
+	// succeeded after it (LastExtractionSuccess). Never changed in place: a
 	// failure replaces it whole, so a copy of the counters may share it.
 	LastExtractionFailure *ExtractionFailure `json:"LastExtractionFailure,omitempty"`
+	// LastExtractionSuccess is when an extraction last completed entries (Unix
+	// milliseconds, 0 before any): status tells a failure since fixed from a current one.
+	LastExtractionSuccess int64 `json:"LastExtractionSuccess,omitempty"`
 }
 
 // ExtractionFailure is what status says of a failed extraction: the host, the session
@@ -203,9 +207,14 @@ type Session struct {
 	Wrote   Metrics `json:"Wrote"`   // extraction child: its effective writes through the memory tools, as thatch counted them
 	// Completed: the entries it completed with thatch_extraction_done (the ledger counts
 	// an extraction child's).
-	Completed int      `json:"Completed,omitempty"`
-	Snapshot  []string `json:"Snapshot"` // child: the parent's pending entry ids when it was created (recovery data only)
-	Entries   []Entry  `json:"-"`        // top: journaled entries, oldest first (rows of their own)
+	Completed int `json:"Completed,omitempty"`
+	// Failed (top) counts the extractions that failed since one last completed entries;
+	// RetryAt is when the last failure's retry is due (Unix milliseconds, 0: none), see
+	// retry.go.
+	Failed   int32    `json:"Failed,omitempty"`
+	RetryAt  int64    `json:"RetryAt,omitempty"`
+	Snapshot []string `json:"Snapshot"` // child: the parent's pending entry ids when it was created (recovery data only)
+	Entries  []Entry  `json:"-"`        // top: journaled entries, oldest first (rows of their own)
 
 	Seq     uint64    `json:"Seq"`     // highest stream sequence applied to this session
 	Touched time.Time `json:"Touched"` // last event or tool call that concerned it
@@ -403,8 +412,9 @@ type index struct {
 	byParent map[string]map[string]*Session
 	counted  map[string]tally // what total holds of each session
 	total    tally
-	online   map[string]bool // hosts online
-	missing  map[string]bool // hosts online that lack thatch's tools
+	online   map[string]bool     // hosts online
+	missing  map[string]bool     // hosts online that lack thatch's tools
+	retrying map[string]*Session // sessions with a retry scheduled (RetryAt set)
 }
 
 // tally is what status counts of sessions: live ones (not exited) and their entries.
@@ -422,7 +432,7 @@ func (a tally) add(b tally) tally {
 
 func newIndex() *index {
 	return &index{byHost: map[string]map[string]*Session{}, byParent: map[string]map[string]*Session{}, counted: map[string]tally{},
-		online: map[string]bool{}, missing: map[string]bool{}}
+		online: map[string]bool{}, missing: map[string]bool{}, retrying: map[string]*Session{}}
 }
 
 // tallyOf counts one session; a nil one counts nothing.
@@ -486,6 +496,9 @@ func (s *State) Reindex() {
 		if t := tallyOf(sess); t != (tally{}) {
 			x.counted[sess.ID] = t
 			x.total = x.total.add(t)
+		}
+		if sess.RetryAt != 0 {
+			x.retrying[sess.ID] = sess
 		}
 	}
 	s.idx = x
@@ -560,6 +573,11 @@ func (s *State) recount(sessions, hosts map[string]bool) {
 		x.countHost(id, s.Hosts[id])
 	}
 	for id := range sessions {
+		if sess := s.Sessions[id]; sess != nil && sess.RetryAt != 0 {
+			x.retrying[id] = sess
+		} else {
+			delete(x.retrying, id)
+		}
 		now := tallyOf(s.Sessions[id])
 		x.total = x.total.add(now.sub(x.counted[id]))
 		if now == (tally{}) {
@@ -624,6 +642,9 @@ func (s *State) CheckIndex() error {
 	}
 	if !maps.Equal(have.counted, want.idx.counted) {
 		return fmt.Errorf("per-session tally differs from a full count")
+	}
+	if !maps.Equal(have.retrying, want.idx.retrying) {
+		return fmt.Errorf("sessions retrying %v, a full scan says %v", slices.Sorted(maps.Keys(have.retrying)), slices.Sorted(maps.Keys(want.idx.retrying)))
 	}
 	if !maps.Equal(have.online, want.idx.online) || !maps.Equal(have.missing, want.idx.missing) {
 		return fmt.Errorf("hosts online %v lacking tools %v, a full count says %v and %v", have.online, have.missing, want.idx.online, want.idx.missing)

@@ -29,10 +29,16 @@ type Rules struct {
 	// DailyTokens, when positive, stops new extractions for the rest of the UTC day once
 	// the day's extraction tokens reach it (rule 14).
 	DailyTokens int64
+	// RetryAfter is the wait before each timed retry of a failed extraction, counted from
+	// the failure: the first failure is retried after RetryAfter[0], the retry's failure
+	// after RetryAfter[1], and so on; past the last, the session's next idle retries
+	// (retry.go).
+	RetryAfter []time.Duration
 }
 
 // DefaultRules are the protocol's defaults.
-var DefaultRules = Rules{StaleAccepted: 15 * time.Minute, OutputMax: 2000, TTL: 7 * 24 * time.Hour, PayloadChars: 24000}
+var DefaultRules = Rules{StaleAccepted: 15 * time.Minute, OutputMax: 2000, TTL: 7 * 24 * time.Hour, PayloadChars: 24000,
+	RetryAfter: []time.Duration{time.Minute, 5 * time.Minute, 30 * time.Minute}}
 
 // Tool names thatch serves (protocol §3). Their own calls are never buffered.
 const (
@@ -87,6 +93,8 @@ func (r Rules) Step(s *State, in Input, now time.Time) *Effects {
 		t.result(in)
 	case Tick:
 		t.journalSweep(in)
+	case RetryTick:
+		t.retry()
 	case SweepApply:
 		t.sweepApply(in)
 	case MemoryWrote:

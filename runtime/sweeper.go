@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -19,7 +20,10 @@ type Sweeper struct {
 	Loop   *Loop
 	Caller Caller
 	Every  time.Duration
-	Strand bool // THATCH_STRAND_SWEEP
+	// RetryEvery is how often it looks for failed extractions due for a retry (retry.go);
+	// 0: every 15 s, or every Every when that is shorter.
+	RetryEvery time.Duration
+	Strand     bool // THATCH_STRAND_SWEEP
 	// Exists reports whether a directory exists on thatch's filesystem (the daemon's
 	// os.Stat); required.
 	Exists func(string) bool
@@ -39,12 +43,18 @@ func (w *Sweeper) Run(ctx context.Context) error {
 	w.runOnce(ctx)
 	ticker := time.NewTicker(w.Every)
 	defer ticker.Stop()
+	retries := time.NewTicker(cmp.Or(w.RetryEvery, min(15*time.Second, w.Every)))
+	defer retries.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-ticker.C:
 			w.runOnce(ctx)
+		case <-retries.C:
+			if err := w.Retry(ctx, time.Now()); err != nil && ctx.Err() == nil {
+				w.Log.Warn("extraction retry failed", "err", err)
+			}
 		case host := <-w.Loop.NewBoots():
 			if w.Strand {
 				if _, err := w.Sweep(ctx, host, false); err != nil && ctx.Err() == nil {
@@ -71,6 +81,16 @@ func (w *Sweeper) runOnce(ctx context.Context) {
 			w.Log.Warn("memory store sweep failed", "err", err)
 		}
 	}
+}
+
+// Retry hands the loop a RetryTick when a failed extraction is due for a retry at now,
+// and nothing otherwise: an idle thatch commits nothing every few seconds.
+func (w *Sweeper) Retry(ctx context.Context, now time.Time) error {
+	v, err := w.Loop.Query(ctx, func(v View) any { return len(w.Loop.Rules.RetriesDue(v.State, now)) > 0 })
+	if err != nil || !v.(bool) {
+		return err
+	}
+	return w.Loop.Submit(ctx, RetryTick{})
 }
 
 // JournalSweep checks the tracked sessions' directories and ticks the loop.

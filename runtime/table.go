@@ -68,7 +68,7 @@ func sessionRow(s *State, sess *Session) *SessionRow {
 	return &SessionRow{SessionView: SessionView{SessionID: sess.ID, HostID: sess.HostID, ParentID: sess.ParentID,
 		Kind: sess.Kind, Status: sess.Status, Pending: c.Pending, Accepted: c.Accepted,
 		Extracting: sess.Extracting, Compacting: sess.Compacting, WrapUp: sess.WrapUp,
-		Directory: sess.Directory, Title: sess.Title, Refused: sess.Refused}, Child: sess.Child, Resolving: sess.Resolving, Touched: sess.Touched}
+		Directory: sess.Directory, Title: sess.Title, Refused: sess.Refused, Failed: int(sess.Failed), RetryAt: retryAt(sess)}, Child: sess.Child, Resolving: sess.Resolving, Touched: sess.Touched}
 }
 
 func hostRow(h *Host) *HostRow {

@@ -57,7 +57,16 @@ type StatusView struct {
 	Team *TeamStatus `json:"team,omitempty"`
 	// LastExtractionFailure is the last extraction child that failed, with the host's
 	// message: why entries wait when no extraction succeeds.
-	LastExtractionFailure *ExtractionFailure `json:"lastExtractionFailure,omitempty"`
+	LastExtractionFailure *ExtractionFailureView `json:"lastExtractionFailure,omitempty"`
+	// LastExtractionSuccess is when an extraction last completed entries.
+	LastExtractionSuccess *time.Time `json:"lastExtractionSuccess,omitempty"`
+}
+
+// ExtractionFailureView is status's last extraction failure and whether an extraction
+// completed entries since: then it is history, not a current problem.
+type ExtractionFailureView struct {
+	ExtractionFailure
+	SucceededSince bool `json:"succeededSince"`
 }
 
 // TeamStatus is status.team (protocol §9): the team's URL without credentials, whether
@@ -143,7 +152,15 @@ func (s *Spend) Add(r CostRow) {
 // lack tools, not a pass over hosts, sessions or entries.
 func Summary(s *State, pos uint64) StatusView {
 	v := StatusView{Version: Version, Applied: s.Counters.Applied, Rejected: s.Counters.Rejected,
-		Gaps: s.Counters.Gaps, LastStreamSeq: pos, Redacted: s.Counters.Redacted, LastExtractionFailure: s.Counters.LastExtractionFailure}
+		Gaps: s.Counters.Gaps, LastStreamSeq: pos, Redacted: s.Counters.Redacted}
+	if ms := s.Counters.LastExtractionSuccess; ms != 0 {
+		at := time.UnixMilli(ms).UTC()
+		v.LastExtractionSuccess = &at
+	}
+	if f := s.Counters.LastExtractionFailure; f != nil {
+		v.LastExtractionFailure = &ExtractionFailureView{ExtractionFailure: *f,
+			SucceededSince: v.LastExtractionSuccess != nil && !v.LastExtractionSuccess.Before(f.At)}
+	}
 	x := s.index()
 	v.Hosts = len(x.online)
 	if len(x.missing) > 0 {
@@ -170,6 +187,20 @@ type SessionView struct {
 	// Refused is the session's last wrap-up command that did not proceed, until another
 	// is armed or one is greenlit (an extension of the contract's row).
 	Refused *Refusal `json:"refused,omitempty"`
+	// Failed counts the session's extractions that failed since one last completed
+	// entries, and RetryAt is when the next is retried, if one is scheduled (an
+	// extension: retry.go).
+	Failed  int        `json:"failed,omitempty"`
+	RetryAt *time.Time `json:"retryAt,omitempty"`
+}
+
+// retryAt is sess's RetryAt as a time, nil when none is scheduled.
+func retryAt(sess *Session) *time.Time {
+	if sess.RetryAt == 0 {
+		return nil
+	}
+	at := time.UnixMilli(sess.RetryAt).UTC()
+	return &at
 }
 
 // LiveSessions lists the live directory: every tracked session that did not exit, of one
@@ -203,7 +234,7 @@ func SessionPage(s *State, hostID, after string, limit int) (rows []SessionView,
 		rows = append(rows, SessionView{SessionID: sess.ID, HostID: sess.HostID, ParentID: sess.ParentID,
 			Kind: sess.Kind, Status: sess.Status, Pending: c.Pending, Accepted: c.Accepted,
 			Extracting: sess.Extracting, Compacting: sess.Compacting, WrapUp: sess.WrapUp,
-			Directory: sess.Directory, Title: sess.Title, Refused: sess.Refused})
+			Directory: sess.Directory, Title: sess.Title, Refused: sess.Refused, Failed: int(sess.Failed), RetryAt: retryAt(sess)})
 	}
 	return rows, more
 }

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/thatch-dev/thatch/cmd/internal/daemon"
 	"github.com/thatch-dev/thatch/runtime"
@@ -47,7 +48,8 @@ func (s *sessionsCommand) Run(ctx context.Context, c daemon.Config, out io.Write
 			for _, f := range []struct {
 				on   bool
 				name string
-			}{{r.Extracting, "extracting"}, {r.Compacting, "compacting"}, {r.WrapUp != "", "wrap-up:" + string(r.WrapUp)}} {
+			}{{r.Extracting, "extracting"}, {r.Compacting, "compacting"}, {r.WrapUp != "", "wrap-up:" + string(r.WrapUp)},
+				{r.Failed > 0, fmt.Sprintf("failed:%d", r.Failed)}, {r.RetryAt != nil, "retry:" + retryCell(r.RetryAt)}} {
 				if f.on {
 					flags += f.name + " "
 				}
@@ -68,4 +70,12 @@ func wrapUpCell(r runtime.SessionView) string {
 		return fmt.Sprintf("/%s refused at %s: %s", r.Refused.Command.Command(), r.Refused.At.UTC().Format("2006-01-02 15:04:05Z"), r.Refused.Reason)
 	}
 	return "-"
+}
+
+// retryCell is when a failed extraction is retried, local time of day: at most 30 minutes on.
+func retryCell(at *time.Time) string {
+	if at == nil {
+		return ""
+	}
+	return at.Local().Format("15:04:05")
 }

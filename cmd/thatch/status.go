@@ -183,8 +183,13 @@ func (s *statusCommand) Run(ctx context.Context, c daemon.Config, out io.Writer,
 		fmt.Fprintf(tw, "extraction model\t%s\n", model)
 	}
 	if f := st.LastExtractionFailure; f != nil {
-		fmt.Fprintf(tw, "LAST EXTRACTION FAILURE\t%s, host %s, session %s: %s\n", f.At.Local().Format(time.RFC3339), f.Host, f.Session,
-			strings.Join(strings.Fields(f.Message), " "))
+		// Capitals mark a current problem; a failure an extraction succeeded after is history.
+		label, since := "LAST EXTRACTION FAILURE", ""
+		if s := st.LastExtractionSuccess; f.SucceededSince && s != nil {
+			label, since = "last extraction failure", fmt.Sprintf(" (an extraction has succeeded since, last at %s)", s.Local().Format(time.RFC3339))
+		}
+		fmt.Fprintf(tw, "%s\t%s, host %s, session %s: %s%s\n", label, f.At.Local().Format(time.RFC3339), f.Host, f.Session,
+			strings.Join(strings.Fields(f.Message), " "), since)
 	}
 	return stale
 }

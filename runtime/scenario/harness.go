@@ -102,6 +102,8 @@ func (h *Harness) Exec(c Cmd) string {
 			exists[d] = false
 		}
 		return h.step(runtime.Tick{Exists: exists})
+	case "retry": // the retry timer: the failed extractions due start (retry.go)
+		return h.step(runtime.RetryTick{})
 	case "strand":
 		// strand host=h1 rows="id|dir|title|parent|project;..." gone=/a,/b worktrees=p1:/w [nomove]
 		var rows []runtime.SessionInfo
@@ -132,8 +134,15 @@ func (h *Harness) Exec(c Cmd) string {
 		return Dump(h.State, h.Now)
 	case "status": // the status method's figures that the state decides
 		v := runtime.Summary(h.State, 0)
-		return fmt.Sprintf("status hosts=%d sessions=%d pending=%d accepted=%d hostsMissingTools=%s",
+		line := fmt.Sprintf("status hosts=%d sessions=%d pending=%d accepted=%d hostsMissingTools=%s",
 			v.Hosts, v.Sessions, v.Pending, v.Accepted, strings.Join(v.HostsMissingTools, ","))
+		if f := v.LastExtractionFailure; f != nil {
+			line += fmt.Sprintf(" lastFailure=@+%s succeededSince=%t", f.At.Sub(Epoch), f.SucceededSince)
+		}
+		if at := v.LastExtractionSuccess; at != nil {
+			line += fmt.Sprintf(" lastSuccess=@+%s", at.Sub(Epoch))
+		}
+		return line
 	}
 	return "error: unknown command " + c.Name
 }
@@ -468,6 +477,12 @@ func dumpSession(x *runtime.Session) []string {
 	}
 	if r := x.Refused; r != nil {
 		line += fmt.Sprintf(" refused=%s@+%s", r.Command, r.At.Sub(Epoch))
+	}
+	if x.Failed > 0 {
+		line += fmt.Sprintf(" failed=%d", x.Failed)
+	}
+	if x.RetryAt != 0 {
+		line += fmt.Sprintf(" retry=@+%s", time.UnixMilli(x.RetryAt).Sub(Epoch))
 	}
 	if x.Metrics.Total() > 0 {
 		line += fmt.Sprintf(" metrics=%d/%d/%d", x.Metrics.New, x.Metrics.Updated, x.Metrics.Deleted)

@@ -251,6 +251,7 @@ func (c Config) Rules() runtime.Rules {
 		PayloadChars:  c.ExtractPayloadChars,
 		ExtractModel:  c.ExtractModel,
 		DailyTokens:   c.ExtractDailyTokens,
+		RetryAfter:    runtime.DefaultRules.RetryAfter,
 	}
 }
 

@@ -165,3 +165,55 @@ func TestTeamOfflineIsNotAnError(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestTeamBackfillInWindows: more versions than a publish window and an apply batch go
+// out and arrive once: the sender's outbox empties, the stream holds each memory once, and
+// a teammate that starts sharing afterwards receives every one of them.
+func TestTeamBackfillInWindows(t *testing.T) {
+	const n = 1500 // about three windows, six batches
+	c := teamtest.Start(t, 1)
+	ctx := context.Background()
+	a := join(t, "alice", c.URL(0))
+	ms := make([]memory.Memory, 0, n)
+	base := time.Now().Add(-time.Hour)
+	for i := range n {
+		at := base.Add(time.Duration(i) * time.Millisecond)
+		ms = append(ms, memory.Memory{ID: fmt.Sprintf("mem_%012x%08x", at.UnixMilli(), i), Project: project, Kind: "fact",
+			Content: fmt.Sprintf("Host h%d runs job j%d nightly", i%97, i), CreatedAt: at, UpdatedAt: at})
+	}
+	if _, err := a.store.Import(ctx, ms, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, 60*time.Second, "alice's outbox to empty", func() bool { n, _ := a.store.TeamCounts(ctx); return n.Outbox == 0 })
+	nc, err := nats.Connect(c.URL(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	s, err := js.Stream(ctx, team.Stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs != n || info.State.NumSubjects != n {
+		t.Errorf("the stream holds %d messages on %d subjects, want %d once each", info.State.Msgs, info.State.NumSubjects, n)
+	}
+	d := join(t, "dave", c.URL(0))
+	testkit.WaitFor(t, 60*time.Second, "dave to receive every memory", func() bool { live, _ := d.store.Count(ctx); return live == n })
+	for _, m := range []memory.Memory{ms[0], ms[n/2], ms[n-1]} {
+		if got, _, err := d.store.Get(ctx, m.ID); err != nil || got.Content != m.Content || got.Author != "alice" {
+			t.Errorf("dave holds %+v %v, want alice's %q", got, err, m.Content)
+		}
+	}
+	testkit.WaitFor(t, 60*time.Second, "dave's stream position to reach the end", func() bool {
+		ps, _ := d.store.SharedProjects(ctx)
+		return len(ps) == 1 && ps[0].Cursor == info.State.LastSeq
+	})
+	if metric(t, d.reg, "thatch_team_applied_total") != n {
+		t.Errorf("dave counted %v applied versions, want %d", metric(t, d.reg, "thatch_team_applied_total"), n)
+	}
+}

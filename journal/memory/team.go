@@ -277,14 +277,28 @@ func (s *Store) Outbox(ctx context.Context, limit int, skip ...string) ([]Outgoi
 	return out, rows.Err()
 }
 
-// Sent drops the outbox row seq: the team's JetStream acknowledged it.
-func (s *Store) Sent(ctx context.Context, seq int64) error {
-	err := s.withTx(ctx, func(tx cachedTx) error {
-		_, err := tx.ExecContext(ctx, `DELETE FROM team_outbox WHERE seq = ?`, seq)
-		return err
-	})
+// Sent drops the outbox rows seqs, in one transaction: the team's JetStream acknowledged
+// them.
+func (s *Store) Sent(ctx context.Context, seqs ...int64) error {
+	drop := func(tx cachedTx) error {
+		for _, q := range seqs { // one kept statement, not an IN list of each length
+			if _, err := tx.ExecContext(ctx, `DELETE FROM team_outbox WHERE seq = ?`, q); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	var err error
+	switch {
+	case len(seqs) == 0:
+		return nil
+	case len(seqs) < bulkApply:
+		err = s.withTx(ctx, drop)
+	default:
+		err = s.withBulkTx(ctx, drop)
+	}
 	if err != nil {
-		return fmt.Errorf("drop sent version %d from the team outbox: %w", seq, err)
+		return fmt.Errorf("drop %d sent versions from the team outbox: %w", len(seqs), err)
 	}
 	return nil
 }
@@ -336,41 +350,82 @@ type ApplyResult struct {
 // memory's version. Applying a version twice changes nothing. An error is the store's own
 // failure, never the record's.
 func (s *Store) ApplyVersion(ctx context.Context, in Incoming, now time.Time) (ApplyResult, error) {
-	v, err := DecodeVersion(in.Data)
-	if err == nil {
-		err = CheckVersion(v, in.Project, in.MemoryID, now)
-	}
-	var rej *RecordError
-	if err != nil && !errors.As(err, &rej) {
+	res, err := s.ApplyVersions(ctx, []Incoming{in}, now)
+	if err != nil {
 		return ApplyResult{}, err
 	}
-	var res ApplyResult
-	err = s.withTx(ctx, func(tx cachedTx) error {
-		shared, err := isShared(ctx, tx, in.Project)
-		if err != nil {
-			return err
+	return res[0], nil
+}
+
+// bulkApply is the batch from which ApplyVersions runs in a transaction of its own rather
+// than in a group with the tools' writes (group.go: a savepoint of many rows is slow).
+const bulkApply = 16
+
+// ApplyVersions is ApplyVersion for each of ins, in order, in one transaction: a backfill
+// of 100,000 versions paid a commit per version. The results are ApplyVersion's, one per
+// record; a store failure applies none of them.
+func (s *Store) ApplyVersions(ctx context.Context, ins []Incoming, now time.Time) ([]ApplyResult, error) {
+	if len(ins) == 0 {
+		return nil, nil
+	}
+	vs := make([]Version, len(ins))
+	rejs := make([]*RecordError, len(ins))
+	for i, in := range ins {
+		v, err := DecodeVersion(in.Data)
+		if err == nil {
+			err = CheckVersion(v, in.Project, in.MemoryID, now)
 		}
-		if !shared {
-			res = ApplyResult{Outcome: NotShared}
-			return nil
+		if err != nil && !errors.As(err, &rejs[i]) {
+			return nil, fmt.Errorf("apply team version of %s: %w", in.MemoryID, err)
 		}
-		if rej != nil {
-			res = ApplyResult{Outcome: Rejected, Reject: rej}
-			if _, err := tx.ExecContext(ctx, `INSERT INTO team_rejected (project, subject, stream_seq, kind, reason, record, at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-				in.Project, in.Subject, in.StreamSeq, rej.Kind, rej.Detail, in.Data, toMS(now)); err != nil {
+		vs[i] = v
+	}
+	res := make([]ApplyResult, len(ins))
+	apply := func(tx cachedTx) error {
+		shared := map[string]bool{} // the batch's projects; no share or unshare runs inside it
+		words := map[string]int{}   // the word counts' changes, written once for the batch
+		for i, in := range ins {
+			on, ok := shared[in.Project]
+			if !ok {
+				var err error
+				if on, err = isShared(ctx, tx, in.Project); err != nil {
+					return err
+				}
+				shared[in.Project] = on
+			}
+			if !on {
+				res[i] = ApplyResult{Outcome: NotShared}
+				continue
+			}
+			if rej := rejs[i]; rej != nil {
+				res[i] = ApplyResult{Outcome: Rejected, Reject: rej}
+				if _, err := tx.ExecContext(ctx, `INSERT INTO team_rejected (project, subject, stream_seq, kind, reason, record, at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+					in.Project, in.Subject, in.StreamSeq, rej.Kind, rej.Detail, in.Data, toMS(now)); err != nil {
+					return err
+				}
+			} else {
+				outcome, err := s.apply(ctx, tx, vs[i], now, words)
+				if err != nil {
+					return err
+				}
+				res[i] = ApplyResult{Outcome: outcome, Version: vs[i]}
+			}
+			if err := s.advance(ctx, tx, in.Project, in.StreamSeq); err != nil {
 				return err
 			}
-			return s.advance(ctx, tx, in.Project, in.StreamSeq)
 		}
-		var outcome string
-		if outcome, err = s.apply(ctx, tx, v, now); err != nil {
-			return err
-		}
-		res = ApplyResult{Outcome: outcome, Version: v}
-		return s.advance(ctx, tx, in.Project, in.StreamSeq)
-	})
-	if err != nil {
-		return ApplyResult{}, fmt.Errorf("apply team version of %s: %w", in.MemoryID, err)
+		return writeWords(ctx, tx, words)
+	}
+	var err error
+	if len(ins) < bulkApply {
+		err = s.withTx(ctx, apply)
+	} else {
+		err = s.withBulkTx(ctx, apply)
+	}
+	if err != nil && len(ins) == 1 {
+		return nil, fmt.Errorf("apply team version of %s: %w", ins[0].MemoryID, err)
+	} else if err != nil {
+		return nil, fmt.Errorf("apply %d team versions (stream %d to %d): %w", len(ins), ins[0].StreamSeq, ins[len(ins)-1].StreamSeq, err)
 	}
 	return res, nil
 }
@@ -381,8 +436,9 @@ func (s *Store) advance(ctx context.Context, tx cachedTx, project string, seq ui
 	return err
 }
 
-// apply applies the checked version v in tx and says what it did.
-func (s *Store) apply(ctx context.Context, tx cachedTx, v Version, now time.Time) (string, error) {
+// apply applies the checked version v in tx and says what it did. The changes of the word
+// counts go into words, for the caller to write (writeWords) before the commit.
+func (s *Store) apply(ctx context.Context, tx cachedTx, v Version, now time.Time, words map[string]int) (string, error) {
 	var seen bool
 	if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM team_applied WHERE version = ?)`, v.Key()).Scan(&seen); err != nil {
 		return "", err
@@ -450,18 +506,18 @@ func (s *Store) apply(ctx context.Context, tx cachedTx, v Version, now time.Time
 		return Superseded, nil
 	}
 	if d.ForgetDuplicate != "" {
-		if err := s.forgetDuplicate(ctx, tx, d.ForgetDuplicate, v.ID, now); err != nil {
+		if err := s.forgetDuplicate(ctx, tx, d.ForgetDuplicate, v.ID, now, words); err != nil {
 			return "", err
 		}
 	}
 	if d.DuplicateOf == "" {
-		return Applied, s.write(ctx, tx, heldp, v, now)
+		return Applied, s.write(ctx, tx, heldp, v, now, words)
 	}
 	// The version is taken, forgotten at once as a duplicate of the smaller id: a version
 	// of this store's, which it sends.
 	w := v
 	w.Forgotten, w.Reason = true, "duplicate of "+d.DuplicateOf
-	if err := s.write(ctx, tx, heldp, w, now); err != nil {
+	if err := s.write(ctx, tx, heldp, w, now, words); err != nil {
 		return "", err
 	}
 	if err := s.auditAs(ctx, tx, v.ID, now, "forget", s.author, w.Reason, v.Content); err != nil {
@@ -470,8 +526,9 @@ func (s *Store) apply(ctx context.Context, tx cachedTx, v Version, now time.Time
 	return Applied, s.stamp(ctx, tx, v.ID, "forget", now)
 }
 
-// write makes the memory of v hold v (held: its version before, nil when new).
-func (s *Store) write(ctx context.Context, tx cachedTx, held *Version, v Version, now time.Time) error {
+// write makes the memory of v hold v (held: its version before, nil when new), its word
+// counts changed into words.
+func (s *Store) write(ctx context.Context, tx cachedTx, held *Version, v Version, now time.Time, words map[string]int) error {
 	tags, _ := json.Marshal(v.Tags)
 	var forgotten int64 // a memory forgotten by a teammate: when, by the version's clock
 	reason := ""
@@ -489,9 +546,7 @@ func (s *Store) write(ctx context.Context, tx cachedTx, held *Version, v Version
 			return err
 		}
 		if !v.Forgotten {
-			if err := countWords(ctx, tx, v.Content, 1); err != nil {
-				return err
-			}
+			addWords(words, v.Content, 1)
 		}
 		return s.auditAs(ctx, tx, v.ID, now, v.Op, v.Author, reason, "")
 	}
@@ -508,30 +563,24 @@ func (s *Store) write(ctx context.Context, tx cachedTx, held *Version, v Version
 		return err
 	}
 	if !held.Forgotten {
-		if err := countWords(ctx, tx, held.Content, -1); err != nil {
-			return err
-		}
+		addWords(words, held.Content, -1)
 	}
 	if !v.Forgotten {
-		if err := countWords(ctx, tx, v.Content, 1); err != nil {
-			return err
-		}
+		addWords(words, v.Content, 1)
 	}
 	return s.auditAs(ctx, tx, v.ID, now, v.Op, v.Author, reason, held.Content)
 }
 
 // forgetDuplicate forgets the memory id as a duplicate of keep, as a new version of this
 // store's (sent when its project is shared).
-func (s *Store) forgetDuplicate(ctx context.Context, tx cachedTx, id, keep string, now time.Time) error {
+func (s *Store) forgetDuplicate(ctx context.Context, tx cachedTx, id, keep string, now time.Time, words map[string]int) error {
 	m, err := scanMemory(tx.QueryRowContext(ctx, `SELECT `+memoryCols+` FROM memories m WHERE m.id = ?`, id))
 	if err != nil {
 		return err
 	}
 	reason := "duplicate of " + keep
 	if m.ForgottenAt == nil {
-		if err := countWords(ctx, tx, m.Content, -1); err != nil {
-			return err
-		}
+		addWords(words, m.Content, -1)
 	}
 	if _, err := tx.ExecContext(ctx, `UPDATE memories SET forgotten_at = CASE WHEN forgotten_at = 0 THEN ? ELSE forgotten_at END, forgot_reason = ? WHERE id = ?`,
 		max(toMS(now), 1), reason, id); err != nil {
@@ -598,11 +647,15 @@ func (s *Store) RetryKept(ctx context.Context, now time.Time) (int, error) {
 			if shared, err := isShared(ctx, tx, k.project); err != nil || !shared {
 				return err
 			}
-			out, err := s.apply(ctx, tx, v, now)
+			words := map[string]int{}
+			out, err := s.apply(ctx, tx, v, now, words)
+			if err != nil {
+				return err
+			}
 			if out == Applied {
 				applied++
 			}
-			return err
+			return writeWords(ctx, tx, words)
 		})
 		if err != nil {
 			return applied, fmt.Errorf("apply kept team record %d: %w", k.id, err)

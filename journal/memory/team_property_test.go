@@ -71,13 +71,29 @@ func (tm *team) publish(i, n int, acked bool) {
 	}
 }
 
-// deliver gives replica i the log message at pos (stream sequence pos+1).
-func (tm *team) deliver(i, pos int) {
-	m := tm.log[pos]
-	_, err := tm.reps[i].s.ApplyVersion(context.Background(), Incoming{Project: m.project, MemoryID: m.id, Subject: "thatch.team." + m.project + "." + m.id,
-		StreamSeq: uint64(pos + 1), Data: m.data}, tm.at(i))
-	if err != nil {
-		tm.t.Fatalf("replica %d applies message %d: %v", i, pos+1, err)
+// deliver gives replica i the log messages at poss (stream sequence pos+1), one at a time
+// (ApplyVersion) or, batch, in one ApplyVersions.
+func (tm *team) deliver(i int, batch bool, poss ...int) {
+	var ins []Incoming
+	for _, pos := range poss {
+		m := tm.log[pos]
+		ins = append(ins, Incoming{Project: m.project, MemoryID: m.id, Subject: "thatch.team." + m.project + "." + m.id,
+			StreamSeq: uint64(pos + 1), Data: m.data})
+	}
+	if batch {
+		res, err := tm.reps[i].s.ApplyVersions(context.Background(), ins, tm.at(i))
+		if err != nil {
+			tm.t.Fatalf("replica %d applies messages %v: %v", i, poss, err)
+		}
+		if len(res) != len(ins) {
+			tm.t.Fatalf("replica %d applied %d messages: %d results", i, len(ins), len(res))
+		}
+		return
+	}
+	for j, in := range ins {
+		if _, err := tm.reps[i].s.ApplyVersion(context.Background(), in, tm.at(i)); err != nil {
+			tm.t.Fatalf("replica %d applies message %d: %v", i, poss[j]+1, err)
+		}
 	}
 }
 
@@ -205,20 +221,28 @@ func TestTeamConvergesProperty(t *testing.T) {
 			"publish": func(*rapid.T) {
 				tm.publish(who(), rapid.IntRange(1, 5).Draw(rt, "n"), rapid.IntRange(0, 4).Draw(rt, "ack") > 0)
 			},
-			"deliver": func(*rapid.T) {
+			"deliver": func(*rapid.T) { // a few messages, maybe in one batch with one read before
 				i := who()
-				for range rapid.IntRange(1, 4).Draw(rt, "n") {
-					if r := tm.reps[i]; r.read < len(tm.log) {
-						tm.deliver(i, r.read)
+				r := tm.reps[i]
+				var poss []int
+				if len(r.reads) > 0 && rapid.IntRange(0, 3).Draw(rt, "again?") == 0 {
+					poss = append(poss, rapid.SampledFrom(r.reads).Draw(rt, "pos"))
+				}
+				for range rapid.IntRange(1, 20).Draw(rt, "n") {
+					if r.read < len(tm.log) {
+						poss = append(poss, r.read)
 						r.reads = append(r.reads, r.read)
 						r.read++
 					}
+				}
+				if len(poss) > 0 {
+					tm.deliver(i, rapid.Bool().Draw(rt, "batch"), poss...)
 				}
 			},
 			"redeliver": func(*rapid.T) {
 				i := who()
 				if r := tm.reps[i]; len(r.reads) > 0 {
-					tm.deliver(i, rapid.SampledFrom(r.reads).Draw(rt, "pos"))
+					tm.deliver(i, false, rapid.SampledFrom(r.reads).Draw(rt, "pos"))
 				}
 			},
 			"restart": func(*rapid.T) {
@@ -239,9 +263,12 @@ func TestTeamConvergesProperty(t *testing.T) {
 			}
 			moved := false
 			for i, r := range tm.reps {
-				for r.read < len(tm.log) {
-					tm.deliver(i, r.read)
-					r.read++
+				var poss []int
+				for ; r.read < len(tm.log); r.read++ {
+					poss = append(poss, r.read)
+				}
+				if len(poss) > 0 {
+					tm.deliver(i, true, poss...)
 					moved = true
 				}
 			}
@@ -255,10 +282,43 @@ func TestTeamConvergesProperty(t *testing.T) {
 				rt.Fatalf("replica %d differs from replica 0:\n%s\nreplica 0:\n%s", i, got, want)
 			}
 		}
+		for i, r := range tm.reps { // applied in batches, the word counts still add up
+			if got, want := wordTable(t, r.s); got != want {
+				rt.Fatalf("replica %d's word counts\n%s\nwant, from its live memories,\n%s", i, got, want)
+			}
+		}
 		for _, m := range tm.log {
 			if m.project != teamProject {
 				rt.Fatalf("a version of project %s left its machine", m.project)
 			}
 		}
 	})
+}
+
+// wordTable is s's words table (the words of at least one memory), and what its live
+// memories say it should be.
+func wordTable(t testing.TB, s *Store) (got, want string) {
+	live, err := s.List(context.Background(), ListQuery{Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := map[string]int{}
+	for _, m := range live {
+		addWords(w, m.Content, 1)
+	}
+	rows, err := s.r.Query(`SELECT word, docs FROM words WHERE docs != 0`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	g := map[string]int{}
+	for rows.Next() {
+		var word string
+		var n int
+		if err := rows.Scan(&word, &n); err != nil {
+			t.Fatal(err)
+		}
+		g[word] = n
+	}
+	return fmt.Sprint(g), fmt.Sprint(w)
 }

@@ -3,6 +3,7 @@ package memory
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -266,5 +267,59 @@ func TestTeamKeepsNewerFormats(t *testing.T) {
 	}
 	if rej, _ := b.Rejections(ctx, 10); len(rej) != 0 {
 		t.Errorf("applied record still kept: %+v", rej)
+	}
+}
+
+// TestTeamApplyBatch: one ApplyVersions of a bulk batch says for each record what
+// ApplyVersion would have (applied, repeated, refused, not shared), moves the stream
+// position past the batch, and a second delivery of the batch changes nothing.
+func TestTeamApplyBatch(t *testing.T) {
+	ctx := context.Background()
+	a, b := sharedPair(t)
+	for i := range 20 {
+		remember(t, a, Caller{Project: teamProject, SessionID: "ses_a"}, fmt.Sprintf("Batch fact %d", i))
+	}
+	out, err := a.Outbox(ctx, 100)
+	if err != nil || len(out) != 20 {
+		t.Fatalf("outbox: %d %v", len(out), err)
+	}
+	var ins []Incoming
+	for i, o := range out {
+		ins = append(ins, Incoming{Project: o.Project, MemoryID: o.MemoryID, StreamSeq: uint64(i + 1), Data: o.Record})
+	}
+	ins = append(ins, ins[3]) // delivered twice in one batch
+	ins = append(ins, Incoming{Project: teamProject, MemoryID: out[0].MemoryID, StreamSeq: 21, Data: []byte("not json")})
+	ins = append(ins, Incoming{Project: "nobody", MemoryID: out[0].MemoryID, StreamSeq: 22, Data: out[0].Record})
+	res, err := b.ApplyVersions(ctx, ins, t0.Add(time.Minute))
+	if err != nil || len(res) != len(ins) {
+		t.Fatalf("apply: %d results for %d records, %v", len(res), len(ins), err)
+	}
+	for i := range 20 {
+		if res[i].Outcome != Applied {
+			t.Errorf("record %d: %s, want applied", i, res[i].Outcome)
+		}
+	}
+	if got := []string{res[20].Outcome, res[21].Outcome, res[22].Outcome}; got[0] != Repeated || got[1] != Rejected || got[2] != NotShared {
+		t.Errorf("repeat, malformed, not shared: %v", got)
+	}
+	if n, _ := b.Count(ctx); n != 20 {
+		t.Errorf("b holds %d memories, want 20", n)
+	}
+	sp, _ := b.SharedProjects(ctx)
+	if len(sp) != 1 || sp[0].Cursor != 21 {
+		t.Errorf("stream position after the batch: %+v, want 21", sp)
+	}
+	before := state(t, b)
+	res, err = b.ApplyVersions(ctx, ins[:20], t0.Add(2*time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range res {
+		if r.Outcome != Repeated {
+			t.Errorf("again, record %d: %s, want repeated", i, r.Outcome)
+		}
+	}
+	if after := state(t, b); after != before || after != state(t, a) {
+		t.Errorf("b after the batch again:\n%s\nbefore:\n%s\na:\n%s", after, before, state(t, a))
 	}
 }

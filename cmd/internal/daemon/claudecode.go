@@ -107,9 +107,37 @@ func drainHookSpool(ctx context.Context, c Config, js jetstream.JetStream, log *
 // extraction children run is not found: their extractions would fail, one by one. "" when
 // all is well or Claude Code is not set up for this thatch.
 func claudeMissing(home string, c Config) string {
+	if !claudeSetUp(home, c) {
+		return ""
+	}
+	if _, err := exec.LookPath(c.ClaudeBin); err == nil {
+		return ""
+	}
+	return fmt.Sprintf("Claude Code's hooks send to this thatch, but the claude binary %q is not found, so their extractions will fail: put claude on thatch serve's PATH or set THATCH_CLAUDE_BIN to its path", c.ClaudeBin)
+}
+
+// hostsLine is serve's start log of the hosts it serves, as attributes: opencode's bridge
+// (one only when THATCH_OPENCODE_URL is set; a host connected to the broker needs none),
+// Claude Code (its hooks and thatch mcp reach thatch over the broker; claudeHooks says
+// whether thatch install --host claude-code named this data folder) and MCP clients.
+func hostsLine(c Config, claudeHooks bool) []any {
+	opencode := "no bridge (THATCH_OPENCODE_URL is unset: set it to an opencode serve to bridge one; a host on the broker needs none)"
+	if c.OpencodeURL != "" {
+		opencode = "bridging " + c.OpencodeURL
+	}
+	claude := "not set up for this data folder (thatch install --host claude-code sets it up)"
+	if claudeHooks {
+		claude = "hooks installed for this data folder: its sessions and thatch mcp reach thatch over the broker"
+	}
+	return []any{"opencode", opencode, "claude_code", claude, "mcp", "any MCP client runs thatch mcp, which reaches thatch over the broker"}
+}
+
+// claudeSetUp reports whether the hooks in home's ~/.claude/settings.json name c's data
+// folder: thatch install --host claude-code was run for this thatch.
+func claudeSetUp(home string, c Config) bool {
 	data, err := os.ReadFile(filepath.Join(home, ".claude", "settings.json"))
 	if err != nil {
-		return ""
+		return false
 	}
 	var settings struct {
 		Hooks map[string][]struct {
@@ -119,7 +147,7 @@ func claudeMissing(home string, c Config) string {
 		} `json:"hooks"`
 	}
 	if json.Unmarshal(data, &settings) != nil {
-		return ""
+		return false
 	}
 	quoted := "'" + strings.ReplaceAll(c.DataDir, "'", `'\''`) + "'"
 	ours := false
@@ -133,11 +161,5 @@ func claudeMissing(home string, c Config) string {
 			}
 		}
 	}
-	if !ours {
-		return ""
-	}
-	if _, err := exec.LookPath(c.ClaudeBin); err == nil {
-		return ""
-	}
-	return fmt.Sprintf("Claude Code's hooks send to this thatch, but the claude binary %q is not found, so their extractions will fail: put claude on thatch serve's PATH or set THATCH_CLAUDE_BIN to its path", c.ClaudeBin)
+	return ours
 }

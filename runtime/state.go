@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/thatch-dev/thatch/runtime/protocol"
 )
 
 // ExtractionTitle is the exact title of the child sessions thatch creates to extract memories.
@@ -54,6 +56,15 @@ func (w WrapUp) Token() string {
 
 // Command is the slash command (without its leading slash) that arms w.
 func (w WrapUp) Command() string { return "thatch/" + string(w) }
+
+// CommandOn is Command as the host hostID names it to its user: Claude Code names the
+// custom command of ~/.claude/commands/thatch/compact.md thatch:compact.
+func (w WrapUp) CommandOn(hostID string) string {
+	if strings.HasPrefix(hostID, protocol.ClaudeCodeHostPrefix) {
+		return "thatch:" + string(w)
+	}
+	return w.Command()
+}
 
 // State is everything thatch knows. Entry bodies are not here: they stay in the journal,
 // so memory grows with the number of entries, not with their size.

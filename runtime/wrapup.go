@@ -85,7 +85,7 @@ func (t *step) resolve(sess *Session, w WrapUp, res Result) bool {
 		case WrapExit:
 			t.exit(sess)
 		}
-		t.note(slog.LevelInfo, "wrap-up greenlit", "session", sess.ID, "command", w.Command())
+		t.note(slog.LevelInfo, "wrap-up greenlit", "session", sess.ID, "command", w.CommandOn(sess.HostID))
 		return true
 	}
 	why := "the reply does not end with " + w.Token() + ": see the blockers it lists"
@@ -101,8 +101,8 @@ func (t *step) resolve(sess *Session, w WrapUp, res Result) bool {
 	}
 	// The toast is gone in seconds: the log and the session's record keep the refusal.
 	sess.Refused = &Refusal{Command: w, Reason: reason, At: t.now}
-	t.note(slog.LevelWarn, "wrap-up did not proceed", "session", sess.ID, "command", w.Command(), "reason", reason)
-	t.toast(sess.HostID, "thatch", "/"+w.Command()+" did not proceed: "+why, "warning")
+	t.note(slog.LevelWarn, "wrap-up did not proceed", "session", sess.ID, "command", w.CommandOn(sess.HostID), "reason", reason)
+	t.toast(sess.HostID, "thatch", "/"+w.CommandOn(sess.HostID)+" did not proceed: "+why, "warning")
 	return false
 }
 

@@ -17,7 +17,7 @@ import (
 // for the same id.
 func HostID(user, dataDir string) string {
 	sum := sha256.Sum256([]byte(user + "\x00" + dataDir))
-	return "cc-" + hex.EncodeToString(sum[:6])
+	return protocol.ClaudeCodeHostPrefix + hex.EncodeToString(sum[:6])
 }
 
 // Input is what Claude Code writes on a hook's standard input (the fields thatch reads).

@@ -304,6 +304,10 @@ func (h *Host) compact(ctx context.Context, session string) (any, *runtime.HostE
 			return
 		}
 		h.publish(ctx, "cc_compactbusy_"+session+"_"+run, protocol.EventSessionStatus, map[string]any{"sessionID": session, "status": map[string]any{"type": "busy"}})
+		// Only the wrap-up asks a Claude Code host to compact (runtime/wrapup.go).
+		const why = "its greenlit /thatch:compact wrap-up"
+		h.Log.Info("claude code compaction starts: claude -p /compact --resume", "host", h.ID, "session", session, "why", why, "directory", dir)
+		start := time.Now()
 		rctx, cancel := context.WithTimeout(ctx, h.Timeout)
 		defer cancel()
 		cmd := exec.CommandContext(rctx, h.Claude, CompactArgs(session)...)
@@ -320,9 +324,13 @@ func (h *Host) compact(ctx context.Context, session string) (any, *runtime.HostE
 		if err != nil || jerr != nil || res.IsError {
 			// No SessionStart source=compact will come: the session is as it was, and
 			// session.compacted ends its compacting.
-			h.Log.Warn("claude code compaction failed", "host", h.ID, "session", session,
+			h.Log.Warn("claude code compaction failed: the session is as it was", "host", h.ID, "session", session, "why", why,
+				"outcome", "failed", "duration", time.Since(start).Round(time.Millisecond),
 				"err", fmt.Sprintf("%v %s", errors.Join(err, jerr), cutText(errb.String()+" "+res.Result, 300)))
 			h.publish(ctx, "cc_compactfailed_"+session+"_"+run, protocol.EventSessionCompacted, map[string]any{"sessionID": session})
+		} else {
+			h.Log.Info("claude code compaction done", "host", h.ID, "session", session, "why", why,
+				"outcome", "compacted", "duration", time.Since(start).Round(time.Millisecond), "cost_usd", res.Cost)
 		}
 		h.publish(ctx, "cc_compactidle_"+session+"_"+run, protocol.EventSessionStatus, map[string]any{"sessionID": session, "status": map[string]any{"type": "idle"}})
 	}()

@@ -1,12 +1,14 @@
 package claudecode
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -33,7 +35,18 @@ type hostRig struct {
 	events jetstream.Consumer
 	dir    string
 	record string
+	logs   *logSink // the host's log, as text
 }
+
+// logSink is a log buffer the host's goroutines write and a test reads.
+type logSink struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logSink) Write(p []byte) (int, error) { l.mu.Lock(); defer l.mu.Unlock(); return l.b.Write(p) }
+
+func (l *logSink) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
 
 func newHostRig(t *testing.T) (*hostRig, *Host) {
 	t.Helper()
@@ -64,7 +77,7 @@ func newHostRig(t *testing.T) (*hostRig, *Host) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &hostRig{t: t, nc: nc, js: js, events: events, dir: t.TempDir(), record: filepath.Join(t.TempDir(), "record")}
+	r := &hostRig{t: t, nc: nc, js: js, events: events, dir: t.TempDir(), record: filepath.Join(t.TempDir(), "record"), logs: &logSink{}}
 	// thatch's sessions: the parent p1 in r.dir, and an extraction child that no process runs.
 	_, err = nc.Subscribe("thatch.api.sessions", func(m *nats.Msg) {
 		data, _ := protocol.Encode([]map[string]string{{"sessionID": "p1", "kind": "top", "directory": r.dir},
@@ -79,7 +92,7 @@ func newHostRig(t *testing.T) (*hostRig, *Host) {
 		t.Fatal(err)
 	}
 	h := &Host{NC: nc, JS: js, Prefix: "opencode", APIPrefix: "thatch", ID: "cc-test", Claude: bin, Thatch: "/opt/thatch",
-		Env: []string{"RECORD=" + r.record}, Log: slog.New(slog.DiscardHandler), CompactWait: 300 * time.Millisecond}
+		Env: []string{"RECORD=" + r.record}, Log: slog.New(slog.NewTextHandler(r.logs, nil)), CompactWait: 300 * time.Millisecond}
 	hctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- h.Run(hctx) }()
@@ -279,6 +292,18 @@ func TestHostWrapUp(t *testing.T) {
 	must(t, err)
 	if want := strings.Join(CompactArgs("p1"), "\n") + "\ncwd=" + r.dir + "\nchild=\n"; string(rec) != want {
 		t.Fatalf("the compaction ran claude with:\n%s\nwant:\n%s", rec, want)
+	}
+	// The compaction says at INFO when it starts and how it ended (logged before the idle).
+	for _, want := range []string{"compaction starts", "compaction done"} {
+		found := false
+		for line := range strings.Lines(r.logs.String()) {
+			found = found || strings.Contains(line, "level=INFO") && strings.Contains(line, want) &&
+				strings.Contains(line, "session=p1") && strings.Contains(line, "/thatch:compact") &&
+				(want != "compaction done" || strings.Contains(line, "outcome=compacted"))
+		}
+		if !found {
+			t.Errorf("no INFO line %q naming the session, why and outcome in the host's log:\n%s", want, r.logs.String())
+		}
 	}
 
 	// A session whose process still runs (this test's) past CompactWait is not compacted:

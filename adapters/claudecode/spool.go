@@ -31,11 +31,21 @@ import (
 //
 // The spool is bounded: at MaxFiles files or MaxBytes bytes, a hook's events are
 // dropped (Append returns ErrSpoolFull, which the hook reports on standard error).
+//
+// A file with a line that cannot be decoded (written by hand, or damaged) is never retried
+// forever nor deleted: its decodable events are sent, and the file is moved whole to
+// Dir/rejected/ for a person to read, told to Rejected.
 type Spool struct {
 	Dir      string
 	MaxFiles int   // default SpoolMaxFiles
 	MaxBytes int64 // default SpoolMaxBytes
+	// Rejected, when set, is told of each file moved to rejected/: its new path and what
+	// was wrong with it.
+	Rejected func(path string, err error)
 }
+
+// RejectedDir is where Drain moves the spool files of dir that cannot be decoded.
+func RejectedDir(dir string) string { return filepath.Join(dir, "rejected") }
 
 // Spool bounds: enough for days of tool calls of a thatch left stopped.
 const (
@@ -196,11 +206,17 @@ func (s Spool) Drain(ctx context.Context, publish func(ctx context.Context, e Sp
 		}
 		now := time.Now()
 		_ = os.Chtimes(claim, now, now) // the claim's age, for claimStale
-		n, err := sendFile(ctx, claim, publish)
+		n, bad, err := sendFile(ctx, claim, publish)
 		sent += n
 		if err != nil {
 			_ = os.Rename(claim, path) // for the next drainer; what was sent is sent again, harmlessly
 			return sent, err
+		}
+		if bad != nil {
+			if err := s.reject(claim, name, bad); err != nil {
+				return sent, err
+			}
+			continue
 		}
 		if err := os.Remove(claim); err != nil {
 			return sent, err
@@ -209,24 +225,52 @@ func (s Spool) Drain(ctx context.Context, publish func(ctx context.Context, e Sp
 	return sent, nil
 }
 
-// sendFile publishes the events of one spool file in order.
-func sendFile(ctx context.Context, path string, publish func(context.Context, Spooled) error) (int, error) {
+// reject moves the claimed file claim, first named name, to the rejected folder, and says
+// so to s.Rejected.
+func (s Spool) reject(claim, name string, bad error) error {
+	dir := RejectedDir(s.Dir)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("set aside the hook spool file %s, which %v: %w", name, bad, err)
+	}
+	to := filepath.Join(dir, name)
+	if err := os.Rename(claim, to); err != nil {
+		return fmt.Errorf("set aside the hook spool file %s, which %v: %w", name, bad, err)
+	}
+	if s.Rejected != nil {
+		s.Rejected(to, bad)
+	}
+	return nil
+}
+
+// sendFile publishes the events of one spool file in order. bad says what is wrong with
+// the lines it could not decode (nil when none), which it skips.
+func sendFile(ctx context.Context, path string, publish func(context.Context, Spooled) error) (sent int, bad error, err error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
-	sent := 0
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(nil, len(data)+1)
+	line, badLines := 0, 0
 	for sc.Scan() {
+		line++
 		var e Spooled
 		if err := json.Unmarshal(sc.Bytes(), &e); err != nil || e.Subject == "" {
-			continue // a torn line: nothing to send
+			if badLines++; bad == nil {
+				if err == nil {
+					err = errors.New("no subject")
+				}
+				bad = fmt.Errorf("line %d: %w", line, err)
+			}
+			continue
 		}
 		if err := publish(ctx, e); err != nil {
-			return sent, fmt.Errorf("deliver the hook spool's event %s: %w", e.ID, err)
+			return sent, nil, fmt.Errorf("deliver the hook spool's event %s: %w", e.ID, err)
 		}
 		sent++
 	}
-	return sent, sc.Err()
+	if bad != nil {
+		bad = fmt.Errorf("has %d of %d lines that are not spooled events (%w)", badLines, line, bad)
+	}
+	return sent, bad, sc.Err()
 }

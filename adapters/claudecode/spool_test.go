@@ -74,3 +74,44 @@ func TestSpool(t *testing.T) {
 		t.Fatal("the spool is not empty after a full drain")
 	}
 }
+
+// TestSpoolRejectsWhatItCannotDecode: a spool file with a line that is not a spooled event
+// has its good events sent and is moved whole to rejected/, told to Rejected; it neither
+// blocks the files after it nor comes back at the next drain.
+func TestSpoolRejectsWhatItCannotDecode(t *testing.T) {
+	var told []string
+	s := Spool{Dir: filepath.Join(t.TempDir(), "spool"), Rejected: func(path string, err error) {
+		told = append(told, filepath.Base(path)+": "+err.Error())
+	}}
+	must(t, s.Append(spooled("a1")))
+	files, _ := filepath.Glob(filepath.Join(s.Dir, "*.jsonl"))
+	damaged := filepath.Join(s.Dir, strings.Replace(filepath.Base(files[0]), "-", "1-", 1)) // after a1's file
+	good, err := os.ReadFile(files[0])
+	must(t, err)
+	content := string(good) + "{\"subject\":\"opencode.cc-x.ev\n" + strings.Replace(string(good), "a1", "b1", 1)
+	must(t, os.WriteFile(damaged, []byte(content), 0o600))
+	must(t, os.WriteFile(filepath.Join(s.Dir, "99999999999999999999-1.jsonl"), []byte(strings.Replace(string(good), "a1", "c1", 1)), 0o600))
+
+	var sent []string
+	ok := func(_ context.Context, e Spooled) error { sent = append(sent, e.ID); return nil }
+	if n, err := s.Drain(context.Background(), ok); n != 4 || err != nil {
+		t.Fatalf("drain: %d %v, want 4 events sent", n, err)
+	}
+	if want := []string{"a1", "a1", "b1", "c1"}; !slices.Equal(sent, want) {
+		t.Fatalf("sent %v, want %v", sent, want)
+	}
+	kept, err := os.ReadFile(filepath.Join(RejectedDir(s.Dir), filepath.Base(damaged)))
+	if err != nil || string(kept) != content {
+		t.Fatalf("the damaged file in rejected/: %q %v, want it whole", kept, err)
+	}
+	if len(told) != 1 || !strings.Contains(told[0], filepath.Base(damaged)) || !strings.Contains(told[0], "1 of 3 lines") || !strings.Contains(told[0], "line 2") {
+		t.Fatalf("told %q, want the damaged file named with its bad line", told)
+	}
+	if s.Pending() {
+		t.Fatal("the spool is pending after its damaged file was set aside")
+	}
+	sent = nil
+	if n, err := s.Drain(context.Background(), ok); n != 0 || err != nil || len(sent) != 0 {
+		t.Fatalf("a second drain: %d %v %v, want nothing sent again", n, err, sent)
+	}
+}

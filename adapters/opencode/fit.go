@@ -18,9 +18,9 @@ const fitMargin = 8 << 10
 // long a string must be before Fit cuts it: ids and names are never cut.
 const minKept = 2 << 10
 
-// eventLimit is the largest event body the bridge publishes on a broker whose
+// EventLimit is the largest event body the bridge publishes on a broker whose
 // max_payload is maxPayload (0 when unknown).
-func eventLimit(maxPayload int64) int {
+func EventLimit(maxPayload int64) int {
 	if maxPayload <= 0 || maxPayload > MaxEventBody {
 		maxPayload = MaxEventBody
 	}

@@ -854,8 +854,8 @@ func TestFit(t *testing.T) {
 		maxPayload int64
 		want       int
 	}{{0, 1<<20 - 8<<10}, {8 << 20, 1<<20 - 8<<10}, {512 << 10, 504 << 10}} {
-		if got := eventLimit(tc.maxPayload); got != tc.want {
-			t.Errorf("eventLimit(%d) = %d, want %d", tc.maxPayload, got, tc.want)
+		if got := EventLimit(tc.maxPayload); got != tc.want {
+			t.Errorf("EventLimit(%d) = %d, want %d", tc.maxPayload, got, tc.want)
 		}
 	}
 	ev := bigWrite(t)
@@ -884,7 +884,7 @@ func TestBridgeCutsLargeEvents(t *testing.T) {
 	pctx, pcancel := context.WithTimeout(ctx, 5*time.Second)
 	defer pcancel()
 	must(t, b.publish(pctx, ev))
-	limit := eventLimit(nc.MaxPayload())
+	limit := EventLimit(nc.MaxPayload())
 	m := storedEvent(t, ctx, stream, 1)
 	checkCut(t, m.Subject, m.Data, limit)
 	if id := m.Header.Get(jetstream.MsgIDHeader); id != ToolEventID("ses_a", "call_w") {

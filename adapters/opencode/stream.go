@@ -155,7 +155,7 @@ func (b *Bridge) publishLocked(ctx context.Context, ev Event) error {
 	// A body over the broker's max_payload is refused, one over 1 MiB is dead-lettered
 	// by thatch (rule 11): a large write's tool call would be lost whole. Cut it instead.
 	body := ev.Body()
-	if limit := eventLimit(b.NC.MaxPayload()); len(body) > limit {
+	if limit := EventLimit(b.NC.MaxPayload()); len(body) > limit {
 		size := len(body)
 		ev = Fit(ev, limit)
 		body = ev.Body()
@@ -168,7 +168,7 @@ func (b *Bridge) publishLocked(ctx context.Context, ev Event) error {
 		b.Log.Warn("an event too big for the broker, even cut, is left out: thatch will count a gap", "event", ev.Type, "id", ev.ID, "bytes", size)
 		return nil
 	}
-	if len(body) > eventLimit(b.NC.MaxPayload()) { // Fit cannot cut many small values
+	if len(body) > EventLimit(b.NC.MaxPayload()) { // Fit cannot cut many small values
 		return tooBig(len(body))
 	}
 	dup, err := natsbus.PublishEvent(ctx, b.JS, b.Prefix+"."+b.HostID+".event."+ev.Type, body, ev.ID, fmt.Sprint(b.seq))

@@ -255,7 +255,7 @@ func TestClaudeCodeEndToEnd(t *testing.T) {
 		v := x.liveSession(s7)
 		return v.Refused != nil && v.Refused.Command == runtime.WrapExit
 	})
-	if log, _ := os.ReadFile(x.thatchLog); !bytes.Contains(log, []byte("/thatch/exit did not proceed")) {
+	if log, _ := os.ReadFile(x.thatchLog); !bytes.Contains(log, []byte("/thatch:exit did not proceed")) {
 		t.Errorf("thatch's log has no warning toast for the refused /thatch:exit")
 	}
 	t.Logf("step 7: /thatch:exit without the token: a warning, and %s stays live", s7)

@@ -17,9 +17,11 @@ import (
 // hooks before it, before its own events.
 const hookDrainBudget = 2 * time.Second
 
-// hookSpool is the spool of c's data folder.
+// hookSpool is the spool of c's data folder; a file it sets aside is said on standard error.
 func hookSpool(c daemon.Config) claudecode.Spool {
-	return claudecode.Spool{Dir: claudecode.SpoolDir(c.DataDir)}
+	return claudecode.Spool{Dir: claudecode.SpoolDir(c.DataDir), Rejected: func(path string, err error) {
+		fmt.Fprintf(os.Stderr, "thatch hook: WARN: the spool file %s cannot be decoded (it %v): set aside, its good events sent; read it, then delete it\n", path, err)
+	}}
 }
 
 // spoolHook keeps msgs, which could not be delivered because of cause, in the spool.
@@ -33,7 +35,9 @@ func spoolHook(c daemon.Config, msgs []claudecode.Spooled, cause error) error {
 // publishSpooled publishes one hook event (daemon.PublishSpooled), saying on standard error
 // when the broker can never take it.
 func publishSpooled(ctx context.Context, js jetstream.JetStream, e claudecode.Spooled) error {
-	return daemon.PublishSpooled(ctx, js, e, func(err error) {
+	return daemon.PublishSpooled(ctx, js, e, func(from, to int) {
+		fmt.Fprintf(os.Stderr, "thatch hook: event %s cut from %d to %d bytes to fit the broker\n", e.ID, from, to)
+	}, func(err error) {
 		fmt.Fprintf(os.Stderr, "thatch hook: event %s dropped: %v\n", e.ID, err)
 	})
 }

@@ -98,3 +98,52 @@ func TestClaudeCodeHookSpool(t *testing.T) {
 		t.Fatalf("toolu_1 journaled %d times after its spool was sent twice", n)
 	}
 }
+
+// TestClaudeCodeHookEventTooBig: a hook event over the largest body thatch takes (a tool
+// call with megabytes of output) is cut to fit, as opencode's bridge cuts its events,
+// whether a hook publishes it live or thatch serve sends it from the spool: both tool
+// calls are journaled instead of dead-lettered. A spool file that cannot be decoded is
+// set aside in hook-spool/rejected/ with a WARN naming it, its good events sent.
+func TestClaudeCodeHookEventTooBig(t *testing.T) {
+	r := newRig(t, "v1")
+	logs := r.captureLog()
+	down := r.cfg
+	down.NATSURL = fmt.Sprintf("nats://127.0.0.1:%d", freePort(t))
+	repo := t.TempDir()
+	big := strings.Repeat("0123456789abcdef", (2<<20)/16) // 2 MiB, over opencode.MaxEventBody
+	toolCall := func(id string) string {
+		return `{"session_id":"cc-big","cwd":"` + repo + `","prompt_id":"p1","hook_event_name":"PostToolUse","tool_name":"Bash","tool_input":{"command":"cat big"},"tool_response":{"stdout":"` + big + `","stderr":""},"tool_use_id":"` + id + `"}`
+	}
+	hook(t, down, "SessionStart", `{"session_id":"cc-big","cwd":"`+repo+`","hook_event_name":"SessionStart","source":"startup"}`)
+	hook(t, down, "PostToolUse", toolCall("toolu_spooled"))
+	dir := claudecode.SpoolDir(r.dataDir)
+	damaged := filepath.Join(dir, "99999999999999999999-1.jsonl") // after the hooks' files
+	must(t, os.WriteFile(damaged, []byte("{\"subject\":\"opencode.cc-x.ev\n"), 0o600))
+
+	r.start()
+	waitFor(t, "the spooled big tool call journaled", func() bool {
+		es := r.entries("cc-big")
+		return len(es) == 1 && es[0].ID == "toolu_spooled"
+	})
+	waitFor(t, "the damaged spool file set aside", func() bool {
+		_, err := os.Stat(filepath.Join(claudecode.RejectedDir(dir), filepath.Base(damaged)))
+		return err == nil
+	})
+	if files, _ := filepath.Glob(filepath.Join(dir, "*.jsonl*")); len(files) != 0 {
+		t.Fatalf("the spool holds %v after thatch serve's drain", files)
+	}
+	waitFor(t, "a WARN naming the damaged file", func() bool {
+		for line := range strings.Lines(string(logs.Bytes())) {
+			if strings.Contains(line, "level=WARN") && strings.Contains(line, filepath.Base(damaged)) {
+				return true
+			}
+		}
+		return false
+	})
+
+	hook(t, r.cfg, "PostToolUse", toolCall("toolu_live"))
+	waitFor(t, "the live big tool call journaled", func() bool { return len(r.entries("cc-big")) == 2 })
+	if st := r.status(); st.Rejected != 0 {
+		t.Fatalf("%d events rejected, want none: both were cut to fit", st.Rejected)
+	}
+}

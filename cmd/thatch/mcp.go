@@ -13,7 +13,6 @@ import (
 	"sync"
 	"time"
 
-	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/nats-io/nats.go"
 
 	"github.com/thatch-dev/thatch/adapters/mcp"
@@ -61,7 +60,9 @@ func (m *mcpCommand) Run(ctx context.Context, c daemon.Config, _ io.Writer, _ []
 	// claims its own entries through this server (rule 6).
 	owner := os.Getenv("CLAUDE_CODE_SESSION_ID")
 	srv := mcp.New(mcp.Options{Thatch: t, Project: m.project, Session: m.extraction, Owner: owner, Dir: dir, Version: version(), Log: log})
-	err = srv.Run(ctx, &sdk.StdioTransport{})
+	// Requests read before standard input ends are answered before thatch mcp exits: a
+	// tool call may take the host timeout, and a little more.
+	err = srv.Run(ctx, mcp.Stdio(ctx, os.Stdin, os.Stdout, c.HostTimeout()+5*time.Second))
 	if ctx.Err() != nil || errors.Is(err, io.EOF) {
 		return nil // stopped, or the client closed its end: done
 	}

@@ -69,3 +69,45 @@ func TestMemoriesShowProvenance(t *testing.T) {
 		t.Errorf("--json provenance %+v, want extraction %s of ses_a with %+v", p, child, calls)
 	}
 }
+
+// TestEntriesAfterExtraction: thatch entries of a session whose tool calls were all
+// extracted says so, with how many and the memories written, rather than printing an
+// empty table; a session that made no tool call is told apart.
+func TestEntriesAfterExtraction(t *testing.T) {
+	r := newRig(t, "v1")
+	r.host.Model = true
+	r.host.Write = func(ctx context.Context, child string, _ runtime.Answer, call func(string, any) (runtime.Answer, *runtime.HostError)) runtime.Metrics {
+		if _, herr := call(runtime.ToolRemember, map[string]any{"content": "Release builds need CGO_ENABLED=0 for the static binary.", "kind": "command"}); herr != nil {
+			t.Errorf("memory_remember: %v", herr)
+		}
+		return runtime.Metrics{New: 1}
+	}
+	r.start()
+	ctx := r.ctx()
+	must(t, r.host.Hello(ctx, "b1"))
+	must(t, r.host.Created(ctx, "ses_a", "", "t", r.host.Dir))
+	must(t, r.host.Created(ctx, "ses_quiet", "", "t", r.host.Dir))
+	for _, id := range []string{"call_build", "call_read"} {
+		_, err := r.host.Publish(ctx, protocol.EventToolExecuteAfter, map[string]any{"sessionID": "ses_a", "callID": id, "tool": "bash",
+			"args": map[string]any{"command": "make release"}, "title": "t", "output": "ok", "metadata": map[string]any{}})
+		must(t, err)
+	}
+	must(t, r.host.Status(ctx, "ses_a", "idle"))
+	waitFor(t, "the extraction toast", func() bool { return len(r.host.CallsTo("tui.showToast")) > 0 })
+	waitFor(t, "the entries completed", func() bool { return len(r.entries("ses_a")) == 0 })
+	ms := r.memories(r.host.Dir)
+	if len(ms) != 1 {
+		t.Fatalf("%d memories, want 1: %+v", len(ms), ms)
+	}
+
+	var out strings.Builder
+	must(t, client(ctx, r.cfg, "entries", []string{"ses_a"}, &out))
+	if want := "no entries pending (2 extracted by 1 extraction, which wrote 1: see thatch memories show " + ms[0].ID + ")\n"; out.String() != want {
+		t.Errorf("thatch entries ses_a printed %q, want %q", out.String(), want)
+	}
+	out.Reset()
+	must(t, client(ctx, r.cfg, "entries", []string{"ses_quiet"}, &out))
+	if !strings.Contains(out.String(), "no entries pending, and no extraction") {
+		t.Errorf("thatch entries ses_quiet printed %q", out.String())
+	}
+}

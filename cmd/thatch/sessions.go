@@ -65,9 +65,9 @@ func (s *sessionsCommand) Run(ctx context.Context, c daemon.Config, out io.Write
 func wrapUpCell(r runtime.SessionView) string {
 	switch {
 	case r.WrapUp != runtime.WrapNone:
-		return "/" + r.WrapUp.Command() + " armed"
+		return "/" + r.WrapUp.CommandOn(r.HostID) + " armed"
 	case r.Refused != nil:
-		return fmt.Sprintf("/%s refused at %s: %s", r.Refused.Command.Command(), r.Refused.At.UTC().Format("2006-01-02 15:04:05Z"), r.Refused.Reason)
+		return fmt.Sprintf("/%s refused at %s: %s", r.Refused.Command.CommandOn(r.HostID), r.Refused.At.UTC().Format("2006-01-02 15:04:05Z"), r.Refused.Reason)
 	}
 	return "-"
 }

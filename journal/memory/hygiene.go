@@ -554,7 +554,7 @@ func (s *Store) Dismiss(ctx context.Context, c Caller, a, b string, now time.Tim
 	}
 	err := s.withTx(ctx, func(tx cachedTx) error {
 		var first dismissal
-		if ok, err := repeated(ctx, tx, c, toolDismiss, &first); ok || err != nil {
+		if ok, err := s.repeatedWrite(ctx, tx, c, toolDismiss, &first); ok || err != nil {
 			return err
 		}
 		ma, err := live(ctx, tx, a, c.Project)
@@ -608,7 +608,7 @@ func (s *Store) Restore(ctx context.Context, c Caller, id string, now time.Time)
 	}
 	var out Changed
 	err = s.withTx(ctx, func(tx cachedTx) error {
-		if ok, err := repeated(ctx, tx, c, toolRestore, &out); ok || err != nil {
+		if ok, err := s.repeatedWrite(ctx, tx, c, toolRestore, &out); ok || err != nil {
 			out.Repeat = ok
 			return err
 		}

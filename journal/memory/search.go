@@ -140,7 +140,7 @@ func (s *Store) searchedBefore(ctx context.Context, c Caller) (SearchResult, boo
 // decodeAnswer is a queued answer of c's call as a search's.
 func decodeAnswer(c Caller, a queuedAnswer) (SearchResult, error) {
 	if a.tool != toolSearch {
-		return SearchResult{}, fmt.Errorf("%w: callID %s was already used for %s; give each call its own callID", ErrBadRequest, c.CallID, a.tool)
+		return SearchResult{}, usedFor(c, a.tool)
 	}
 	var out SearchResult
 	if err := json.Unmarshal(a.result, &out); err != nil {

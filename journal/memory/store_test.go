@@ -546,6 +546,43 @@ func TestCallIDRepeat(t *testing.T) {
 			t.Errorf("callID of a remember reused for search: %v", err)
 		}
 	})
+	t.Run("queued search then a write", func(t *testing.T) {
+		s := setup(t)
+		m := remember(t, s, alice, "the build cache lives in /tmp/cache").Memory
+		// The search's answer stays queued: the writer is held while it searches, and the
+		// test takes the signal that would have the writer keep it.
+		release := holdWriter(t, s)
+		first, err := s.Search(ctx, c, "cache", nil, 0, t0)
+		if err != nil || len(first.Hits) != 1 {
+			t.Fatalf("search %+v %v", first, err)
+		}
+		<-s.marks.kick
+		release()
+		writes := map[string]func() error{
+			"remember": func() error { _, err := s.Remember(ctx, c, RememberArgs{Content: "x"}, t0); return err },
+			"update": func() error {
+				content := "the build cache lives in /var/cache"
+				_, err := s.Update(ctx, c, m.ID, UpdateArgs{Content: &content}, t0)
+				return err
+			},
+			"forget": func() error { _, err := s.Forget(ctx, c, m.ID, "", t0); return err },
+		}
+		for name, write := range writes {
+			if err := write(); !errors.Is(err, ErrBadRequest) || !strings.Contains(err.Error(), "already used for memory_search") {
+				t.Errorf("%s reusing a queued search's callID: %v", name, err)
+			}
+		}
+		if _, ok := s.marks.queued(c); !ok {
+			t.Fatal("the search's answer left the queue: the test did not test a queued search")
+		}
+		if got, _, _ := s.Get(ctx, m.ID); got.Content != m.Content || got.ForgottenAt != nil {
+			t.Errorf("the refused writes changed the memory: %+v", got)
+		}
+		flushUsed(t, s)
+		if again, err := s.Search(ctx, c, "cache", nil, 0, later); err != nil || len(again.Hits) != 1 || again.Hits[0].Score != first.Hits[0].Score {
+			t.Errorf("repeat of the search after the refused writes: %+v %v, want the first answer", again, err)
+		}
+	})
 	t.Run("other tool", func(t *testing.T) {
 		s := setup(t)
 		m := remember(t, s, c, "some text").Memory

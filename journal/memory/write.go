@@ -50,7 +50,7 @@ func (s *Store) Remember(ctx context.Context, c Caller, a RememberArgs, now time
 	}
 	var out Remembered
 	err = s.withTx(ctx, func(tx cachedTx) error {
-		if ok, err := repeated(ctx, tx, c, toolRemember, &out); ok || err != nil {
+		if ok, err := s.repeatedWrite(ctx, tx, c, toolRemember, &out); ok || err != nil {
 			out.Repeat = ok
 			return err
 		}
@@ -170,7 +170,7 @@ func (s *Store) Update(ctx context.Context, c Caller, id string, a UpdateArgs, n
 	}
 	var out Changed
 	err = s.withTx(ctx, func(tx cachedTx) error {
-		if ok, err := repeated(ctx, tx, c, toolUpdate, &out); ok || err != nil {
+		if ok, err := s.repeatedWrite(ctx, tx, c, toolUpdate, &out); ok || err != nil {
 			out.Repeat = ok
 			return err
 		}
@@ -246,7 +246,7 @@ func (s *Store) Update(ctx context.Context, c Caller, id string, a UpdateArgs, n
 func (s *Store) Forget(ctx context.Context, c Caller, id, reason string, now time.Time) (Changed, error) {
 	var out Changed
 	err := s.withTx(ctx, func(tx cachedTx) error {
-		if ok, err := repeated(ctx, tx, c, toolForget, &out); ok || err != nil {
+		if ok, err := s.repeatedWrite(ctx, tx, c, toolForget, &out); ok || err != nil {
 			out.Repeat = ok
 			return err
 		}
@@ -293,6 +293,23 @@ func wrap(op string, err error) error {
 	return fmt.Errorf("%s: %w", op, err)
 }
 
+// repeatedWrite is repeated for a write's tool, run in its transaction. A search's answer
+// still queued for the writer (used.go) is not in the memo yet, but its callID is taken all
+// the same: reusing it for a write is a bad request, never a fresh write.
+func (s *Store) repeatedWrite(ctx context.Context, tx queryer, c Caller, tool string, out any) (bool, error) {
+	if c.CallID != "" {
+		if a, ok := s.marks.queued(c); ok {
+			return false, usedFor(c, a.tool)
+		}
+	}
+	return repeated(ctx, tx, c, tool, out)
+}
+
+// usedFor is the bad request of a callID that c reuses after a call of tool.
+func usedFor(c Caller, tool string) error {
+	return fmt.Errorf("%w: callID %s was already used for %s; give each call its own callID", ErrBadRequest, c.CallID, tool)
+}
+
 // repeated looks c's callID up in the memo. When the call was answered before, it decodes
 // that answer into out and reports true. A callID used for another tool is a bad request.
 func repeated(ctx context.Context, tx queryer, c Caller, tool string, out any) (bool, error) {
@@ -308,7 +325,7 @@ func repeated(ctx context.Context, tx queryer, c Caller, tool string, out any) (
 		return false, err
 	}
 	if used != tool {
-		return false, fmt.Errorf("%w: callID %s was already used for %s; give each call its own callID", ErrBadRequest, c.CallID, used)
+		return false, usedFor(c, used)
 	}
 	return true, json.Unmarshal([]byte(result), out)
 }

@@ -130,3 +130,7 @@ const (
 	// APIMemoryShare starts or stops sharing a project with the team (§9).
 	APIMemoryShare = "memory.share"
 )
+
+// ClaudeCodeHostPrefix begins the host id of every Claude Code host (§10: cc-…), whose
+// sessions name thatch's wrap-up commands /thatch:compact and /thatch:exit.
+const ClaudeCodeHostPrefix = "cc-"

@@ -52,10 +52,12 @@ func ServeWith(ctx context.Context, c Config, log *slog.Logger, tune func(*runti
 		return err
 	}
 	defer unlock()
+	claudeHooks := false
 	if home, err := os.UserHomeDir(); err == nil {
 		if warn := claudeMissing(home, c); warn != "" {
 			log.Warn(warn)
 		}
+		claudeHooks = claudeSetUp(home, c)
 	}
 	// A clean stop ends here, after every part and store is closed (defers run last to
 	// first): the status file says so, and the log says how long the stop took.
@@ -178,9 +180,8 @@ func ServeWith(ctx context.Context, c Config, log *slog.Logger, tune func(*runti
 		Also: memorySweep(memSvc, c, log.With("component", "memory"))}
 	var ocBridge *opencode.Bridge
 	redactions := []*atomic.Int64{&memSvc.Redacted} // other parts' redactions, for status
-	if c.OpencodeURL == "" {
-		log.Info("no opencode to bridge: set THATCH_OPENCODE_URL to a running opencode serve (e.g. http://127.0.0.1:4096), or connect a host to the broker (thatch env)")
-	} else {
+	log.Info("hosts served", hostsLine(c, claudeHooks)...)
+	if c.OpencodeURL != "" {
 		ocBridge = newBridge(c, nc, js, log)
 		if watch != nil {
 			ocBridge.Broker = watch.Err

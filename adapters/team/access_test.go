@@ -1,9 +1,15 @@
 package team_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"log/slog"
 	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -38,6 +44,8 @@ func TestTeamConfAccess(t *testing.T) {
 	url := func(user string) string { return fmt.Sprintf("nats://%s:%s-secret@%s", user, user, port) }
 
 	ctx := context.Background()
+	logs := map[string]*syncBuffer{}
+	teams := map[string]*team.Team{}
 	mate := func(author string, projects ...string) *memory.Store {
 		st, err := memory.Open(filepath.Join(t.TempDir(), "memories.db"), memory.Options{Author: author})
 		if err != nil {
@@ -48,7 +56,9 @@ func TestTeamConfAccess(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		tm := team.New(team.Config{URL: url(author), Author: author, Store: st})
+		logs[author] = &syncBuffer{}
+		tm := team.New(team.Config{URL: url(author), Author: author, Store: st, Log: slog.New(slog.NewJSONHandler(logs[author], nil))})
+		teams[author] = tm
 		rctx, cancel := context.WithCancel(ctx)
 		done := make(chan error, 1)
 		go func() { done <- tm.Run(rctx) }()
@@ -89,6 +99,36 @@ func TestTeamConfAccess(t *testing.T) {
 	if n, _ := alice.TeamCounts(ctx); n.Outbox != 1 {
 		t.Errorf("alice's outbox holds %d versions, want her one acme-web version", n.Outbox)
 	}
+	// alice's thatch says so: status.team names acme-web, and her JSON log holds one
+	// structured warning for it (nats.go's errors go through it, nothing unstructured).
+	testkit.WaitFor(t, 30*time.Second, "alice's status to name acme-web as refused", func() bool {
+		st, err := teams["alice"].TeamStatus(ctx)
+		return err == nil && slices.Equal(st.PublishRefused, []string{"acme-web"})
+	})
+	warned := 0
+	for line := range strings.Lines(logs["alice"].String()) {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Errorf("alice's log has a line that is not JSON: %q", line)
+			continue
+		}
+		if strings.HasPrefix(fmt.Sprint(rec["msg"]), "publish refused by the team server (not granted?)") && rec["project"] == "acme-web" && rec["level"] == "WARN" {
+			warned++
+		}
+	}
+	if warned != 1 {
+		t.Errorf("alice's log warns %d times of acme-web's refused publish, want once:\n%s", warned, logs["alice"].String())
+	}
+	if st, _ := teams["bob"].TeamStatus(ctx); len(st.PublishRefused) != 0 {
+		t.Errorf("bob, granted both, has refused projects %v", st.PublishRefused)
+	}
+	// Unsharing the refused project keeps its version in the outbox: nothing is lost.
+	if err := alice.Share(ctx, "acme-web", false, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := alice.Held(ctx, "acme-web"); n != 1 {
+		t.Errorf("alice's outbox holds %d acme-web versions after unshare, want 1", n)
+	}
 	// A raw try with alice's user: creating a consumer on acme-web is refused.
 	anc, err := nats.Connect(url("alice"), nats.CustomInboxPrefix(team.InboxPrefix("alice")))
 	if err != nil {
@@ -101,4 +141,22 @@ func TestTeamConfAccess(t *testing.T) {
 	if _, err := anc.Request("$JS.API.CONSUMER.CREATE.THATCH_TEAM.x.thatch.team.>", []byte(`{"stream_name":"THATCH_TEAM","config":{"name":"x","filter_subject":"thatch.team.>","ack_policy":"none"}}`), 2*time.Second); err == nil {
 		t.Error("alice created a consumer on every project")
 	}
+}
+
+// syncBuffer is a log sink the team's goroutines write while the test reads it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

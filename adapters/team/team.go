@@ -60,6 +60,11 @@ type Team struct {
 	last      time.Time // when a version was last applied
 	url       string    // connected URL, without credentials
 	logged    map[int]bool
+	// refused is the projects whose publishes the team's server refused (no permission),
+	// since when; a publish it takes clears its project.
+	refused map[string]time.Time
+	limit   limiter
+	epoch   atomic.Int64 // counts reconnects: a reader says it caught up again after one
 
 	applied, rejected prometheus.Counter
 	lag               prometheus.Histogram
@@ -68,7 +73,7 @@ type Team struct {
 
 // New makes a Team; Run connects it.
 func New(c Config) *Team {
-	t := &Team{c: c, log: c.Log, since: time.Now(), logged: map[int]bool{}, wake: make(chan struct{}, 1)}
+	t := &Team{c: c, log: c.Log, since: time.Now(), logged: map[int]bool{}, refused: map[string]time.Time{}, wake: make(chan struct{}, 1)}
 	if t.log == nil {
 		t.log = slog.New(slog.DiscardHandler)
 	}
@@ -124,7 +129,11 @@ func (t *Team) TeamStatus(ctx context.Context) (*Status, error) {
 	if t.url != "" {
 		st.URL = t.url
 	}
+	for p := range t.refused {
+		st.PublishRefused = append(st.PublishRefused, p)
+	}
 	t.mu.Unlock()
+	slices.Sort(st.PublishRefused)
 	ps, err := t.c.Store.SharedProjects(ctx)
 	if err != nil {
 		return nil, err
@@ -181,21 +190,30 @@ func (t *Team) Run(ctx context.Context) error {
 		nats.ReconnectJitter(250*time.Millisecond, time.Second),
 		nats.RetryOnFailedConnect(true),
 		nats.CustomInboxPrefix(InboxPrefix(t.c.Author)),
+		// nats.go's handlers log through slog (a JSON log stays JSON), each kind of line
+		// at most once per logEvery.
 		nats.ConnectHandler(func(nc *nats.Conn) {
 			t.setConnected(true, nc.ConnectedUrl())
 			t.log.Info("connected to the team", "url", RedactURL(nc.ConnectedUrl()))
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
 			t.setConnected(true, nc.ConnectedUrl())
-			t.log.Info("team connection restored", "url", RedactURL(nc.ConnectedUrl()))
+			t.epoch.Add(1)
+			if ok, held := t.limit.allow("reconnect", time.Now()); ok {
+				t.log.Info("connected to the team again", "url", RedactURL(nc.ConnectedUrl()), "reconnects_not_logged", held)
+			}
 			t.Wake()
 		}),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			t.setConnected(false, "")
-			if err != nil {
-				t.log.Warn("team connection lost; reconnecting (changes wait in the outbox)", "err", err)
+			if err == nil {
+				return
+			}
+			if ok, held := t.limit.allow("disconnect", time.Now()); ok {
+				t.log.Warn("team connection lost; reconnecting (changes wait in the outbox)", "err", err, "disconnects_not_logged", held)
 			}
 		}),
+		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) { t.asyncError(sub, err) }),
 	}
 	if t.c.CredsFile != "" {
 		opts = append(opts, nats.UserCredentials(t.c.CredsFile))
@@ -357,6 +375,7 @@ func (t *Team) publish(ctx context.Context, js jetstream.JetStream) error {
 						continue pass
 					}
 					delete(waiting, o.Project)
+					t.granted(o.Project)
 					if err := st.Sent(ctx, o.Seq); err != nil {
 						return ctxOr(ctx, err)
 					}
@@ -435,6 +454,8 @@ func (t *Team) readAll(ctx context.Context, stream jetstream.Stream) error {
 // read applies project's versions from the stream sequence after cursor, with an ordered
 // consumer (recreated by nats.go after a reconnect or a gap) until ctx ends.
 func (t *Team) read(ctx context.Context, stream jetstream.Stream, project string, cursor uint64) error {
+	t.log.Info("sharing a project with the team", "project", project, "after_stream_seq", cursor)
+	caught := &catchUp{epoch: -1}
 	for retry := (backoff.Backoff{First: 100 * time.Millisecond}); ; {
 		cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{SubjectPrefix + "." + project + ".>"}, DeliverPolicy: jetstream.DeliverAllPolicy}
 		if cursor > 0 {
@@ -443,7 +464,7 @@ func (t *Team) read(ctx context.Context, stream jetstream.Stream, project string
 		cons, err := stream.OrderedConsumer(ctx, cfg)
 		if err == nil {
 			var last uint64
-			last, err = t.consume(ctx, cons, project)
+			last, err = t.consume(ctx, cons, project, caught)
 			cursor = max(cursor, last)
 		}
 		if ctx.Err() != nil {
@@ -466,11 +487,64 @@ func (t *Team) read(ctx context.Context, stream jetstream.Stream, project string
 	}
 }
 
+// asyncError logs an error nats.go reports outside a call. A publish the team's server
+// refused marks its project refused (status.team.publishRefused) and is said once per
+// project at warning level; the others are said at most once per logEvery each.
+func (t *Team) asyncError(sub *nats.Subscription, err error) {
+	if project := refusedProject(err); project != "" {
+		// nats.go calls this from one goroutine: the check, the line and the mark are not
+		// raced by another refusal, and status shows the project once the line is written.
+		t.mu.Lock()
+		_, was := t.refused[project]
+		t.mu.Unlock()
+		if !was {
+			defer func() {
+				t.mu.Lock()
+				t.refused[project] = time.Now()
+				t.mu.Unlock()
+			}()
+			t.log.Warn("publish refused by the team server (not granted?): the project's versions stay in the outbox, nothing is lost; "+
+				"grant it to this teammate in the server's configuration and reload it, or thatch memories unshare it",
+				"project", project, "author", t.c.Author, "err", err)
+		}
+		return
+	}
+	key := err.Error()
+	if errors.Is(err, nats.ErrPermissionViolation) {
+		key = "permissions" // one line for the violations of every subject
+	}
+	if ok, held := t.limit.allow(key, time.Now()); ok {
+		args := []any{"err", err, "errors_not_logged", held}
+		if sub != nil {
+			args = append(args, "subject", sub.Subject)
+		}
+		t.log.Warn("team connection error", args...)
+	}
+}
+
+// granted clears project's refusal: the team's server took a version of it.
+func (t *Team) granted(project string) {
+	t.mu.Lock()
+	_, was := t.refused[project]
+	delete(t.refused, project)
+	t.mu.Unlock()
+	if was {
+		t.log.Info("the team server takes the project's versions again", "project", project)
+	}
+}
+
 type storeFailure struct{ err error }
 
 func (e *storeFailure) Error() string { return e.err.Error() }
 
-func (t *Team) consume(ctx context.Context, cons jetstream.Consumer, project string) (uint64, error) {
+// catchUp is what a reader read since it last said it caught up with the stream, and in
+// which connection epoch it said so (-1: not yet).
+type catchUp struct {
+	read  int
+	epoch int64
+}
+
+func (t *Team) consume(ctx context.Context, cons jetstream.Consumer, project string, caught *catchUp) (uint64, error) {
 	it, err := cons.Messages()
 	if err != nil {
 		return 0, err
@@ -500,6 +574,12 @@ func (t *Team) consume(ctx context.Context, cons jetstream.Consumer, project str
 		}
 		last = meta.Sequence.Stream
 		t.count(res, subject)
+		caught.read++
+		if epoch := t.epoch.Load(); meta.NumPending == 0 && caught.epoch != epoch {
+			// Said once at the start and once after each reconnect.
+			t.log.Info("caught up with the team", "project", project, "versions", caught.read, "stream_seq", last)
+			caught.read, caught.epoch = 0, epoch
+		}
 	}
 }
 

@@ -324,7 +324,7 @@ func (s *memoriesShareCommand) Usage() usage {
 }
 
 func (s *memoriesShareCommand) Flags(fs *flag.FlagSet) {
-	fs.StringVar(&s.project, "project", "", "the project `P`: its key, or its folder (default: the current folder's project)")
+	fs.StringVar(&s.project, "project", "", "the project `P`: its key, or a folder of its git checkout (default: the current folder)")
 }
 
 func (s *memoriesShareCommand) Run(ctx context.Context, c daemon.Config, out io.Writer, _ []string) error {
@@ -333,29 +333,63 @@ func (s *memoriesShareCommand) Run(ctx context.Context, c daemon.Config, out io.
 		return err
 	}
 	defer nc.Close()
-	project := s.project
-	if project == "" || project == "." || strings.HasPrefix(project, "./") || strings.HasPrefix(project, "../") {
-		if project, err = filepath.Abs(cmp.Or(project, ".")); err != nil {
+	req := map[string]any{"project": s.project, "shared": !s.unshare}
+	if dir, ok := folderArg(cmp.Or(s.project, ".")); ok {
+		key, top, err := checkoutKey(ctx, dir)
+		if err != nil {
 			return err
 		}
+		req["project"] = key
+		if key != dir {
+			req["checkout"] = top
+			fmt.Fprintf(out, "project %s: the git checkout %s, keyed by its root commit as thatch mcp and opencode key it\n", key, top)
+		}
 	}
-	raw, err := call(ctx, nc, c, protocol.APIMemoryShare, map[string]any{"project": project, "shared": !s.unshare})
+	raw, err := call(ctx, nc, c, protocol.APIMemoryShare, req)
 	if err != nil {
 		return err
 	}
 	var r struct {
 		Project string `json:"project"`
 		Shared  bool   `json:"shared"`
+		Outbox  int    `json:"outbox"`
 	}
 	if err := json.Unmarshal(raw, &r); err != nil {
 		return err
 	}
-	if r.Shared {
+	switch {
+	case r.Shared:
 		fmt.Fprintf(out, "sharing project %s with the team (thatch status shows the team)\n", r.Project)
-	} else {
+	case r.Outbox > 0:
+		fmt.Fprintf(out, "no longer sharing project %s; its memories stay here, and its %d unsent %s stay in the outbox (nothing is lost: they go if you share it again)\n",
+			r.Project, r.Outbox, plural(r.Outbox, "version", "versions"))
+	default:
 		fmt.Fprintf(out, "no longer sharing project %s; its memories stay here\n", r.Project)
 	}
 	return nil
+}
+
+// folderArg is the absolute path of the folder name names, and whether it names one.
+func folderArg(name string) (string, bool) {
+	abs, err := filepath.Abs(name)
+	if err != nil {
+		return "", false
+	}
+	fi, err := os.Stat(abs)
+	return abs, err == nil && fi.IsDir()
+}
+
+// checkoutKey is the project key of the folder dir and the folder naming that project,
+// keyed as thatch mcp keys its project (memory.ProjectKeyOf): its git checkout's root
+// commit and top folder, else dir itself.
+func checkoutKey(ctx context.Context, dir string) (key, folder string, err error) {
+	gctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	key, folder, err = memory.ProjectKeyOf(gctx, dir)
+	if err != nil {
+		return "", "", fmt.Errorf("key the project of %s by its git history: %w", dir, err)
+	}
+	return key, folder, nil
 }
 
 // memoriesExportCommand is thatch memories export.
@@ -562,20 +596,24 @@ func (*memoriesDismissCommand) Run(ctx context.Context, c daemon.Config, out io.
 const knownShown = 10
 
 // projectName is what --project names, in the daemon's terms: name itself when it names a
-// project (a key, a folder or a folder inside one), else the absolute path of the folder it
-// names here (relative, or through a symbolic link), else an error that lists the projects
-// there are. A daemon from before memory.projects gets name as it is.
+// project (a key, a folder or a folder inside one), else the key of the git checkout it is
+// a folder of (checkoutKey), else the absolute path of the folder it names here (relative,
+// or through a symbolic link), else an error that lists the projects there are. A daemon from before memory.projects gets name as it is.
 func projectName(ctx context.Context, nc *conn, c daemon.Config, name string) (string, error) {
 	tries := []string{name}
-	if abs, err := filepath.Abs(name); err == nil {
-		if fi, err := os.Stat(abs); err == nil && fi.IsDir() {
-			tries = append(tries, abs)
-			if real, err := filepath.EvalSymlinks(abs); err == nil {
-				tries = append(tries, real)
-			}
+	shown := name
+	if abs, ok := folderArg(name); ok {
+		// A folder of a git checkout names the project thatch mcp and opencode key by its
+		// root commit, whatever folder the memories were written from.
+		if key, top, err := checkoutKey(ctx, abs); err == nil && key != abs {
+			tries = append(tries, key)
+			shown = key + " (the git checkout " + top + ")"
+		}
+		tries = append(tries, abs)
+		if real, err := filepath.EvalSymlinks(abs); err == nil {
+			tries = append(tries, real)
 		}
 	}
-	shown := name
 	seen := map[string]bool{}
 	for _, try := range tries {
 		if seen[try] {
@@ -597,7 +635,7 @@ func projectName(ctx context.Context, nc *conn, c daemon.Config, name string) (s
 		if len(ps) > 0 {
 			return try, nil
 		}
-		if filepath.IsAbs(try) {
+		if filepath.IsAbs(try) && shown == name {
 			shown = try
 		}
 	}

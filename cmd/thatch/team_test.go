@@ -368,6 +368,25 @@ func TestTeamOfThatches(t *testing.T) {
 	if !strings.Contains(out.String(), "sharing project "+sharedProject) || !slices.Equal(d.teamStatus().SharedProjects, []string{sharedProject}) {
 		t.Errorf("thatch memories share: %s, status %+v", out.String(), d.teamStatus())
 	}
+	// A fresh checkout thatch holds no memory of is keyed by its root commit, as thatch mcp
+	// keys it, from any folder in it; a name neither a known key nor a folder is refused.
+	repo, root := gitRepo(t)
+	out.Reset()
+	must(t, memoriesCmd(context.Background(), cfg, []string{"share", "--project", filepath.Join(repo, "src")}, &out))
+	if !strings.Contains(out.String(), "project "+root+": the git checkout "+repo) || !strings.Contains(out.String(), "sharing project "+root) ||
+		!slices.Contains(d.teamStatus().SharedProjects, root) {
+		t.Errorf("thatch memories share in a fresh checkout: %s, status %+v", out.String(), d.teamStatus())
+	}
+	out.Reset()
+	must(t, memoriesCmd(context.Background(), cfg, []string{"unshare", "--project", root}, &out))
+	if !strings.Contains(out.String(), "no longer sharing project "+root) || slices.Contains(d.teamStatus().SharedProjects, root) {
+		t.Errorf("thatch memories unshare by the key shared: %s, status %+v", out.String(), d.teamStatus())
+	}
+	err = memoriesCmd(context.Background(), cfg, []string{"share", "--project", "acme-nope"}, &out)
+	if err == nil || !strings.Contains(err.Error(), "acme-nope is neither a project key thatch knows nor a folder") ||
+		!strings.Contains(err.Error(), "git rev-list --max-parents=0 HEAD") {
+		t.Errorf("sharing an unknown key: %v", err)
+	}
 	out.Reset()
 	must(t, memoriesCmd(context.Background(), cfg, []string{"show", gw}, &out))
 	if !regexp.MustCompile(`author +carol`).MatchString(out.String()) || !strings.Contains(out.String(), "[alice]") {

@@ -150,8 +150,8 @@ type SharedProject struct {
 // Share starts (shared true) or stops sharing project with the team. Starting writes the
 // version of each of its memories into the outbox (a memory never versioned gets a version
 // of this store's), so the team receives what this thatch has; the team's versions arrive
-// by the reader (backfill). Stopping drops the project's unsent versions: nothing more of
-// it leaves or arrives; its memories stay. Sharing a shared project, or unsharing one that
+// by the reader (backfill). Stopping keeps the project's unsent versions in the outbox,
+// held until it is shared again: nothing more of it leaves or arrives; its memories stay. Sharing a shared project, or unsharing one that
 // is not, changes nothing. A project keyed by a directory is ErrBadRequest (ShareableProject).
 func (s *Store) Share(ctx context.Context, project string, shared bool, now time.Time) error {
 	if err := ShareableProject(project); err != nil {
@@ -166,10 +166,10 @@ func (s *Store) Share(ctx context.Context, project string, shared bool, now time
 			return err
 		}
 		if !shared {
-			if _, err := tx.ExecContext(ctx, `DELETE FROM team_shared WHERE project = ?`, project); err != nil {
-				return err
-			}
-			_, err := tx.ExecContext(ctx, `DELETE FROM team_outbox WHERE project = ?`, project)
+			// The project's unsent versions stay in the outbox, held (Outbox reads shared
+			// projects only): a project the team refuses loses nothing, and they go if it
+			// is shared again.
+			_, err := tx.ExecContext(ctx, `DELETE FROM team_shared WHERE project = ?`, project)
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO team_shared (project, since, cursor) VALUES (?, ?, 0)`, project, toMS(now)); err != nil {
@@ -249,12 +249,13 @@ type Outgoing struct {
 	Record   []byte
 }
 
-// Outbox is up to limit versions to send, oldest first, but for those of the projects skip
+// Outbox is up to limit versions of the shared projects to send, oldest first, but for
+// those of the projects skip
 // (the team refused them a moment ago: the others are not held up behind them).
 func (s *Store) Outbox(ctx context.Context, limit int, skip ...string) ([]Outgoing, error) {
-	cond, args := "", []any{}
+	cond, args := ` WHERE project IN (SELECT project FROM team_shared)`, []any{}
 	if len(skip) > 0 {
-		cond = ` WHERE project NOT IN (` + placeholders(len(skip)) + `)`
+		cond += ` AND project NOT IN (` + placeholders(len(skip)) + `)`
 		for _, p := range skip {
 			args = append(args, p)
 		}
@@ -275,6 +276,15 @@ func (s *Store) Outbox(ctx context.Context, limit int, skip ...string) ([]Outgoi
 		out = append(out, o)
 	}
 	return out, rows.Err()
+}
+
+// Held is how many versions of project wait in the outbox.
+func (s *Store) Held(ctx context.Context, project string) (int, error) {
+	var n int
+	if err := s.r.QueryRowContext(ctx, `SELECT count(*) FROM team_outbox WHERE project = ?`, project).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count the team outbox of %s: %w", project, err)
+	}
+	return n, nil
 }
 
 // Sent drops the outbox row seq: the team's JetStream acknowledged it.

@@ -213,6 +213,11 @@ func (s *memoriesShowCommand) Run(ctx context.Context, c daemon.Config, out io.W
 		fmt.Fprintln(out, "\nhistory:")
 		for _, a := range r.Audit {
 			line := fmt.Sprintf("  %s %s", a.At.Local().Format("2006-01-02 15:04:05"), a.Op)
+			if a.Op == "superseded" && a.Author != "" {
+				// A version that lost (§9), at its own time: whose edit, and to whose.
+				line = fmt.Sprintf("  %s %s's edit, %s", a.At.Local().Format("2006-01-02 15:04:05"), a.Author, cmp.Or(a.Reason, "superseded"))
+				a.Reason, a.Author = "", ""
+			}
 			if a.SessionID != "" {
 				line += " by " + a.SessionID
 			}
@@ -220,7 +225,7 @@ func (s *memoriesShowCommand) Run(ctx context.Context, c daemon.Config, out io.W
 				line += ": " + a.Reason
 			}
 			if a.Author != "" { // who made the change (§9): this thatch's author or a teammate
-				line += " [" + a.Author + "]"
+				line += " (author " + a.Author + ")"
 			}
 			fmt.Fprintln(out, line)
 			if a.Before != "" {
@@ -390,6 +395,107 @@ func checkoutKey(ctx context.Context, dir string) (key, folder string, err error
 		return "", "", fmt.Errorf("key the project of %s by its git history: %w", dir, err)
 	}
 	return key, folder, nil
+}
+
+// memoriesAddCommand is thatch memories add: memory_remember from the command line, for a
+// person who wants the team (or the next session) to know something now.
+type memoriesAddCommand struct {
+	json    bool
+	kind    string
+	tags    string
+	project string
+}
+
+func (*memoriesAddCommand) Usage() usage {
+	return usage{Name: "memories add", Args: []string{"TEXT"},
+		Summary: "remember TEXT (- reads standard input) in a project, as memory_remember does; prints its id"}
+}
+
+func (a *memoriesAddCommand) Flags(fs *flag.FlagSet) {
+	jsonFlag(fs, &a.json)
+	fs.StringVar(&a.kind, "kind", "", "its kind `K`: "+strings.Join(memory.Kinds, ", ")+" (default: memory_remember's)")
+	fs.StringVar(&a.tags, "tags", "", "its tags `T`, comma-separated")
+	fs.StringVar(&a.project, "project", "", "the project `P`: a folder of it (default: the current folder, keyed as thatch mcp keys it) or its key")
+}
+
+func (a *memoriesAddCommand) Run(ctx context.Context, c daemon.Config, out io.Writer, args []string) error {
+	text := args[0]
+	if text == "-" {
+		// Bounded: a memory is at most memory.MaxContent characters of up to 4 bytes.
+		data, err := io.ReadAll(io.LimitReader(os.Stdin, 4*memory.MaxContent+1))
+		if err != nil {
+			return fmt.Errorf("read the memory from standard input: %w", err)
+		}
+		if len(data) > 4*memory.MaxContent {
+			return fmt.Errorf("standard input holds more than a memory may (%d characters): say it shorter, or in several memories", memory.MaxContent)
+		}
+		text = string(data)
+	}
+	nc, err := dial(c)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	project, directory := a.project, ""
+	if dir, ok := folderArg(cmp.Or(project, ".")); ok {
+		if project, directory, err = checkoutKey(ctx, dir); err != nil {
+			return err
+		}
+	} else if project, err = projectName(ctx, nc, c, project); err != nil {
+		return err
+	}
+	remember := map[string]any{"content": text}
+	if a.kind != "" {
+		remember["kind"] = a.kind
+	}
+	if a.tags != "" {
+		var tags []string
+		for t := range strings.SplitSeq(a.tags, ",") {
+			if t = strings.TrimSpace(t); t != "" {
+				tags = append(tags, t)
+			}
+		}
+		remember["tags"] = tags
+	}
+	// The memory tool itself, called with the project instead of a session as thatch mcp
+	// calls it (§10): the same rules, limits and answer as memory_remember.
+	req, err := json.Marshal(map[string]any{"project": project, "directory": directory, "args": remember, "source": map[string]string{"host": "cli"}})
+	if err != nil {
+		return err
+	}
+	subject := c.APIPrefix + ".tool." + runtime.ToolRemember
+	rctx, cancel := context.WithTimeout(ctx, c.HostTimeout()+2*time.Second)
+	defer cancel()
+	msg, err := nc.nc.RequestWithContext(rctx, subject, req)
+	if err != nil {
+		return fmt.Errorf("%s: %w", subject, err)
+	}
+	raw, herr, err := protocol.Decode(msg.Data)
+	if err != nil {
+		return fmt.Errorf("%s answered what thatch cannot read: %v", subject, err)
+	}
+	if herr != nil {
+		return herr
+	}
+	var r struct {
+		Output   string `json:"output"`
+		Metadata struct {
+			ID      string `json:"id"`
+			Created bool   `json:"created"`
+		} `json:"metadata"`
+	}
+	if err := json.Unmarshal(raw, &r); err != nil || r.Metadata.ID == "" {
+		return fmt.Errorf("memory_remember answered what thatch cannot read (%v): run thatch and its CLI of the same version", err)
+	}
+	if a.json {
+		return printJSON(out, raw)
+	}
+	if r.Metadata.Created {
+		fmt.Fprintf(out, "%s\n", r.Metadata.ID)
+	} else {
+		fmt.Fprintf(out, "%s (already remembered: the same text)\n", r.Metadata.ID)
+	}
+	return nil
 }
 
 // memoriesExportCommand is thatch memories export.

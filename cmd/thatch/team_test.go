@@ -289,14 +289,16 @@ func TestTeamOfThatches(t *testing.T) {
 		want = a.state(known)
 		return b.state(known) == want && cc.state(known) == want
 	})
-	mem, log, _ := a.get(gw)
-	if mem.Content != "The staging gateway is api-gw-04" || mem.Author != "carol" {
-		t.Errorf("the later edit did not win: %+v", mem)
-	}
-	if !slices.ContainsFunc(log, func(e memory.Audit) bool {
-		return (e.Op == "superseded" || e.Op == "update") && strings.Contains(e.Before, "api-gw-03") && e.Author != ""
-	}) {
-		t.Errorf("alice's losing edit is not in the history: %+v", log)
+	for _, m := range []*teammate{a, b, cc} {
+		mem, log, _ := m.get(gw)
+		if mem.Content != "The staging gateway is api-gw-04" || mem.Author != "carol" {
+			t.Errorf("%s: the later edit did not win: %+v", m.name, mem)
+		}
+		if !slices.ContainsFunc(log, func(e memory.Audit) bool {
+			return e.Op == "superseded" && strings.Contains(e.Before, "api-gw-03") && e.Author == "alice" && e.Reason == "superseded by carol's edit"
+		}) {
+			t.Errorf("%s: alice's losing edit is not in the history as superseded by carol's: %+v", m.name, log)
+		}
 	}
 	if k, _, _ := b.get(keep); k.ForgottenAt == nil {
 		t.Error("carol's forget made offline did not reach bob")
@@ -389,7 +391,7 @@ func TestTeamOfThatches(t *testing.T) {
 	}
 	out.Reset()
 	must(t, memoriesCmd(context.Background(), cfg, []string{"show", gw}, &out))
-	if !regexp.MustCompile(`author +carol`).MatchString(out.String()) || !strings.Contains(out.String(), "[alice]") {
+	if !regexp.MustCompile(`author +carol`).MatchString(out.String()) || !strings.Contains(out.String(), "alice's edit, superseded by carol's edit") {
 		t.Errorf("thatch memories show names no authors:\n%s", out.String())
 	}
 	for _, m := range []*teammate{a, b, cc, d} {

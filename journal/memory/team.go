@@ -82,6 +82,10 @@ func isShared(ctx context.Context, q queryer, project string) (bool, error) {
 // change in tx, names the author on its unattributed history rows, and, when its project is
 // shared, writes the version into the outbox.
 func (s *Store) stamp(ctx context.Context, tx cachedTx, id, op string, now time.Time) error {
+	var base Clock // the version the change was made on: none when never versioned
+	if err := tx.QueryRowContext(ctx, `SELECT hlc_wall, hlc_logical FROM memories WHERE id = ?`, id).Scan(&base.Wall, &base.Logical); err != nil {
+		return err
+	}
 	c, err := s.moveClock(ctx, tx, func(c Clock) Clock { return c.Tick(toMS(now)) })
 	if err != nil {
 		return err
@@ -98,6 +102,9 @@ func (s *Store) stamp(ctx context.Context, tx cachedTx, id, op string, now time.
 		return err
 	}
 	v.Op = op
+	if base.Wall != 0 {
+		v.Base = &base
+	}
 	return s.enqueue(ctx, tx, v, now)
 }
 
@@ -445,8 +452,8 @@ func (s *Store) apply(ctx context.Context, tx cachedTx, v Version, now time.Time
 	case d.Same:
 		return Repeated, nil
 	case !d.Take:
-		reason := fmt.Sprintf("lost to %s's version of %s", held.Author, toTime(held.HLC.Wall).Format(time.RFC3339))
-		if err := s.auditAs(ctx, tx, v.ID, now, "superseded", v.Author, reason, v.Content); err != nil {
+		// The losing version, at its own time and by its own author.
+		if err := s.auditAs(ctx, tx, v.ID, toTime(v.HLC.Wall), "superseded", v.Author, supersededBy(held), v.Content); err != nil {
 			return "", err
 		}
 		// The stream keeps a few versions per memory in stream order: the one held here is
@@ -461,6 +468,13 @@ func (s *Store) apply(ctx context.Context, tx cachedTx, v Version, now time.Time
 	}
 	if d.ForgetDuplicate != "" {
 		if err := s.forgetDuplicate(ctx, tx, d.ForgetDuplicate, v.ID, now); err != nil {
+			return "", err
+		}
+	}
+	if heldp != nil && v.Base != nil && held.HLC.Compare(*v.Base) > 0 {
+		// v was made without seeing the version held (a conflict): the held edit is lost
+		// here, and the history says so at its own time, as the other side's does.
+		if err := s.auditAs(ctx, tx, v.ID, toTime(held.HLC.Wall), "superseded", held.Author, supersededBy(v), held.Content); err != nil {
 			return "", err
 		}
 	}
@@ -480,7 +494,11 @@ func (s *Store) apply(ctx context.Context, tx cachedTx, v Version, now time.Time
 	return Applied, s.stamp(ctx, tx, v.ID, "forget", now)
 }
 
-// write makes the memory of v hold v (held: its version before, nil when new).
+// supersededBy is the reason of a version's history row when w's version won over it.
+func supersededBy(w Version) string { return "superseded by " + w.Author + "'s edit" }
+
+// write makes the memory of v hold v (held: its version before, nil when new); its history
+// row has the version's own time.
 func (s *Store) write(ctx context.Context, tx cachedTx, held *Version, v Version, now time.Time) error {
 	tags, _ := json.Marshal(v.Tags)
 	var forgotten int64 // a memory forgotten by a teammate: when, by the version's clock
@@ -503,7 +521,7 @@ func (s *Store) write(ctx context.Context, tx cachedTx, held *Version, v Version
 				return err
 			}
 		}
-		return s.auditAs(ctx, tx, v.ID, now, v.Op, v.Author, reason, "")
+		return s.auditAs(ctx, tx, v.ID, toTime(v.HLC.Wall), v.Op, v.Author, reason, "")
 	}
 	_, err := tx.ExecContext(ctx, `UPDATE memories SET branch = ?, kind = ?, content = ?, norm = ?, tags = ?, created_at = ?, updated_at = ?,
 			forgotten_at = CASE WHEN ? THEN (CASE WHEN forgotten_at = 0 THEN max(?, 1) ELSE forgotten_at END) ELSE 0 END, forgot_reason = ?,
@@ -527,7 +545,7 @@ func (s *Store) write(ctx context.Context, tx cachedTx, held *Version, v Version
 			return err
 		}
 	}
-	return s.auditAs(ctx, tx, v.ID, now, v.Op, v.Author, reason, held.Content)
+	return s.auditAs(ctx, tx, v.ID, toTime(v.HLC.Wall), v.Op, v.Author, reason, held.Content)
 }
 
 // forgetDuplicate forgets the memory id as a duplicate of keep, as a new version of this

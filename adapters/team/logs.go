@@ -14,6 +14,9 @@ import (
 // connection that flaps, or a server that refuses every publish, would fill the log.
 const logEvery = time.Minute
 
+// maxKeys bounds the kinds of line a limiter remembers.
+const maxKeys = 64
+
 // limiter lets one line of each key through per logEvery, counting those it held back.
 type limiter struct {
 	mu   sync.Mutex
@@ -26,8 +29,8 @@ type limiter struct {
 func (l *limiter) allow(key string, now time.Time) (bool, int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.last == nil {
-		l.last, l.held = map[string]time.Time{}, map[string]int{}
+	if l.last == nil || len(l.last) >= maxKeys {
+		l.last, l.held = map[string]time.Time{}, map[string]int{} // bounded: forgetting only lets a line through again
 	}
 	if last, ok := l.last[key]; ok && now.Sub(last) < logEvery {
 		l.held[key]++

@@ -141,6 +141,8 @@ func (t *Team) TeamStatus(ctx context.Context) (*Status, error) {
 	for _, p := range ps {
 		st.SharedProjects = append(st.SharedProjects, p.Project)
 	}
+	// A project unshared since its refusal is no longer being refused.
+	st.PublishRefused = slices.DeleteFunc(st.PublishRefused, func(p string) bool { return !slices.Contains(st.SharedProjects, p) })
 	n, err := t.c.Store.TeamCounts(ctx)
 	if err != nil {
 		return nil, err
@@ -503,9 +505,9 @@ func (t *Team) asyncError(sub *nats.Subscription, err error) {
 				t.refused[project] = time.Now()
 				t.mu.Unlock()
 			}()
-			t.log.Warn("publish refused by the team server (not granted?): the project's versions stay in the outbox, nothing is lost; "+
-				"grant it to this teammate in the server's configuration and reload it, or thatch memories unshare it",
-				"project", project, "author", t.c.Author, "err", err)
+			t.log.Warn("publish refused by the team server (not granted?)", "project", project, "author", t.c.Author, "err", err,
+				"outbox", "the project's versions stay in the outbox: nothing is lost",
+				"fix", "grant the project to this teammate in the server's configuration and reload it, or thatch memories unshare it")
 		}
 		return
 	}

@@ -400,7 +400,6 @@ func checkoutKey(ctx context.Context, dir string) (key, folder string, err error
 // memoriesAddCommand is thatch memories add: memory_remember from the command line, for a
 // person who wants the team (or the next session) to know something now.
 type memoriesAddCommand struct {
-	json    bool
 	kind    string
 	tags    string
 	project string
@@ -412,7 +411,6 @@ func (*memoriesAddCommand) Usage() usage {
 }
 
 func (a *memoriesAddCommand) Flags(fs *flag.FlagSet) {
-	jsonFlag(fs, &a.json)
 	fs.StringVar(&a.kind, "kind", "", "its kind `K`: "+strings.Join(memory.Kinds, ", ")+" (default: memory_remember's)")
 	fs.StringVar(&a.tags, "tags", "", "its tags `T`, comma-separated")
 	fs.StringVar(&a.project, "project", "", "the project `P`: a folder of it (default: the current folder, keyed as thatch mcp keys it) or its key")
@@ -486,9 +484,6 @@ func (a *memoriesAddCommand) Run(ctx context.Context, c daemon.Config, out io.Wr
 	}
 	if err := json.Unmarshal(raw, &r); err != nil || r.Metadata.ID == "" {
 		return fmt.Errorf("memory_remember answered what thatch cannot read (%v): run thatch and its CLI of the same version", err)
-	}
-	if a.json {
-		return printJSON(out, raw)
 	}
 	if r.Metadata.Created {
 		fmt.Fprintf(out, "%s\n", r.Metadata.ID)

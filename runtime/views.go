@@ -85,6 +85,9 @@ type TeamStatus struct {
 	// Refused is the last records refused from the team, newest first (at most
 	// TeamRefusedShown): what was wrong with each, to fix at the teammate who sent it.
 	Refused []TeamRefusal `json:"refused,omitempty"`
+	// PublishRefused is the projects whose versions the team's server refused to take (a
+	// permissions violation: not granted to this teammate); they wait in the outbox.
+	PublishRefused []string `json:"publishRefused,omitempty"`
 }
 
 // TeamRefusedShown is how many of the last refused team records status.team lists.

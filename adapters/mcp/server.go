@@ -286,18 +286,14 @@ func (s *server) resolve(ctx context.Context, ss *sdk.ServerSession) place {
 // keyed is the project of dir as opencode keys it: its repository's project id, from the
 // top folder of its checkout (the project's folder, which thatch memories shows), else dir.
 func (s *server) keyed(ctx context.Context, dir string) place {
-	dir = filepath.Clean(dir)
 	gctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	id, top, err := memory.ProjectID(gctx, dir)
+	key, top, err := memory.ProjectKeyOf(gctx, dir)
 	if err != nil {
 		// As opencode does when git fails: the directory is the project.
 		s.o.Log.Warn("could not key the project by its git history; its directory keys it", "dir", dir, "err", err)
 	}
-	if id != "" {
-		return place{key: id, dir: top}
-	}
-	return place{key: runtime.ProjectKey(id, dir), dir: dir}
+	return place{key: key, dir: top}
 }
 
 // firstRoot is the folder of the client's first file:// root, "" when it declares no roots,

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"regexp"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -60,18 +61,35 @@ func (m *Service) now() time.Time {
 // RelatedMax is how many related memories an extraction payload lists.
 const RelatedMax = 10
 
-// shareKey is the project key memory.share names: a key itself, or the one key of a
-// folder (the CLI passes the working directory when no --project is given).
-func (s *Service) shareKey(ctx context.Context, project string) (string, *runtime.HostError) {
+// gitID is a git commit id (SHA-1 or SHA-256), the form of a repository's projectID.
+var gitID = regexp.MustCompile(`^[0-9a-f]{40}([0-9a-f]{24})?$`)
+
+// shareKey is the project key memory.share names: a key thatch knows (its memories, its
+// folder or its sharing) or a repository's projectID (a root commit, which a teammate
+// may share before thatch holds a memory of it), a key the caller computed from a git
+// checkout (checkout, its folder: the CLI keys a checkout as thatch mcp does), or the one
+// key of a folder. Any other name is a mistake (a typo, a made-up name), refused.
+func (s *Service) shareKey(ctx context.Context, project, checkout string) (string, *runtime.HostError) {
 	if project == "" {
 		return "", badRequest("memory.share: give project, a project key (memory.projects lists them)")
-	}
-	if !strings.HasPrefix(project, "/") {
-		return project, nil
 	}
 	keys, err := s.Store.Resolve(ctx, project)
 	if err != nil {
 		return "", storeError(err)
+	}
+	if !strings.HasPrefix(project, "/") {
+		if checkout != "" || slices.Contains(keys, project) || gitID.MatchString(project) {
+			return project, nil
+		}
+		shared, err := s.Store.SharedProjects(ctx)
+		if err != nil {
+			return "", storeError(err)
+		}
+		if slices.ContainsFunc(shared, func(p memory.SharedProject) bool { return p.Project == project }) {
+			return project, nil
+		}
+		return "", badRequest(fmt.Sprintf("memory.share: %s is neither a project key thatch knows nor a folder; give the folder of the project's git checkout "+
+			"(or run thatch memories share inside it), or its key: git rev-list --max-parents=0 HEAD in the checkout prints it, thatch memories projects lists the keys thatch knows", project))
 	}
 	var ids []string // the keys that are not folders themselves
 	for _, k := range keys {
@@ -88,7 +106,7 @@ func (s *Service) shareKey(ctx context.Context, project string) (string, *runtim
 	if slices.Contains(keys, project) {
 		return project, nil // a directory key: the store says why it cannot be shared
 	}
-	return "", badRequest(fmt.Sprintf("memory.share: thatch knows no project in %s yet (it learns a folder's project from its sessions' memories there); give the project's key with --project (thatch memories projects lists them)", project))
+	return "", badRequest(fmt.Sprintf("memory.share: thatch knows no project in %s (it is in no git checkout with a commit, and holds no project's memories); give a git checkout's folder, or the project's key with --project (thatch memories projects lists them)", project))
 }
 
 // storeError maps a store error to the protocol's error names.
@@ -427,6 +445,7 @@ func (s *Service) API(ctx context.Context, method string, data []byte) (any, *ru
 		Other    string          `json:"distinctFrom"`
 		Memories []memory.Memory `json:"memories"`
 		Shared   *bool           `json:"shared"`
+		Checkout string          `json:"checkout"` // memory.share: the git checkout project was keyed from
 	}
 	if len(bytes.TrimSpace(data)) > 0 {
 		if err := json.Unmarshal(data, &p); err != nil {
@@ -453,7 +472,7 @@ func (s *Service) API(ctx context.Context, method string, data []byte) (any, *ru
 		if p.Shared == nil {
 			return nil, badRequest("memory.share: give shared: true to share the project with the team, false to stop")
 		}
-		key, herr := s.shareKey(ctx, p.Project)
+		key, herr := s.shareKey(ctx, p.Project, p.Checkout)
 		if herr != nil {
 			return nil, herr
 		}
@@ -461,7 +480,11 @@ func (s *Service) API(ctx context.Context, method string, data []byte) (any, *ru
 			return nil, storeError(err)
 		}
 		s.Team.Wake()
-		return map[string]any{"project": key, "shared": *p.Shared}, nil
+		held, err := st.Held(ctx, key)
+		if err != nil {
+			return nil, storeError(err)
+		}
+		return map[string]any{"project": key, "shared": *p.Shared, "outbox": held}, nil
 	case protocol.APIMemoryProjects:
 		ps, err := st.Projects(ctx, p.Project)
 		if err != nil {

@@ -1,9 +1,17 @@
 package team_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"log/slog"
+	"net"
+	"os"
 	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,12 +26,26 @@ import (
 // TestTeamConfAccess runs testdata/nats/team.conf as the README tells a team to: alice may
 // share acme-api only, bob acme-api and acme-web. What bob writes to acme-web never reaches
 // alice, what alice writes to acme-web never leaves her outbox, and acme-api works both
-// ways (so the refusals are the permissions', not a broken connection).
+// ways (so the refusals are the permissions', not a broken connection). Alice's thatch
+// says acme-web is refused, once; granted and reloaded, the server takes it and her thatch
+// recovers by itself.
 func TestTeamConfAccess(t *testing.T) {
-	opts, err := server.ProcessConfigFile(filepath.Join("..", "..", "testdata", "nats", "team.conf"))
+	conf, err := os.ReadFile(filepath.Join("..", "..", "testdata", "nats", "team.conf"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	confFile := filepath.Join(t.TempDir(), "team.conf")
+	load := func(conf string) *server.Options {
+		if err := os.WriteFile(confFile, []byte(conf), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		opts, err := server.ProcessConfigFile(confFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return opts
+	}
+	opts := load(string(conf))
 	opts.Port, opts.StoreDir, opts.NoLog, opts.NoSigs = -1, t.TempDir(), true, true
 	ns, err := server.NewServer(opts)
 	if err != nil {
@@ -38,6 +60,8 @@ func TestTeamConfAccess(t *testing.T) {
 	url := func(user string) string { return fmt.Sprintf("nats://%s:%s-secret@%s", user, user, port) }
 
 	ctx := context.Background()
+	logs := map[string]*syncBuffer{}
+	teams := map[string]*team.Team{}
 	mate := func(author string, projects ...string) *memory.Store {
 		st, err := memory.Open(filepath.Join(t.TempDir(), "memories.db"), memory.Options{Author: author})
 		if err != nil {
@@ -48,7 +72,9 @@ func TestTeamConfAccess(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		tm := team.New(team.Config{URL: url(author), Author: author, Store: st})
+		logs[author] = &syncBuffer{}
+		tm := team.New(team.Config{URL: url(author), Author: author, Store: st, Log: slog.New(slog.NewJSONHandler(logs[author], nil))})
+		teams[author] = tm
 		rctx, cancel := context.WithCancel(ctx)
 		done := make(chan error, 1)
 		go func() { done <- tm.Run(rctx) }()
@@ -89,6 +115,29 @@ func TestTeamConfAccess(t *testing.T) {
 	if n, _ := alice.TeamCounts(ctx); n.Outbox != 1 {
 		t.Errorf("alice's outbox holds %d versions, want her one acme-web version", n.Outbox)
 	}
+	// alice's thatch says so: status.team names acme-web, and her JSON log holds one
+	// structured warning for it (nats.go's errors go through it, nothing unstructured).
+	testkit.WaitFor(t, 30*time.Second, "alice's status to name acme-web as refused", func() bool {
+		st, err := teams["alice"].TeamStatus(ctx)
+		return err == nil && slices.Equal(st.PublishRefused, []string{"acme-web"})
+	})
+	warned := 0
+	for line := range strings.Lines(logs["alice"].String()) {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Errorf("alice's log has a line that is not JSON: %q", line)
+			continue
+		}
+		if strings.HasPrefix(fmt.Sprint(rec["msg"]), "publish refused by the team server (not granted?)") && rec["project"] == "acme-web" && rec["level"] == "WARN" {
+			warned++
+		}
+	}
+	if warned != 1 {
+		t.Errorf("alice's log warns %d times of acme-web's refused publish, want once:\n%s", warned, logs["alice"].String())
+	}
+	if st, _ := teams["bob"].TeamStatus(ctx); len(st.PublishRefused) != 0 {
+		t.Errorf("bob, granted both, has refused projects %v", st.PublishRefused)
+	}
 	// A raw try with alice's user: creating a consumer on acme-web is refused.
 	anc, err := nats.Connect(url("alice"), nats.CustomInboxPrefix(team.InboxPrefix("alice")))
 	if err != nil {
@@ -101,4 +150,46 @@ func TestTeamConfAccess(t *testing.T) {
 	if _, err := anc.Request("$JS.API.CONSUMER.CREATE.THATCH_TEAM.x.thatch.team.>", []byte(`{"stream_name":"THATCH_TEAM","config":{"name":"x","filter_subject":"thatch.team.>","ack_policy":"none"}}`), 2*time.Second); err == nil {
 		t.Error("alice created a consumer on every project")
 	}
+
+	// The team grants alice acme-web and reloads its server (nats-server --signal reload):
+	// her thatch recovers by itself, sending what waited and reading bob's.
+	granted := strings.Replace(string(conf), `"thatch.team.acme-api.>",
+              "$JS.API.CONSUMER.CREATE.THATCH_TEAM.*.thatch.team.acme-api.>",`, `"thatch.team.acme-api.>",
+              "thatch.team.acme-web.>",
+              "$JS.API.CONSUMER.CREATE.THATCH_TEAM.*.thatch.team.acme-api.>",
+              "$JS.API.CONSUMER.CREATE.THATCH_TEAM.*.thatch.team.acme-web.>",`, 1)
+	if granted == string(conf) {
+		t.Fatal("team.conf no longer has alice's grants where this test adds acme-web")
+	}
+	reload := load(granted)
+	reload.Port, reload.StoreDir, reload.NoLog, reload.NoSigs = ns.Addr().(*net.TCPAddr).Port, opts.StoreDir, true, true
+	if err := ns.ReloadOptions(reload); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, 90*time.Second, "alice's acme-web memory to reach bob and bob's to reach her after the reload", func() bool {
+		return has(bob, webByAlice) && has(alice, webByBob)
+	})
+	testkit.WaitFor(t, 30*time.Second, "alice's outbox to empty and her status to clear", func() bool {
+		n, _ := alice.TeamCounts(ctx)
+		st, err := teams["alice"].TeamStatus(ctx)
+		return n.Outbox == 0 && err == nil && len(st.PublishRefused) == 0
+	})
+}
+
+// syncBuffer is a log sink the team's goroutines write while the test reads it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

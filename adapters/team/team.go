@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -59,6 +60,11 @@ type Team struct {
 	last      time.Time // when a version was last applied
 	url       string    // connected URL, without credentials
 	logged    map[int]bool
+	// refused is the projects whose publishes the team's server refused (no permission),
+	// since when; a publish it takes clears its project.
+	refused map[string]time.Time
+	limit   limiter
+	epoch   atomic.Int64 // counts reconnects: a reader says it caught up again after one
 
 	applied, rejected prometheus.Counter
 	lag               prometheus.Histogram
@@ -67,7 +73,7 @@ type Team struct {
 
 // New makes a Team; Run connects it.
 func New(c Config) *Team {
-	t := &Team{c: c, log: c.Log, since: time.Now(), logged: map[int]bool{}, wake: make(chan struct{}, 1)}
+	t := &Team{c: c, log: c.Log, since: time.Now(), logged: map[int]bool{}, refused: map[string]time.Time{}, wake: make(chan struct{}, 1)}
 	if t.log == nil {
 		t.log = slog.New(slog.DiscardHandler)
 	}
@@ -123,7 +129,11 @@ func (t *Team) TeamStatus(ctx context.Context) (*Status, error) {
 	if t.url != "" {
 		st.URL = t.url
 	}
+	for p := range t.refused {
+		st.PublishRefused = append(st.PublishRefused, p)
+	}
 	t.mu.Unlock()
+	slices.Sort(st.PublishRefused)
 	ps, err := t.c.Store.SharedProjects(ctx)
 	if err != nil {
 		return nil, err
@@ -131,6 +141,8 @@ func (t *Team) TeamStatus(ctx context.Context) (*Status, error) {
 	for _, p := range ps {
 		st.SharedProjects = append(st.SharedProjects, p.Project)
 	}
+	// A project unshared since its refusal is no longer being refused.
+	st.PublishRefused = slices.DeleteFunc(st.PublishRefused, func(p string) bool { return !slices.Contains(st.SharedProjects, p) })
 	n, err := t.c.Store.TeamCounts(ctx)
 	if err != nil {
 		return nil, err
@@ -180,21 +192,30 @@ func (t *Team) Run(ctx context.Context) error {
 		nats.ReconnectJitter(250*time.Millisecond, time.Second),
 		nats.RetryOnFailedConnect(true),
 		nats.CustomInboxPrefix(InboxPrefix(t.c.Author)),
+		// nats.go's handlers log through slog (a JSON log stays JSON), each kind of line
+		// at most once per logEvery.
 		nats.ConnectHandler(func(nc *nats.Conn) {
 			t.setConnected(true, nc.ConnectedUrl())
 			t.log.Info("connected to the team", "url", RedactURL(nc.ConnectedUrl()))
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
 			t.setConnected(true, nc.ConnectedUrl())
-			t.log.Info("team connection restored", "url", RedactURL(nc.ConnectedUrl()))
+			t.epoch.Add(1)
+			if ok, held := t.limit.allow("reconnect", time.Now()); ok {
+				t.log.Info("connected to the team again", "url", RedactURL(nc.ConnectedUrl()), "reconnects_not_logged", held)
+			}
 			t.Wake()
 		}),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			t.setConnected(false, "")
-			if err != nil {
-				t.log.Warn("team connection lost; reconnecting (changes wait in the outbox)", "err", err)
+			if err == nil {
+				return
+			}
+			if ok, held := t.limit.allow("disconnect", time.Now()); ok {
+				t.log.Warn("team connection lost; reconnecting (changes wait in the outbox)", "err", err, "disconnects_not_logged", held)
 			}
 		}),
+		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) { t.asyncError(sub, err) }),
 	}
 	if t.c.CredsFile != "" {
 		opts = append(opts, nats.UserCredentials(t.c.CredsFile))
@@ -358,6 +379,7 @@ func (t *Team) publish(ctx context.Context, js jetstream.JetStream) error {
 				for _, o := range out {
 					if failed[o.Project] == nil {
 						delete(waiting, o.Project)
+						t.granted(o.Project)
 					}
 				}
 			}
@@ -472,6 +494,8 @@ func (t *Team) readAll(ctx context.Context, stream jetstream.Stream) error {
 // read applies project's versions from the stream sequence after cursor, with an ordered
 // consumer (recreated by nats.go after a reconnect or a gap) until ctx ends.
 func (t *Team) read(ctx context.Context, stream jetstream.Stream, project string, cursor uint64) error {
+	t.log.Info("sharing a project with the team", "project", project, "after_stream_seq", cursor)
+	caught := &catchUp{epoch: -1}
 	for retry := (backoff.Backoff{First: 100 * time.Millisecond}); ; {
 		cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{SubjectPrefix + "." + project + ".>"}, DeliverPolicy: jetstream.DeliverAllPolicy}
 		if cursor > 0 {
@@ -480,7 +504,7 @@ func (t *Team) read(ctx context.Context, stream jetstream.Stream, project string
 		cons, err := stream.OrderedConsumer(ctx, cfg)
 		if err == nil {
 			var last uint64
-			last, err = t.consume(ctx, cons, project)
+			last, err = t.consume(ctx, cons, project, caught)
 			cursor = max(cursor, last)
 		}
 		if ctx.Err() != nil {
@@ -503,9 +527,62 @@ func (t *Team) read(ctx context.Context, stream jetstream.Stream, project string
 	}
 }
 
+// asyncError logs an error nats.go reports outside a call. A publish the team's server
+// refused marks its project refused (status.team.publishRefused) and is said once per
+// project at warning level; the others are said at most once per logEvery each.
+func (t *Team) asyncError(sub *nats.Subscription, err error) {
+	if project := refusedProject(err); project != "" {
+		// nats.go calls this from one goroutine: the check, the line and the mark are not
+		// raced by another refusal, and status shows the project once the line is written.
+		t.mu.Lock()
+		_, was := t.refused[project]
+		t.mu.Unlock()
+		if !was {
+			defer func() {
+				t.mu.Lock()
+				t.refused[project] = time.Now()
+				t.mu.Unlock()
+			}()
+			t.log.Warn("publish refused by the team server (not granted?)", "project", project, "author", t.c.Author, "err", err,
+				"outbox", "the project's versions stay in the outbox: nothing is lost",
+				"fix", "grant the project to this teammate in the server's configuration and reload it, or thatch memories unshare it")
+		}
+		return
+	}
+	key := err.Error()
+	if errors.Is(err, nats.ErrPermissionViolation) {
+		key = "permissions" // one line for the violations of every subject
+	}
+	if ok, held := t.limit.allow(key, time.Now()); ok {
+		args := []any{"err", err, "errors_not_logged", held}
+		if sub != nil {
+			args = append(args, "subject", sub.Subject)
+		}
+		t.log.Warn("team connection error", args...)
+	}
+}
+
+// granted clears project's refusal: the team's server took a version of it.
+func (t *Team) granted(project string) {
+	t.mu.Lock()
+	_, was := t.refused[project]
+	delete(t.refused, project)
+	t.mu.Unlock()
+	if was {
+		t.log.Info("the team server takes the project's versions again", "project", project)
+	}
+}
+
 type storeFailure struct{ err error }
 
 func (e *storeFailure) Error() string { return e.err.Error() }
+
+// catchUp is what a reader read since it last said it caught up with the stream, and in
+// which connection epoch it said so (-1: not yet).
+type catchUp struct {
+	read  int
+	epoch int64
+}
 
 // applyBatch bounds the versions applied in one transaction: a backfill applies them a
 // batch at a time, while a tool's write waits for at most one batch.
@@ -514,8 +591,8 @@ const applyBatch = 256
 // consume applies the consumer's messages until it fails or ctx ends: as many as wait
 // (up to applyBatch) in one transaction, so a backfill does not pay a commit per version
 // while one change at a time is applied at once. It says the stream sequence of the last
-// message applied.
-func (t *Team) consume(ctx context.Context, cons jetstream.Consumer, project string) (uint64, error) {
+// message applied, and once it has caught up with the stream.
+func (t *Team) consume(ctx context.Context, cons jetstream.Consumer, project string, caught *catchUp) (uint64, error) {
 	it, err := cons.Messages()
 	if err != nil {
 		return 0, err
@@ -553,6 +630,7 @@ func (t *Team) consume(ctx context.Context, cons jetstream.Consumer, project str
 	for {
 		batch = batch[:0]
 		var failed error
+		pending := uint64(1)
 		n := <-msgs
 	gather:
 		for {
@@ -561,6 +639,7 @@ func (t *Team) consume(ctx context.Context, cons jetstream.Consumer, project str
 				break
 			}
 			if meta, err := n.msg.Metadata(); err == nil {
+				pending = meta.NumPending
 				subject := n.msg.Subject()
 				batch = append(batch, memory.Incoming{Project: project, MemoryID: strings.TrimPrefix(subject, SubjectPrefix+"."+project+"."),
 					Subject: subject, StreamSeq: meta.Sequence.Stream, Data: n.msg.Data()})
@@ -585,6 +664,12 @@ func (t *Team) consume(ctx context.Context, cons jetstream.Consumer, project str
 			last = batch[len(batch)-1].StreamSeq
 			for i, r := range res {
 				t.count(r, batch[i].Subject)
+			}
+			caught.read += len(batch)
+			if epoch := t.epoch.Load(); pending == 0 && caught.epoch != epoch {
+				// Said once at the start and once after each reconnect.
+				t.log.Info("caught up with the team", "project", project, "versions", caught.read, "stream_seq", last)
+				caught.read, caught.epoch = 0, epoch
 			}
 		}
 		if failed != nil {

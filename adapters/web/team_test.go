@@ -43,7 +43,7 @@ func TestTeamSwitchAndCard(t *testing.T) {
 	srv.Status = func(ctx context.Context) (runtime.StatusView, error) {
 		st, err := r.status(ctx)
 		st.Team = &runtime.TeamStatus{URL: "nats://team:4222", Connected: false, Since: since, Author: "alice@laptop", Outbox: 3, SharedProjects: []string{key},
-			Rejected: 1, Refused: []runtime.TeamRefusal{{Project: key, Subject: "thatch.team.x.mem_1", Kind: "malformed", Reason: "not JSON", At: since}}}
+			Rejected: 1, Refused: []runtime.TeamRefusal{{Project: key, Subject: "thatch.team.x.mem_1", Kind: "malformed", Reason: "not JSON", At: since}}, PublishRefused: []string{"acme-web"}}
 		return st, err
 	}
 	h, err := srv.Handler()
@@ -86,6 +86,9 @@ func TestTeamSwitchAndCard(t *testing.T) {
 	over := r.page(c, "/")
 	if !strings.Contains(over, `id="team-card"`) || !strings.Contains(over, "not connected") || !strings.Contains(over, "3 to send") || !strings.Contains(over, key) {
 		t.Errorf("no team card on the overview:\n%s", over)
+	}
+	if !strings.Contains(over, "publish refused by the team server (not granted?): acme-web</strong>; its versions stay in the outbox") {
+		t.Errorf("the team card does not say the team server refuses acme-web's versions:\n%s", over)
 	}
 	if !strings.Contains(over, `id="team-refused-list"`) || !strings.Contains(over, "thatch.team.x.mem_1 (malformed): not JSON") {
 		t.Errorf("the overview does not list the refused team record:\n%s", over)

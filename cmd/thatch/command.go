@@ -41,7 +41,7 @@ func allCommands() []command {
 	return []command{
 		&serveCommand{}, &bridgeCommand{},
 		&statusCommand{}, &sessionsCommand{}, &entriesCommand{}, &sweepCommand{}, &costsCommand{}, &deadLettersCommand{},
-		&memoriesCommand{}, &memoriesProjectsCommand{}, &memoriesShowCommand{}, &memoriesForgetCommand{},
+		&memoriesCommand{}, &memoriesProjectsCommand{}, &memoriesShowCommand{}, &memoriesAddCommand{}, &memoriesForgetCommand{},
 		&memoriesRestoreCommand{}, &memoriesExportCommand{}, &memoriesImportCommand{}, &memoriesHygieneCommand{},
 		&memoriesDismissCommand{}, &memoriesShareCommand{}, &memoriesShareCommand{unshare: true},
 		&uiCommand{}, &mcpCommand{}, &hookCommand{}, &installCommand{}, &envCommand{}, &versionCommand{},

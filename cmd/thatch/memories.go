@@ -213,6 +213,11 @@ func (s *memoriesShowCommand) Run(ctx context.Context, c daemon.Config, out io.W
 		fmt.Fprintln(out, "\nhistory:")
 		for _, a := range r.Audit {
 			line := fmt.Sprintf("  %s %s", a.At.Local().Format("2006-01-02 15:04:05"), a.Op)
+			if a.Op == "superseded" && a.Author != "" {
+				// A version that lost (§9), at its own time: whose edit, and to whose.
+				line = fmt.Sprintf("  %s %s's edit, %s", a.At.Local().Format("2006-01-02 15:04:05"), a.Author, cmp.Or(a.Reason, "superseded"))
+				a.Reason, a.Author = "", ""
+			}
 			if a.SessionID != "" {
 				line += " by " + a.SessionID
 			}
@@ -220,7 +225,7 @@ func (s *memoriesShowCommand) Run(ctx context.Context, c daemon.Config, out io.W
 				line += ": " + a.Reason
 			}
 			if a.Author != "" { // who made the change (§9): this thatch's author or a teammate
-				line += " [" + a.Author + "]"
+				line += " (author " + a.Author + ")"
 			}
 			fmt.Fprintln(out, line)
 			if a.Before != "" {
@@ -324,7 +329,7 @@ func (s *memoriesShareCommand) Usage() usage {
 }
 
 func (s *memoriesShareCommand) Flags(fs *flag.FlagSet) {
-	fs.StringVar(&s.project, "project", "", "the project `P`: its key, or its folder (default: the current folder's project)")
+	fs.StringVar(&s.project, "project", "", "the project `P`: its key, or a folder of its git checkout (default: the current folder)")
 }
 
 func (s *memoriesShareCommand) Run(ctx context.Context, c daemon.Config, out io.Writer, _ []string) error {
@@ -333,27 +338,157 @@ func (s *memoriesShareCommand) Run(ctx context.Context, c daemon.Config, out io.
 		return err
 	}
 	defer nc.Close()
-	project := s.project
-	if project == "" || project == "." || strings.HasPrefix(project, "./") || strings.HasPrefix(project, "../") {
-		if project, err = filepath.Abs(cmp.Or(project, ".")); err != nil {
+	req := map[string]any{"project": s.project, "shared": !s.unshare}
+	if dir, ok := folderArg(cmp.Or(s.project, ".")); ok {
+		key, top, err := checkoutKey(ctx, dir)
+		if err != nil {
 			return err
 		}
+		req["project"] = key
+		if key != dir {
+			req["checkout"] = top
+			fmt.Fprintf(out, "project %s: the git checkout %s, keyed by its root commit as thatch mcp and opencode key it\n", key, top)
+		}
 	}
-	raw, err := call(ctx, nc, c, protocol.APIMemoryShare, map[string]any{"project": project, "shared": !s.unshare})
+	raw, err := call(ctx, nc, c, protocol.APIMemoryShare, req)
 	if err != nil {
 		return err
 	}
 	var r struct {
 		Project string `json:"project"`
 		Shared  bool   `json:"shared"`
+		Outbox  int    `json:"outbox"`
 	}
 	if err := json.Unmarshal(raw, &r); err != nil {
 		return err
 	}
-	if r.Shared {
+	switch {
+	case r.Shared:
 		fmt.Fprintf(out, "sharing project %s with the team (thatch status shows the team)\n", r.Project)
-	} else {
+	case r.Outbox > 0:
+		fmt.Fprintf(out, "no longer sharing project %s; its memories stay here, and its %d unsent %s stay in the outbox (nothing is lost: they go if you share it again)\n",
+			r.Project, r.Outbox, plural(r.Outbox, "version", "versions"))
+	default:
 		fmt.Fprintf(out, "no longer sharing project %s; its memories stay here\n", r.Project)
+	}
+	return nil
+}
+
+// folderArg is the absolute path of the folder name names, and whether it names one.
+func folderArg(name string) (string, bool) {
+	abs, err := filepath.Abs(name)
+	if err != nil {
+		return "", false
+	}
+	fi, err := os.Stat(abs)
+	return abs, err == nil && fi.IsDir()
+}
+
+// checkoutKey is the project key of the folder dir and the folder naming that project,
+// keyed as thatch mcp keys its project (memory.ProjectKeyOf): its git checkout's root
+// commit and top folder, else dir itself.
+func checkoutKey(ctx context.Context, dir string) (key, folder string, err error) {
+	gctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	key, folder, err = memory.ProjectKeyOf(gctx, dir)
+	if err != nil {
+		return "", "", fmt.Errorf("key the project of %s by its git history: %w", dir, err)
+	}
+	return key, folder, nil
+}
+
+// memoriesAddCommand is thatch memories add: memory_remember from the command line, for a
+// person who wants the team (or the next session) to know something now.
+type memoriesAddCommand struct {
+	kind    string
+	tags    string
+	project string
+}
+
+func (*memoriesAddCommand) Usage() usage {
+	return usage{Name: "memories add", Args: []string{"TEXT"},
+		Summary: "remember TEXT (- reads standard input) in a project, as memory_remember does; prints its id"}
+}
+
+func (a *memoriesAddCommand) Flags(fs *flag.FlagSet) {
+	fs.StringVar(&a.kind, "kind", "", "its kind `K`: "+strings.Join(memory.Kinds, ", ")+" (default: memory_remember's)")
+	fs.StringVar(&a.tags, "tags", "", "its tags `T`, comma-separated")
+	fs.StringVar(&a.project, "project", "", "the project `P`: a folder of it (default: the current folder, keyed as thatch mcp keys it) or its key")
+}
+
+func (a *memoriesAddCommand) Run(ctx context.Context, c daemon.Config, out io.Writer, args []string) error {
+	text := args[0]
+	if text == "-" {
+		// Bounded: a memory is at most memory.MaxContent characters of up to 4 bytes.
+		data, err := io.ReadAll(io.LimitReader(os.Stdin, 4*memory.MaxContent+1))
+		if err != nil {
+			return fmt.Errorf("read the memory from standard input: %w", err)
+		}
+		if len(data) > 4*memory.MaxContent {
+			return fmt.Errorf("standard input holds more than a memory may (%d characters): say it shorter, or in several memories", memory.MaxContent)
+		}
+		text = string(data)
+	}
+	nc, err := dial(c)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	project, directory := a.project, ""
+	if dir, ok := folderArg(cmp.Or(project, ".")); ok {
+		if project, directory, err = checkoutKey(ctx, dir); err != nil {
+			return err
+		}
+	} else if project, err = projectName(ctx, nc, c, project); err != nil {
+		return err
+	}
+	remember := map[string]any{"content": text}
+	if a.kind != "" {
+		remember["kind"] = a.kind
+	}
+	if a.tags != "" {
+		var tags []string
+		for t := range strings.SplitSeq(a.tags, ",") {
+			if t = strings.TrimSpace(t); t != "" {
+				tags = append(tags, t)
+			}
+		}
+		remember["tags"] = tags
+	}
+	// The memory tool itself, called with the project instead of a session as thatch mcp
+	// calls it (§10): the same rules, limits and answer as memory_remember.
+	req, err := json.Marshal(map[string]any{"project": project, "directory": directory, "args": remember, "source": map[string]string{"host": "cli"}})
+	if err != nil {
+		return err
+	}
+	subject := c.APIPrefix + ".tool." + runtime.ToolRemember
+	rctx, cancel := context.WithTimeout(ctx, c.HostTimeout()+2*time.Second)
+	defer cancel()
+	msg, err := nc.nc.RequestWithContext(rctx, subject, req)
+	if err != nil {
+		return fmt.Errorf("%s: %w", subject, err)
+	}
+	raw, herr, err := protocol.Decode(msg.Data)
+	if err != nil {
+		return fmt.Errorf("%s answered what thatch cannot read: %v", subject, err)
+	}
+	if herr != nil {
+		return herr
+	}
+	var r struct {
+		Output   string `json:"output"`
+		Metadata struct {
+			ID      string `json:"id"`
+			Created bool   `json:"created"`
+		} `json:"metadata"`
+	}
+	if err := json.Unmarshal(raw, &r); err != nil || r.Metadata.ID == "" {
+		return fmt.Errorf("memory_remember answered what thatch cannot read (%v): run thatch and its CLI of the same version", err)
+	}
+	if r.Metadata.Created {
+		fmt.Fprintf(out, "%s\n", r.Metadata.ID)
+	} else {
+		fmt.Fprintf(out, "%s (already remembered: the same text)\n", r.Metadata.ID)
 	}
 	return nil
 }
@@ -562,20 +697,24 @@ func (*memoriesDismissCommand) Run(ctx context.Context, c daemon.Config, out io.
 const knownShown = 10
 
 // projectName is what --project names, in the daemon's terms: name itself when it names a
-// project (a key, a folder or a folder inside one), else the absolute path of the folder it
-// names here (relative, or through a symbolic link), else an error that lists the projects
-// there are. A daemon from before memory.projects gets name as it is.
+// project (a key, a folder or a folder inside one), else the key of the git checkout it is
+// a folder of (checkoutKey), else the absolute path of the folder it names here (relative,
+// or through a symbolic link), else an error that lists the projects there are. A daemon from before memory.projects gets name as it is.
 func projectName(ctx context.Context, nc *conn, c daemon.Config, name string) (string, error) {
 	tries := []string{name}
-	if abs, err := filepath.Abs(name); err == nil {
-		if fi, err := os.Stat(abs); err == nil && fi.IsDir() {
-			tries = append(tries, abs)
-			if real, err := filepath.EvalSymlinks(abs); err == nil {
-				tries = append(tries, real)
-			}
+	shown := name
+	if abs, ok := folderArg(name); ok {
+		// A folder of a git checkout names the project thatch mcp and opencode key by its
+		// root commit, whatever folder the memories were written from.
+		if key, top, err := checkoutKey(ctx, abs); err == nil && key != abs {
+			tries = append(tries, key)
+			shown = key + " (the git checkout " + top + ")"
+		}
+		tries = append(tries, abs)
+		if real, err := filepath.EvalSymlinks(abs); err == nil {
+			tries = append(tries, real)
 		}
 	}
-	shown := name
 	seen := map[string]bool{}
 	for _, try := range tries {
 		if seen[try] {
@@ -597,7 +736,7 @@ func projectName(ctx context.Context, nc *conn, c daemon.Config, name string) (s
 		if len(ps) > 0 {
 			return try, nil
 		}
-		if filepath.IsAbs(try) {
+		if filepath.IsAbs(try) && shown == name {
 			shown = try
 		}
 	}

@@ -104,3 +104,45 @@ func TestMemoriesByFolder(t *testing.T) {
 		}
 	}
 }
+
+// TestMemoriesAddInACheckout: thatch memories add remembers a text in the project of a git
+// checkout, keyed by its root commit as thatch mcp keys it, from any folder in it, and prints
+// the id; the same text again is the same memory; memory_remember's rules hold (a bad kind
+// is refused, naming it); the other memories commands find the project by a folder of the
+// checkout, though no session of it ever ran; an unknown key is refused.
+func TestMemoriesAddInACheckout(t *testing.T) {
+	r := newRig(t, "v1")
+	r.start()
+	ctx := r.ctx()
+	repo, root := gitRepo(t)
+	memories := func(args ...string) (string, error) {
+		t.Helper()
+		var out bytes.Buffer
+		err := memoriesCmd(ctx, r.cfg, args, &out)
+		return out.String(), err
+	}
+	out, err := memories("add", "--project", filepath.Join(repo, "src"), "--kind", "decision", "--tags", "build, ci", "Releases are cut from main on Mondays.")
+	must(t, err)
+	id := strings.TrimSpace(out)
+	if !strings.HasPrefix(id, "mem_") || strings.Contains(id, " ") {
+		t.Fatalf("thatch memories add printed %q, want the id", out)
+	}
+	var got []memory.Memory
+	out, err = memories("--json", "--project", filepath.Join(repo, "src", "pkg"))
+	must(t, err)
+	must(t, json.Unmarshal([]byte(out), &got))
+	if len(got) != 1 || got[0].ID != id || got[0].Project != root || got[0].Kind != "decision" || strings.Join(got[0].Tags, ",") != "build,ci" ||
+		got[0].Source.Host != "cli" {
+		t.Errorf("the checkout's project %s holds %+v, want %s with kind, tags and source cli", root, got, id)
+	}
+	out, err = memories("add", "--project", root, "releases are cut   from main on Mondays.")
+	if err != nil || !strings.HasPrefix(out, id+" (already remembered") {
+		t.Errorf("the same text again: %q %v, want %s already remembered", out, err, id)
+	}
+	if _, err := memories("add", "--project", repo, "--kind", "nonsense", "Something"); err == nil || !strings.Contains(err.Error(), "nonsense") {
+		t.Errorf("a bad kind: %v, want it refused and named", err)
+	}
+	if _, err := memories("add", "--project", "acme-nope", "Something"); err == nil || !strings.Contains(err.Error(), "acme-nope") {
+		t.Errorf("an unknown project key: %v, want it refused and named", err)
+	}
+}

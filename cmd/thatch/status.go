@@ -152,6 +152,9 @@ func (s *statusCommand) Run(ctx context.Context, c daemon.Config, out io.Writer,
 		}
 		fmt.Fprintf(tw, "team\t%s as %s: %s since %s; outbox %d, refused %d, last applied %s; sharing %s\n", tm.URL, tm.Author, state,
 			tm.Since.Local().Format(time.RFC3339), tm.Outbox, tm.Rejected, last, shared)
+		for _, p := range tm.PublishRefused {
+			fmt.Fprintf(tw, "team publish\tpublish refused by the team server (not granted?) for project %s: its versions stay in the outbox, nothing is lost; grant it in the server's config and reload it, or thatch memories unshare --project %s\n", p, p)
+		}
 		for _, r := range tm.Refused {
 			fmt.Fprintf(tw, "team refused\t%s %s (%s, stream seq %d): %s: %s\n", r.At.Local().Format(time.RFC3339), r.Subject, r.Kind, r.StreamSeq, r.Project, r.Reason)
 		}

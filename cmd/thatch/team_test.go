@@ -289,14 +289,16 @@ func TestTeamOfThatches(t *testing.T) {
 		want = a.state(known)
 		return b.state(known) == want && cc.state(known) == want
 	})
-	mem, log, _ := a.get(gw)
-	if mem.Content != "The staging gateway is api-gw-04" || mem.Author != "carol" {
-		t.Errorf("the later edit did not win: %+v", mem)
-	}
-	if !slices.ContainsFunc(log, func(e memory.Audit) bool {
-		return (e.Op == "superseded" || e.Op == "update") && strings.Contains(e.Before, "api-gw-03") && e.Author != ""
-	}) {
-		t.Errorf("alice's losing edit is not in the history: %+v", log)
+	for _, m := range []*teammate{a, b, cc} {
+		mem, log, _ := m.get(gw)
+		if mem.Content != "The staging gateway is api-gw-04" || mem.Author != "carol" {
+			t.Errorf("%s: the later edit did not win: %+v", m.name, mem)
+		}
+		if !slices.ContainsFunc(log, func(e memory.Audit) bool {
+			return e.Op == "superseded" && strings.Contains(e.Before, "api-gw-03") && e.Author == "alice" && e.Reason == "superseded by carol's edit"
+		}) {
+			t.Errorf("%s: alice's losing edit is not in the history as superseded by carol's: %+v", m.name, log)
+		}
 	}
 	if k, _, _ := b.get(keep); k.ForgottenAt == nil {
 		t.Error("carol's forget made offline did not reach bob")
@@ -368,9 +370,28 @@ func TestTeamOfThatches(t *testing.T) {
 	if !strings.Contains(out.String(), "sharing project "+sharedProject) || !slices.Equal(d.teamStatus().SharedProjects, []string{sharedProject}) {
 		t.Errorf("thatch memories share: %s, status %+v", out.String(), d.teamStatus())
 	}
+	// A fresh checkout thatch holds no memory of is keyed by its root commit, as thatch mcp
+	// keys it, from any folder in it; a name neither a known key nor a folder is refused.
+	repo, root := gitRepo(t)
+	out.Reset()
+	must(t, memoriesCmd(context.Background(), cfg, []string{"share", "--project", filepath.Join(repo, "src")}, &out))
+	if !strings.Contains(out.String(), "project "+root+": the git checkout "+repo) || !strings.Contains(out.String(), "sharing project "+root) ||
+		!slices.Contains(d.teamStatus().SharedProjects, root) {
+		t.Errorf("thatch memories share in a fresh checkout: %s, status %+v", out.String(), d.teamStatus())
+	}
+	out.Reset()
+	must(t, memoriesCmd(context.Background(), cfg, []string{"unshare", "--project", root}, &out))
+	if !strings.Contains(out.String(), "no longer sharing project "+root) || slices.Contains(d.teamStatus().SharedProjects, root) {
+		t.Errorf("thatch memories unshare by the key shared: %s, status %+v", out.String(), d.teamStatus())
+	}
+	err = memoriesCmd(context.Background(), cfg, []string{"share", "--project", "acme-nope"}, &out)
+	if err == nil || !strings.Contains(err.Error(), "acme-nope is neither a project key thatch knows nor a folder") ||
+		!strings.Contains(err.Error(), "git rev-list --max-parents=0 HEAD") {
+		t.Errorf("sharing an unknown key: %v", err)
+	}
 	out.Reset()
 	must(t, memoriesCmd(context.Background(), cfg, []string{"show", gw}, &out))
-	if !regexp.MustCompile(`author +carol`).MatchString(out.String()) || !strings.Contains(out.String(), "[alice]") {
+	if !regexp.MustCompile(`author +carol`).MatchString(out.String()) || !strings.Contains(out.String(), "alice's edit, superseded by carol's edit") {
 		t.Errorf("thatch memories show names no authors:\n%s", out.String())
 	}
 	for _, m := range []*teammate{a, b, cc, d} {

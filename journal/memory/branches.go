@@ -96,6 +96,21 @@ func ProjectID(ctx context.Context, dir string) (id, top string, err error) {
 	return roots[0], repo.top, nil
 }
 
+// ProjectKeyOf is the project key of the folder dir as opencode keys it, and the folder
+// that names that project: the project id of dir's git checkout and its top folder, else
+// (outside git, or a repository without commits) dir itself for both, as runtime.ProjectKey
+// does. thatch mcp and thatch memories key a folder with it, so both name the project a
+// host's session there has. err says why git could not be read; key is then dir, as
+// opencode falls back to the directory.
+func ProjectKeyOf(ctx context.Context, dir string) (key, folder string, err error) {
+	dir = filepath.Clean(dir)
+	id, top, err := ProjectID(ctx, dir)
+	if id != "" {
+		return id, top, nil
+	}
+	return dir, dir, err
+}
+
 // gitRepo is where git keeps a worktree's state: gitDir holds its HEAD, commonDir (the same
 // folder but in a linked worktree) the refs and packed-refs shared by all worktrees.
 type gitRepo struct {

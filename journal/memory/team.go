@@ -82,6 +82,10 @@ func isShared(ctx context.Context, q queryer, project string) (bool, error) {
 // change in tx, names the author on its unattributed history rows, and, when its project is
 // shared, writes the version into the outbox.
 func (s *Store) stamp(ctx context.Context, tx cachedTx, id, op string, now time.Time) error {
+	var base Clock // the version the change was made on: none when never versioned
+	if err := tx.QueryRowContext(ctx, `SELECT hlc_wall, hlc_logical FROM memories WHERE id = ?`, id).Scan(&base.Wall, &base.Logical); err != nil {
+		return err
+	}
 	c, err := s.moveClock(ctx, tx, func(c Clock) Clock { return c.Tick(toMS(now)) })
 	if err != nil {
 		return err
@@ -98,6 +102,9 @@ func (s *Store) stamp(ctx context.Context, tx cachedTx, id, op string, now time.
 		return err
 	}
 	v.Op = op
+	if base.Wall != 0 {
+		v.Base = &base
+	}
 	return s.enqueue(ctx, tx, v, now)
 }
 
@@ -150,8 +157,8 @@ type SharedProject struct {
 // Share starts (shared true) or stops sharing project with the team. Starting writes the
 // version of each of its memories into the outbox (a memory never versioned gets a version
 // of this store's), so the team receives what this thatch has; the team's versions arrive
-// by the reader (backfill). Stopping drops the project's unsent versions: nothing more of
-// it leaves or arrives; its memories stay. Sharing a shared project, or unsharing one that
+// by the reader (backfill). Stopping keeps the project's unsent versions in the outbox,
+// held until it is shared again: nothing more of it leaves or arrives; its memories stay. Sharing a shared project, or unsharing one that
 // is not, changes nothing. A project keyed by a directory is ErrBadRequest (ShareableProject).
 func (s *Store) Share(ctx context.Context, project string, shared bool, now time.Time) error {
 	if err := ShareableProject(project); err != nil {
@@ -166,10 +173,10 @@ func (s *Store) Share(ctx context.Context, project string, shared bool, now time
 			return err
 		}
 		if !shared {
-			if _, err := tx.ExecContext(ctx, `DELETE FROM team_shared WHERE project = ?`, project); err != nil {
-				return err
-			}
-			_, err := tx.ExecContext(ctx, `DELETE FROM team_outbox WHERE project = ?`, project)
+			// The project's unsent versions stay in the outbox, held (Outbox reads shared
+			// projects only): a project the team refuses loses nothing, and they go if it
+			// is shared again.
+			_, err := tx.ExecContext(ctx, `DELETE FROM team_shared WHERE project = ?`, project)
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO team_shared (project, since, cursor) VALUES (?, ?, 0)`, project, toMS(now)); err != nil {
@@ -249,12 +256,13 @@ type Outgoing struct {
 	Record   []byte
 }
 
-// Outbox is up to limit versions to send, oldest first, but for those of the projects skip
+// Outbox is up to limit versions of the shared projects to send, oldest first, but for
+// those of the projects skip
 // (the team refused them a moment ago: the others are not held up behind them).
 func (s *Store) Outbox(ctx context.Context, limit int, skip ...string) ([]Outgoing, error) {
-	cond, args := "", []any{}
+	cond, args := ` WHERE project IN (SELECT project FROM team_shared)`, []any{}
 	if len(skip) > 0 {
-		cond = ` WHERE project NOT IN (` + placeholders(len(skip)) + `)`
+		cond += ` AND project NOT IN (` + placeholders(len(skip)) + `)`
 		for _, p := range skip {
 			args = append(args, p)
 		}
@@ -275,6 +283,15 @@ func (s *Store) Outbox(ctx context.Context, limit int, skip ...string) ([]Outgoi
 		out = append(out, o)
 	}
 	return out, rows.Err()
+}
+
+// Held is how many versions of project wait in the outbox.
+func (s *Store) Held(ctx context.Context, project string) (int, error) {
+	var n int
+	if err := s.r.QueryRowContext(ctx, `SELECT count(*) FROM team_outbox WHERE project = ?`, project).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count the team outbox of %s: %w", project, err)
+	}
+	return n, nil
 }
 
 // Sent drops the outbox rows seqs, in one transaction: the team's JetStream acknowledged
@@ -491,8 +508,8 @@ func (s *Store) apply(ctx context.Context, tx cachedTx, v Version, now time.Time
 	case d.Same:
 		return Repeated, nil
 	case !d.Take:
-		reason := fmt.Sprintf("lost to %s's version of %s", held.Author, toTime(held.HLC.Wall).Format(time.RFC3339))
-		if err := s.auditAs(ctx, tx, v.ID, now, "superseded", v.Author, reason, v.Content); err != nil {
+		// The losing version, at its own time and by its own author.
+		if err := s.auditAs(ctx, tx, v.ID, toTime(v.HLC.Wall), "superseded", v.Author, supersededBy(held), v.Content); err != nil {
 			return "", err
 		}
 		// The stream keeps a few versions per memory in stream order: the one held here is
@@ -507,6 +524,13 @@ func (s *Store) apply(ctx context.Context, tx cachedTx, v Version, now time.Time
 	}
 	if d.ForgetDuplicate != "" {
 		if err := s.forgetDuplicate(ctx, tx, d.ForgetDuplicate, v.ID, now, words); err != nil {
+			return "", err
+		}
+	}
+	if heldp != nil && v.Base != nil && held.HLC.Compare(*v.Base) > 0 {
+		// v was made without seeing the version held (a conflict): the held edit is lost
+		// here, and the history says so at its own time, as the other side's does.
+		if err := s.auditAs(ctx, tx, v.ID, toTime(held.HLC.Wall), "superseded", held.Author, supersededBy(v), held.Content); err != nil {
 			return "", err
 		}
 	}
@@ -526,8 +550,11 @@ func (s *Store) apply(ctx context.Context, tx cachedTx, v Version, now time.Time
 	return Applied, s.stamp(ctx, tx, v.ID, "forget", now)
 }
 
+// supersededBy is the reason of a version's history row when w's version won over it.
+func supersededBy(w Version) string { return "superseded by " + w.Author + "'s edit" }
+
 // write makes the memory of v hold v (held: its version before, nil when new), its word
-// counts changed into words.
+// counts changed into words; its history row has the version's own time.
 func (s *Store) write(ctx context.Context, tx cachedTx, held *Version, v Version, now time.Time, words map[string]int) error {
 	tags, _ := json.Marshal(v.Tags)
 	var forgotten int64 // a memory forgotten by a teammate: when, by the version's clock
@@ -548,7 +575,7 @@ func (s *Store) write(ctx context.Context, tx cachedTx, held *Version, v Version
 		if !v.Forgotten {
 			addWords(words, v.Content, 1)
 		}
-		return s.auditAs(ctx, tx, v.ID, now, v.Op, v.Author, reason, "")
+		return s.auditAs(ctx, tx, v.ID, toTime(v.HLC.Wall), v.Op, v.Author, reason, "")
 	}
 	_, err := tx.ExecContext(ctx, `UPDATE memories SET branch = ?, kind = ?, content = ?, norm = ?, tags = ?, created_at = ?, updated_at = ?,
 			forgotten_at = CASE WHEN ? THEN (CASE WHEN forgotten_at = 0 THEN max(?, 1) ELSE forgotten_at END) ELSE 0 END, forgot_reason = ?,
@@ -568,7 +595,7 @@ func (s *Store) write(ctx context.Context, tx cachedTx, held *Version, v Version
 	if !v.Forgotten {
 		addWords(words, v.Content, 1)
 	}
-	return s.auditAs(ctx, tx, v.ID, now, v.Op, v.Author, reason, held.Content)
+	return s.auditAs(ctx, tx, v.ID, toTime(v.HLC.Wall), v.Op, v.Author, reason, held.Content)
 }
 
 // forgetDuplicate forgets the memory id as a duplicate of keep, as a new version of this

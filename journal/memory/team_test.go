@@ -74,8 +74,12 @@ func TestTeamOutboxOnlyForShared(t *testing.T) {
 	if err := s.Share(ctx, teamProject, false, t0); err != nil {
 		t.Fatal(err)
 	}
-	if c, _ := s.TeamCounts(ctx); c.Outbox != 0 {
-		t.Fatalf("outbox after unsharing: %d", c.Outbox)
+	// Unsharing sends nothing more of the project, and loses none of its unsent versions.
+	if out, _ := s.Outbox(ctx, 100); len(out) != 0 {
+		t.Fatalf("outbox to send after unsharing: %+v", out)
+	}
+	if n, _ := s.Held(ctx, teamProject); n != 2 {
+		t.Fatalf("versions held after unsharing: %d, want 2", n)
 	}
 }
 
@@ -89,7 +93,8 @@ func TestTeamApplyAndHistory(t *testing.T) {
 		t.Fatalf("b does not find a's memory: %v", ids)
 	}
 	// Both change it without seeing the other's change: b's change is later, it wins on
-	// both sides, and a's stays in the history as superseded.
+	// both sides, and a's stays in the history as superseded by bob's edit, at its own
+	// time and under its own author, on the side that lost it as on the other.
 	ca, cb := "The gateway is api-gw-03", "The gateway is api-gw-04"
 	if _, err := a.Update(ctx, Caller{Project: teamProject, SessionID: "ses_a"}, r.Memory.ID, UpdateArgs{Content: &ca}, t0.Add(time.Second)); err != nil {
 		t.Fatal(err)
@@ -106,12 +111,14 @@ func TestTeamApplyAndHistory(t *testing.T) {
 		if err != nil || m.Content != cb || m.Author != "bob" {
 			t.Fatalf("%s holds %+v %v", s.Author(), m, err)
 		}
-		var lost bool
+		var lost int
 		for _, e := range log {
-			lost = lost || (e.Op == "superseded" && e.Author == "alice" && e.Before == ca) || (e.Op == "update" && e.Author == "bob" && e.Before == ca)
+			if e.Op == "superseded" && e.Author == "alice" && e.Before == ca && e.Reason == "superseded by bob's edit" && e.At.Equal(t0.Add(time.Second)) {
+				lost++
+			}
 		}
-		if !lost {
-			t.Errorf("%s: alice's edit is not in the history: %+v", s.Author(), log)
+		if lost != 1 {
+			t.Errorf("%s: alice's edit is %d times in the history as superseded by bob's at its own time, want once: %+v", s.Author(), lost, log)
 		}
 	}
 	// Applying a version again changes nothing.

@@ -86,6 +86,10 @@ type Version struct {
 	Author    string    `json:"author"`
 	HLC       Clock     `json:"hlc"`
 	Node      string    `json:"node"`
+	// Base is the clock of the version the change was made on (absent for a creation, a
+	// share or a resend): a held version later than it is one the author had not seen,
+	// which the change, if it wins, supersedes as a conflict rather than as an edit of it.
+	Base *Clock `json:"base,omitempty"`
 }
 
 // The ops a version may name; they label history only.

@@ -228,8 +228,8 @@ func TestClaudeCodeEndToEnd(t *testing.T) {
 		v := x.liveSession(s5)
 		return v.SessionID != "" && !v.Compacting && v.Pending == 0 && v.Accepted == 0 && v.WrapUp == ""
 	})
-	if log, _ := os.ReadFile(x.thatchLog); !bytes.Contains(log, []byte("wrap-up greenlit")) || !bytes.Contains(log, []byte("thatch/compact")) {
-		t.Fatalf("thatch's log does not say /thatch/compact was greenlit")
+	if log, _ := os.ReadFile(x.thatchLog); !bytes.Contains(log, []byte("wrap-up greenlit")) || !bytes.Contains(log, []byte(`"command":"thatch:compact"`)) {
+		t.Fatalf("thatch's log does not say /thatch:compact was greenlit")
 	}
 	out, err = x.cli("costs", "--json")
 	must(t, err)

@@ -364,7 +364,7 @@ func (s *memoriesShareCommand) Run(ctx context.Context, c daemon.Config, out io.
 	}
 	switch {
 	case r.Shared:
-		fmt.Fprintf(out, "sharing project %s with the team (thatch status shows the team)\n", r.Project)
+		fmt.Fprintf(out, "sharing project %s with the team (thatch status shows the team, and whether its server refuses the project)\n", r.Project)
 	case r.Outbox > 0:
 		fmt.Fprintf(out, "no longer sharing project %s; its memories stay here, and its %d unsent %s stay in the outbox (nothing is lost: they go if you share it again)\n",
 			r.Project, r.Outbox, plural(r.Outbox, "version", "versions"))

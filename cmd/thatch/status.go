@@ -150,7 +150,7 @@ func (s *statusCommand) Run(ctx context.Context, c daemon.Config, out io.Writer,
 		if shared == "" {
 			shared = "none (thatch memories share)"
 		}
-		fmt.Fprintf(tw, "team\t%s as %s: %s since %s; outbox %d, refused %d, last applied %s; sharing %s\n", tm.URL, tm.Author, state,
+		fmt.Fprintf(tw, "team\t%s as %s: %s since %s; outbox %d, bad records %d, last applied %s; sharing %s\n", tm.URL, tm.Author, state,
 			tm.Since.Local().Format(time.RFC3339), tm.Outbox, tm.Rejected, last, shared)
 		for _, p := range tm.PublishRefused {
 			fmt.Fprintf(tw, "team publish\tpublish refused by the team server (not granted?) for project %s: its versions stay in the outbox, nothing is lost; grant it in the server's config and reload it, or thatch memories unshare --project %s\n", p, p)

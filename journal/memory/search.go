@@ -195,7 +195,7 @@ func (s *Store) similar(ctx context.Context, project, content string) ([]Similar
 	if err != nil || len(rare) == 0 {
 		return nil, err
 	}
-	best, err := s.scoreMatches(ctx, one(project), rare, nil, similarScan, false, nil)
+	best, err := s.scoreMatches(ctx, one(project), rare, nil, similarScan, false, nil, similarCandidates)
 	if err != nil {
 		return nil, err
 	}
@@ -273,11 +273,19 @@ func writeWords(ctx context.Context, tx cachedTx, counts map[string]int) error {
 // 10 ms and a look-alike check's over 20 ms at 100,000 memories (docs/performance.md).
 const rankCandidates = 100
 
+// similarCandidates is rankCandidates for the look-alike check of a write, which scores
+// similarScan of them: a look-alike shares most rare words, so it stands among the first
+// matches of the rarest, and the daily pass (FindDuplicates) pairs what a write misses.
+// Reading the candidates' rows is most of a remember's work at 1,000,000 memories, where
+// every commit empties the read connections' page caches: 100 made a remember cost 6–8 ms
+// of CPU, 50 4.3–4.5 ms (docs/performance.md).
+const similarCandidates = 50
+
 // rank is the live memories of projects (none = every project) matching any of terms, best
 // first, at most n; a Hit's Score is its BM25 relevance (see scoreMatches). Only the n
 // best are read whole.
 func (s *Store) rank(ctx context.Context, projects, terms, kinds []string, n int, whole bool, counts *wordCounts) ([]Hit, error) {
-	best, err := s.scoreMatches(ctx, projects, terms, kinds, n, whole, counts)
+	best, err := s.scoreMatches(ctx, projects, terms, kinds, n, whole, counts, rankCandidates)
 	if err != nil {
 		return nil, err
 	}
@@ -328,17 +336,17 @@ type matched struct {
 }
 
 // scoreMatches is the live memories of projects (none = every project) matching any of
-// terms, best first, at most n. FTS5 finds the memories holding every term when whole (a
+// terms, best first, at most n, of at most candidates read. FTS5 finds the memories holding every term when whole (a
 // query's words; not a look-alike's rare words, which a look-alike need not all share),
 // then each term's matches in turn, rarest first (within the project's scope), the newest
-// first, until rankCandidates are found: the memories matching the whole query and a rare
+// first, until candidates are found: the memories matching the whole query and a rare
 // term's matches are always among them, and a very common term only fills up. The score is
 // computed here, because FTS5's bm25() counts each term's documents by walking the term's
 // whole document list, every project's, at every query: 4–5 ms a search at 100,000
 // memories. The words table already holds those counts. Content weighs twice the tags, as
 // in the index's rank setting. Only what scoring needs is read of each candidate (seq, id,
 // content, tags); reading all 14 columns of 100 rows was a fifth of a look-alike check.
-func (s *Store) scoreMatches(ctx context.Context, projects, terms, kinds []string, n int, whole bool, counts *wordCounts) ([]matched, error) {
+func (s *Store) scoreMatches(ctx context.Context, projects, terms, kinds []string, n int, whole bool, counts *wordCounts, candidates int) ([]matched, error) {
 	if counts == nil {
 		c, err := s.frequencies(ctx, terms)
 		if err != nil {
@@ -361,15 +369,15 @@ func (s *Store) scoreMatches(ctx context.Context, projects, terms, kinds []strin
 		matches = append(matches, match(projects, []string{t}))
 	}
 	for _, m := range matches {
-		if len(seqs) >= rankCandidates {
+		if len(seqs) >= candidates {
 			break
 		}
 		rows, err := s.r.QueryContext(ctx, `SELECT rowid FROM memories_fts WHERE memories_fts MATCH ? ORDER BY rowid DESC LIMIT ?`,
-			m, rankCandidates)
+			m, candidates)
 		if err != nil {
 			return nil, err
 		}
-		for rows.Next() && len(seqs) < rankCandidates {
+		for rows.Next() && len(seqs) < candidates {
 			var seq int64
 			if err := rows.Scan(&seq); err != nil {
 				rows.Close()

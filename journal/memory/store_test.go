@@ -1574,3 +1574,56 @@ func TestSourceHost(t *testing.T) {
 		t.Errorf("a session's memory has source %+v", r.Memory.Source)
 	}
 }
+
+// TestCountFollowsEveryWrite: the live count status reads (kept by migration 11's
+// triggers) is the count of live memories after a remember, a repeat, a forget, a restore
+// and an import, and a store migrated from version 10 starts from the memories it holds.
+func TestCountFollowsEveryWrite(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "memories.db")
+	s := openAt(t, path, Options{})
+	ctx := context.Background()
+	check := func(step string, want int) {
+		t.Helper()
+		var scanned int
+		if err := s.r.QueryRow(`SELECT count(*) FROM memories WHERE forgotten_at = 0`).Scan(&scanned); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := s.Count(ctx); err != nil || n != want || scanned != want {
+			t.Fatalf("after %s: Count %d (%v), scanned %d; want %d", step, n, err, scanned, want)
+		}
+	}
+	check("open", 0)
+	a := remember(t, s, alice, "the deploy key lives in the vault").Memory
+	remember(t, s, alice, "the gateway retries three times")
+	remember(t, s, alice, "the deploy key lives in the vault") // the same: nothing added
+	check("remember", 2)
+	if _, err := s.Forget(ctx, alice, a.ID, "moved", t0); err != nil {
+		t.Fatal(err)
+	}
+	check("forget", 1)
+	if _, err := s.Restore(ctx, Caller{}, a.ID, t0); err != nil {
+		t.Fatal(err)
+	}
+	check("restore", 2)
+	imported := Memory{ID: "mem_0195a0b0c0d0e0f0a0b0", Project: alice.Project, Kind: "fact", Content: "imported from another thatch",
+		Tags: []string{}, CreatedAt: t0, UpdatedAt: t0}
+	if n, err := s.Import(ctx, []Memory{imported}, t0); err != nil || n != 1 {
+		t.Fatalf("import: %d %v", n, err)
+	}
+	check("import", 3)
+
+	// Back to version 10, as a store written before the count was kept: opening it
+	// again counts what it holds.
+	for _, q := range []string{`DROP TRIGGER memories_live_insert`, `DROP TRIGGER memories_live_update`, `DROP TRIGGER memories_live_delete`,
+		`DELETE FROM meta WHERE key = 'live_memories'`, `DELETE FROM schema_migrations WHERE version = 11`} {
+		if _, err := s.w.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	remember(t, s, alice, "written by a thatch of version 10")
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openAt(t, path, Options{})
+	check("the migration", 4)
+}

@@ -42,14 +42,17 @@ func (s *Store) loadTeam() error {
 	if err != nil {
 		return fmt.Errorf("read the team clock: %w", err)
 	}
-	var most int64
+	s.team.clock = Clock{Wall: wall, Logical: uint32(logical)}
+	if wall != 0 {
+		// Every version written moves the clock in its transaction (moveClock), so the
+		// persisted clock is at least every memory's: no scan of them at each open.
+		return nil
+	}
+	var most int64 // no clock persisted yet: the newest memory's, if any has one
 	if err := s.w.QueryRow(`SELECT coalesce(max(hlc_wall), 0) FROM memories`).Scan(&most); err != nil {
 		return fmt.Errorf("read the team clock: %w", err)
 	}
-	s.team.clock = Clock{Wall: wall, Logical: uint32(logical)}
-	if most > wall {
-		s.team.clock = Clock{Wall: most}
-	}
+	s.team.clock = Clock{Wall: most}
 	return nil
 }
 

@@ -32,3 +32,22 @@ func TestSessionPagesShowARefusedWrapUp(t *testing.T) {
 		t.Errorf("the sessions list's row:\n%s", node)
 	}
 }
+
+// A session whose extraction failed shows it on the sessions list, with when its retry is
+// due (the retry extension of rules 3 and 5), until an extraction completes its entries.
+func TestSessionsListShowsAFailedExtraction(t *testing.T) {
+	r := newRig(t)
+	r.populate()
+	c := r.login()
+	r.deliver("session.status", `{"sessionID":"`+topID+`","status":{"type":"idle"}}`)
+	child := "ses_child_of_" + topID
+	r.waitSession(child, "the extraction child created", func(runtime.SessionRow) bool { return true })
+	r.deliver("session.error", `{"sessionID":"`+child+`","error":{"name":"APIError","data":{"message":"the model is down"}}}`)
+	r.applied()
+	r.waitSession(topID, "the failure counted", func(s runtime.SessionRow) bool { return s.Failed == 1 })
+	list := r.page(c, "/sessions")
+	node := regexp.MustCompile(`(?s)<tr class="depth-0[^"]*" data-session="` + topID + `">.*?</tr>`).FindString(list)
+	if !strings.Contains(node, "extraction failed ×1") || !strings.Contains(node, `title="retried at `) {
+		t.Errorf("the sessions list's row:\n%s", node)
+	}
+}

@@ -137,12 +137,11 @@ func (t *step) buffer(ev Event) {
 		t.note(slog.LevelWarn, "session parent chain loops; interaction not buffered", "session", sess.ID, "call_id", x.CallID)
 		return
 	}
-	t.dirty(sess)
 	id := EntryID(root.ID, sess.ID, x.CallID)
 	if root.entry(id) >= 0 {
 		return
 	}
-	t.touch(root.ID)
+	t.touchCall(root.ID)
 	body, n := t.entryBody(x)
 	if n > 0 {
 		t.count(&t.s.Counters.Redacted, int64(n))

@@ -573,29 +573,44 @@ func (x *index) countHost(id string, h *Host) {
 	set(x.missing, online && len(h.MissingTools) > 0)
 }
 
-// recount brings the tally up to date for the sessions and hosts a Step marked dirty,
-// which every change of a session's entries or Exited, and of a host, does.
-func (s *State) recount(sessions, hosts map[string]bool) {
+// recount brings the tally up to date for what a Step changed: the sessions and hosts it
+// marked dirty (every change of a session's Exited, and of a host, does) and the roots
+// whose entries it changed.
+func (s *State) recount(fx *Effects) {
 	x := s.idx
 	if x == nil {
 		return // built, counted, at first use
 	}
-	for id := range hosts {
+	for id := range fx.Hosts {
 		x.countHost(id, s.Hosts[id])
 	}
-	for id := range sessions {
-		if sess := s.Sessions[id]; sess != nil && sess.RetryAt != 0 {
-			x.retrying[id] = sess
-		} else {
-			delete(x.retrying, id)
+	for id := range fx.Sessions {
+		x.recountSession(s, id)
+	}
+	// The roots whose entries changed, when nothing else of them did (a tool call's entry
+	// changes the row of its root only once a minute: touchCall).
+	var last string
+	for _, op := range fx.Entries {
+		if op.Root != last && !fx.Sessions[op.Root] {
+			x.recountSession(s, op.Root)
 		}
-		now := tallyOf(s.Sessions[id])
-		x.total = x.total.add(now.sub(x.counted[id]))
-		if now == (tally{}) {
-			delete(x.counted, id)
-		} else {
-			x.counted[id] = now
-		}
+		last = op.Root
+	}
+}
+
+// recountSession counts session id again in the tally.
+func (x *index) recountSession(s *State, id string) {
+	if sess := s.Sessions[id]; sess != nil && sess.RetryAt != 0 {
+		x.retrying[id] = sess
+	} else {
+		delete(x.retrying, id)
+	}
+	now := tallyOf(s.Sessions[id])
+	x.total = x.total.add(now.sub(x.counted[id]))
+	if now == (tally{}) {
+		delete(x.counted, id)
+	} else {
+		x.counted[id] = now
 	}
 }
 

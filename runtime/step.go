@@ -67,7 +67,7 @@ func (r Rules) ApplyEvents(s *State, events []Event, seen map[string]bool, now t
 		t.event(ev)
 		applied = append(applied, Applied{ID: ev.ID, Seq: ev.Seq})
 	}
-	s.recount(t.fx.Sessions, t.fx.Hosts)
+	s.recount(t.fx)
 	return t.fx, applied
 }
 
@@ -104,7 +104,7 @@ func (r Rules) Step(s *State, in Input, now time.Time) *Effects {
 	case Rejection:
 		t.rejected(in)
 	}
-	s.recount(t.fx.Sessions, t.fx.Hosts)
+	s.recount(t.fx)
 	return t.fx
 }
 
@@ -156,7 +156,7 @@ func (t *step) note(level slog.Level, msg string, attrs ...any) {
 func (t *step) call(c Call) { t.fx.Calls = append(t.fx.Calls, c) }
 
 // dirty marks sess for the journal (and for the recount of status's tally: every change
-// of a session's entries or of its exit marks it).
+// of its exit marks it; a change of its entries is counted by their EntryOps).
 func (t *step) dirty(sess *Session) { t.fx.Sessions[sess.ID] = true }
 
 // touch records activity of a session (an event or a tool call about it): the journal
@@ -168,11 +168,12 @@ func (t *step) touch(id string) {
 	}
 }
 
-// touchCall is touch for a tool call, which dirties what it changes itself: a call in the
-// minute of the session's last touch does not write the session for its Touched alone.
-// The journal's Touched is then at most a minute behind (whatever else writes the session
-// writes the newest), which a TTL of hours does not notice, and a call that changes
-// nothing else commits nothing (a payload asked for again).
+// touchCall is touch for a tool call or a tool event, which dirties what it changes
+// itself: one in the minute of the session's last touch does not write the session for
+// its Touched alone. The journal's Touched is then at most a minute behind (whatever else
+// writes the session writes the newest), which a TTL of hours does not notice; a call
+// that changes nothing else commits nothing (a payload asked for again), and a busy
+// session's tool events write their entries, not its row each time.
 func (t *step) touchCall(id string) {
 	if sess := t.s.Sessions[id]; sess != nil {
 		if !sess.Touched.Truncate(time.Minute).Equal(t.now.Truncate(time.Minute)) {
@@ -250,7 +251,11 @@ func (t *step) event(ev Event) {
 	case protocol.EventCommandExecuted:
 		t.executed(ev)
 	}
-	t.touch(ev.SessionID)
+	if ev.Type == protocol.EventToolExecuteAfter {
+		t.touchCall(ev.SessionID)
+	} else {
+		t.touch(ev.SessionID)
+	}
 }
 
 func (t *step) result(res Result) {

@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"hash/maphash"
 	"math"
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -166,22 +168,77 @@ func (s *Store) Related(ctx context.Context, project, text string, limit int) ([
 	if err != nil {
 		return nil, err
 	}
+	key := relatedKey{project: project, limit: limit, text: maphash.String(relatedSeed, text)}
+	now := time.Now()
+	if out, ok := s.related.get(key, s.writes.Load(), now); ok {
+		return out, nil
+	}
+	writes := s.writes.Load() // before the read: a write committed meanwhile makes the answer old at once
 	rare, err := s.rarest(ctx, firstWords(text, maxRelatedTerms), relatedWords)
 	if err != nil {
 		return nil, fmt.Errorf("related memories: %w", err)
 	}
 	out := []Memory{}
-	if len(rare) == 0 {
-		return out, nil
+	if len(rare) > 0 {
+		hits, err := s.rank(ctx, one(project), rare, nil, limit, false, nil)
+		if err != nil {
+			return nil, fmt.Errorf("related memories: %w", err)
+		}
+		for _, h := range hits {
+			out = append(out, h.Memory)
+		}
 	}
-	hits, err := s.rank(ctx, one(project), rare, nil, limit, false, nil)
-	if err != nil {
-		return nil, fmt.Errorf("related memories: %w", err)
+	s.related.put(key, relatedAnswer{writes: writes, at: now, memories: out})
+	return slices.Clone(out), nil
+}
+
+// relatedMemo keeps the last Related answers. A payload asked for again (a retry, a model
+// that lost its context) carries the same related memories, and looking them up was two
+// fifths of a payload call's CPU (docs/performance.md). An answer is good while the store
+// has committed no write since, for at most relatedMemoAge.
+type relatedMemo struct {
+	mu sync.Mutex
+	m  map[relatedKey]relatedAnswer
+}
+
+type relatedKey struct {
+	project string
+	limit   int
+	text    uint64 // the text's hash
+}
+
+type relatedAnswer struct {
+	writes   int64
+	at       time.Time
+	memories []Memory
+}
+
+// relatedSeed hashes Related's texts; relatedMemoMax bounds the answers kept (past it the
+// memo starts again) and relatedMemoAge how long one is kept.
+var relatedSeed = maphash.MakeSeed()
+
+const (
+	relatedMemoMax = 256
+	relatedMemoAge = time.Minute
+)
+
+func (m *relatedMemo) get(key relatedKey, writes int64, now time.Time) ([]Memory, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	a, ok := m.m[key]
+	if !ok || a.writes != writes || now.Before(a.at) || now.Sub(a.at) > relatedMemoAge {
+		return nil, false
 	}
-	for _, h := range hits {
-		out = append(out, h.Memory)
+	return slices.Clone(a.memories), true
+}
+
+func (m *relatedMemo) put(key relatedKey, a relatedAnswer) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.m == nil || len(m.m) >= relatedMemoMax {
+		m.m = map[relatedKey]relatedAnswer{}
 	}
-	return out, nil
+	m.m[key] = a
 }
 
 // similar is the live memories of project whose Similarity to content reaches SimilarFloor,

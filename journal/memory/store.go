@@ -210,6 +210,7 @@ type Store struct {
 
 	writes    atomic.Int64  // committed write transactions
 	signals   signalsMemo   // the last Signals answer of each project (hygiene.go)
+	related   relatedMemo   // the last Related answers (search.go)
 	queue     chan *write   // to the group writer (group.go)
 	marks     usedMarks     // used marks queued for the group writer (used.go)
 	stop      chan struct{} // closed by Close: the group writer ends

@@ -947,6 +947,16 @@ func TestRelated(t *testing.T) {
 	if m, _, _ := s.Get(ctx, want.ID); m.UsedAt != nil {
 		t.Error("related marked a memory used")
 	}
+	// Asked again, the same answer (kept between calls); a write since is seen at once.
+	if again, err := s.Related(ctx, alice.Project, payload, 2); err != nil || !slices.EqualFunc(again, got, func(a, b Memory) bool { return a.ID == b.ID }) {
+		t.Errorf("asked again: %+v %v, want %+v", again, err, got)
+	}
+	if _, err := s.Forget(ctx, alice, want.ID, "obsolete", t0); err != nil {
+		t.Fatal(err)
+	}
+	if again, err := s.Related(ctx, alice.Project, payload, 2); err != nil || slices.ContainsFunc(again, func(m Memory) bool { return m.ID == want.ID }) {
+		t.Errorf("after forgetting %s: %+v %v", want.ID, again, err)
+	}
 	if got, err := s.Related(ctx, alice.Project, "🚀 !!!", 0); err != nil || len(got) != 0 {
 		t.Errorf("no words: %+v %v", got, err)
 	}

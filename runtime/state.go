@@ -588,13 +588,17 @@ func (s *State) recount(fx *Effects) {
 		x.recountSession(s, id)
 	}
 	// The roots whose entries changed, when nothing else of them did (a tool call's entry
-	// changes the row of its root only once a minute: touchCall).
-	var last string
+	// changes the row of its root only once a minute: touchCall), each once.
+	var counted map[string]bool
 	for _, op := range fx.Entries {
-		if op.Root != last && !fx.Sessions[op.Root] {
-			x.recountSession(s, op.Root)
+		if fx.Sessions[op.Root] || counted[op.Root] {
+			continue
 		}
-		last = op.Root
+		if counted == nil {
+			counted = map[string]bool{}
+		}
+		counted[op.Root] = true
+		x.recountSession(s, op.Root)
 	}
 }
 

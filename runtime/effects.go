@@ -288,6 +288,9 @@ type Note struct {
 // only then performs the calls.
 type Effects struct {
 	Sessions map[string]bool // sessions to upsert (when still in State) or delete
+	// Touched lists the sessions whose Touched moved without their row being written
+	// (touchCall): the operator's page shows the newest, the journal need not.
+	Touched  []string
 	Gone     map[string]bool // tombstones to write (when in State.Gone) or drop
 	Hosts    map[string]bool // hosts to upsert
 	Counters bool            // counters changed
@@ -355,6 +358,7 @@ func (e *Effects) Merge(o *Effects) {
 		e.Gone[id] = true
 	}
 	e.Counters = e.Counters || o.Counters
+	e.Touched = append(e.Touched, o.Touched...)
 	e.Entries = append(e.Entries, o.Entries...)
 	e.Calls = append(e.Calls, o.Calls...)
 	e.Notes = append(e.Notes, o.Notes...)

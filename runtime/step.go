@@ -178,6 +178,8 @@ func (t *step) touchCall(id string) {
 	if sess := t.s.Sessions[id]; sess != nil {
 		if !sess.Touched.Truncate(time.Minute).Equal(t.now.Truncate(time.Minute)) {
 			t.dirty(sess)
+		} else {
+			t.fx.Touched = append(t.fx.Touched, id)
 		}
 		sess.Touched = t.now
 	}

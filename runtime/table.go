@@ -97,8 +97,9 @@ func (d *directory) fill(s *State, now time.Time) {
 	d.version.Add(1)
 }
 
-// update publishes what fx changed in s: its sessions and hosts, and the sessions whose
-// entries it changed. It costs what the commit wrote, never a pass over the state.
+// update publishes what fx changed in s: its sessions and hosts, the sessions whose
+// entries it changed and those it touched. It costs what the step changed, never a pass
+// over the state.
 func (d *directory) update(s *State, fx *Effects, now time.Time) {
 	put := func(id string) {
 		if row := sessionRow(s, s.Sessions[id]); row != nil {
@@ -113,6 +114,11 @@ func (d *directory) update(s *State, fx *Effects, now time.Time) {
 	for _, op := range fx.Entries {
 		if !fx.Sessions[op.Root] {
 			put(op.Root)
+		}
+	}
+	for _, id := range fx.Touched {
+		if !fx.Sessions[id] {
+			put(id)
 		}
 	}
 	for id := range fx.Hosts {

@@ -1,13 +1,10 @@
 package journal
 
 import (
-	"context"
 	"database/sql"
-	"database/sql/driver"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"sort"
 	"strings"
@@ -16,17 +13,19 @@ import (
 
 	jsonv2 "github.com/go-json-experiment/json"
 
+	"github.com/thatch-dev/thatch/journal/sqlitedb"
 	"github.com/thatch-dev/thatch/runtime"
 )
 
 // Rehydrate (Load) reads the whole journal once, at start: 100,000 sessions and a million
 // entries take it about a second on two cores. What it costs, and what it does about it:
 //
-//   - Per row, database/sql costs more than SQLite: every column of every row is a
-//     driver.Value (a string allocated, then boxed; an integer boxed), copied again by
-//     Scan. The entries and sessions are read through the driver's rows directly (readRows),
-//     and an entry's four text columns come as one (root, id, tool and claimant joined by
-//     NUL), split in Go: one string a row instead of four, and no Scan.
+//   - Per row, database/sql and the driver cost more than SQLite: every column of every
+//     row is a driver.Value (a text a new string, an integer boxed), copied again by Scan,
+//     and at a million rows that garbage kept the collector running through the load,
+//     under the memory limit Load runs in. The sessions and entries are read on SQLite's
+//     C API (sqlitedb.Raw), whose rows lend their columns: what is kept is copied once,
+//     into the state's own buffers.
 //   - An entry's id is its only string of its own. The ids of one root session are copied
 //     into one buffer of that session's, sized by a first pass over the (root_id, entry_id)
 //     index, and each Entry.ID is a slice of it: one allocation a session instead of one an
@@ -41,14 +40,14 @@ import (
 //     (entryMaker).
 //
 // Load runs before the loop, when nothing writes: if the pass that counts and the passes
-// that read ever disagreed (a writer in between), or an id held a NUL, Load reads the
-// entries again the plain way (loadEntriesPlain).
+// that read ever disagreed (a writer in between), Load reads the entries again the plain
+// way (loadEntriesPlain).
 
 // entryParts is how many goroutines read the entries.
 const entryParts = 2
 
 // errReload says the fast entry reader cannot place a row: read the entries the plain way.
-var errReload = errors.New("entries changed while loading, or an entry id holds a NUL")
+var errReload = errors.New("entries changed while loading")
 
 // Load rebuilds the state from the journal.
 func (s *Store) Load() (*runtime.State, []runtime.Call, uint64, error) {
@@ -87,33 +86,44 @@ func (s *Store) Load() (*runtime.State, []runtime.Call, uint64, error) {
 		return nil, nil, 0, err
 	}
 
-	// The sessions and entries are read on connections of their own, closed after: a scan
-	// reads each page once, and SQLite's default page cache, 2 MiB on each of the four
-	// connections the reads take, was 8 to 11 MiB of the peak RSS.
-	ld, err := sql.Open("sqlite", s.readDSN("_pragma=busy_timeout(5000)&_pragma=query_only(1)&_pragma=cache_size(-256)"))
+	// The sessions and entries are read on connections of their own (sqlitedb.Raw),
+	// closed after: a scan reads each page once, and SQLite's default page cache, 2 MiB on
+	// each of the four connections the reads take, was 8 to 11 MiB of the peak RSS.
+	open := func() (*sqlitedb.Raw, error) {
+		return sqlitedb.OpenRaw(s.file.Path, s.file.ReadOnly, "PRAGMA cache_size = -256")
+	}
+	ld, err := open()
 	if err != nil {
-		return nil, nil, 0, err
+		return nil, nil, 0, fmt.Errorf("load: %w", err)
 	}
 	defer ld.Close()
 	var n int
-	if err := ld.QueryRow(`SELECT count(*) FROM sessions`).Scan(&n); err != nil {
+	if err := ld.Query(`SELECT count(*) FROM sessions`, nil, func(r *sqlitedb.Row) error { n = int(r.Int(0)); return nil }); err != nil {
 		return nil, nil, 0, fmt.Errorf("load sessions: %w", err)
 	}
-	lo, hi, err := entrySpan(ld)
+	lo, hi, empty, err := entrySpan(ld)
 	if err != nil {
 		return nil, nil, 0, fmt.Errorf("load entries: %w", err)
 	}
 	if s.BeforeLoad != nil {
-		defer s.BeforeLoad(LoadSize{Sessions: n, Entries: int(hi.Int64 - lo.Int64 + 1)})()
+		size := LoadSize{Sessions: n}
+		if !empty {
+			size.Entries = int(hi - lo + 1)
+		}
+		defer s.BeforeLoad(size)()
 	}
 	var wg sync.WaitGroup
 	var sessErr error
 	wg.Go(func() {
-		if err := loadSessions(ld, st, n); err != nil {
+		if err := loadSessions(open, st, n); err != nil {
 			sessErr = fmt.Errorf("load sessions: %w", err)
 		}
 	})
-	roots, entErr := loadEntries(ld, n, lo, hi)
+	var roots []rootLoad
+	var entErr error
+	if !empty {
+		roots, entErr = loadEntries(ld, open, n, lo, hi)
+	}
 	wg.Wait()
 	if sessErr != nil {
 		return nil, nil, 0, sessErr
@@ -160,7 +170,12 @@ func (s *Store) Load() (*runtime.State, []runtime.Call, uint64, error) {
 // as encoding/json does (without regard to case), and a row it refuses is decoded by
 // encoding/json, which decides. Kinds, statuses, hosts, folders and projects repeat from
 // session to session: one string each is kept.
-func loadSessions(db *sql.DB, st *runtime.State, n int) error {
+func loadSessions(open func() (*sqlitedb.Raw, error), st *runtime.State, n int) error {
+	db, err := open()
+	if err != nil {
+		return err
+	}
+	defer db.Close()
 	st.Sessions = make(map[string]*runtime.Session, n)
 	intern := map[string]string{}
 	in := func(s string) string {
@@ -171,8 +186,8 @@ func loadSessions(db *sql.DB, st *runtime.State, n int) error {
 		return s
 	}
 	opts := jsonv2.MatchCaseInsensitiveNames(true)
-	return readRows(db, `SELECT CAST(data AS BLOB) FROM sessions`, nil, func(row []driver.Value) error {
-		data, _ := row[0].([]byte)
+	return db.Query(`SELECT data FROM sessions`, nil, func(row *sqlitedb.Row) error {
+		data := row.Bytes(0) // lent: both decoders copy what they keep
 		sess := &runtime.Session{}
 		if jsonv2.Unmarshal(data, sess, opts) != nil {
 			sess = &runtime.Session{}
@@ -199,30 +214,27 @@ type rootLoad struct {
 }
 
 // loadEntries reads every entry, by root session: a pass over the (root_id, entry_id) index
-// counts them and their ids' bytes for each part, then entryParts goroutines read the rows.
-// The roots are a slice sorted by id, sized by sessions (the number of sessions), not a
-// map of pointers: at 100,000 roots, a map and its rootLoads were 20 MiB more of the peak.
-// lo and hi are the entries' rowid span (entrySpan), which Load reads first to bound its heap.
-func loadEntries(db *sql.DB, sessions int, lo, hi sql.NullInt64) ([]rootLoad, error) {
-	if !lo.Valid {
-		return nil, nil
-	}
+// on db counts them and their ids' bytes for each part, then entryParts goroutines read the
+// rows, each on a connection of its own (open). The roots are a slice sorted by id, sized
+// by sessions (the number of sessions), not a map of pointers: at 100,000 roots, a map and
+// its rootLoads were 20 MiB more of the peak. lo and hi are the entries' rowid span
+// (entrySpan), which Load reads first to bound its heap.
+func loadEntries(db *sqlitedb.Raw, open func() (*sqlitedb.Raw, error), sessions int, lo, hi int64) ([]rootLoad, error) {
 	// Part p reads the rows bounds[p] < id <= bounds[p+1].
 	var bounds [entryParts + 1]int64
-	bounds[0] = lo.Int64 - 1
+	bounds[0] = lo - 1
 	for p := 1; p < entryParts; p++ {
-		bounds[p] = lo.Int64 - 1 + (hi.Int64-lo.Int64+1)*int64(p)/entryParts
+		bounds[p] = lo - 1 + (hi-lo+1)*int64(p)/entryParts
 	}
-	bounds[entryParts] = hi.Int64
+	bounds[entryParts] = hi
 
 	roots := make([]rootLoad, 0, sessions)
 	// The count of the first part and of all, and the same of the ids' bytes (entryParts is 2).
-	err := readRows(db, `SELECT root_id, count(*), sum(id <= ?1), sum(octet_length(entry_id)),
+	err := db.Query(`SELECT root_id, count(*), sum(id <= ?1), sum(octet_length(entry_id)),
 		sum(CASE WHEN id <= ?1 THEN octet_length(entry_id) ELSE 0 END) FROM entries GROUP BY root_id`,
-		[]driver.NamedValue{{Ordinal: 1, Value: bounds[1]}}, func(row []driver.Value) error {
-			root, _ := row[0].(string)
-			n, n0, b, b0 := int32(asInt(row[1])), int32(asInt(row[2])), int32(asInt(row[3])), int32(asInt(row[4]))
-			roots = append(roots, rootLoad{root: root, entries: make([]runtime.Entry, n), ids: make([]byte, b),
+		[]int64{bounds[1]}, func(row *sqlitedb.Row) error {
+			n, n0, b, b0 := int32(row.Int(1)), int32(row.Int(2)), int32(row.Int(3)), int32(row.Int(4))
+			roots = append(roots, rootLoad{root: strings.Clone(row.Text(0)), entries: make([]runtime.Entry, n), ids: make([]byte, b),
 				next: [entryParts]int32{0, n0}, end: [entryParts]int32{n0, n}, nextB: [entryParts]int32{0, b0}, endB: [entryParts]int32{b0, b}})
 			return nil
 		})
@@ -233,7 +245,7 @@ func loadEntries(db *sql.DB, sessions int, lo, hi sql.NullInt64) ([]rootLoad, er
 	errs := make([]error, entryParts)
 	var wg sync.WaitGroup
 	for p := range entryParts {
-		wg.Go(func() { errs[p] = readEntries(db, roots, p, bounds[p], bounds[p+1]) })
+		wg.Go(func() { errs[p] = readEntries(open, roots, p, bounds[p], bounds[p+1]) })
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
@@ -247,36 +259,40 @@ func loadEntries(db *sql.DB, sessions int, lo, hi sql.NullInt64) ([]rootLoad, er
 	return roots, nil
 }
 
-// entrySpan is the least and the greatest rowid of the entries (both NULL when there are
-// none): at least as many rows as the entries.
-func entrySpan(db *sql.DB) (lo, hi sql.NullInt64, err error) {
-	err = db.QueryRow(`SELECT (SELECT min(id) FROM entries), (SELECT max(id) FROM entries)`).Scan(&lo, &hi)
-	return lo, hi, err
+// entrySpan is the least and the greatest rowid of the entries (at least as many rows as
+// the entries); empty when there are none.
+func entrySpan(db *sqlitedb.Raw) (lo, hi int64, empty bool, err error) {
+	err = db.Query(`SELECT (SELECT min(id) FROM entries), (SELECT max(id) FROM entries), NOT EXISTS (SELECT 1 FROM entries)`, nil,
+		func(row *sqlitedb.Row) error {
+			lo, hi, empty = row.Int(0), row.Int(1), row.Int(2) != 0
+			return nil
+		})
+	return lo, hi, empty, err
 }
 
-// readEntries reads part p of the entries, the rows lo < id <= hi, into their roots.
-func readEntries(db *sql.DB, roots []rootLoad, p int, lo, hi int64) error {
+// readEntries reads part p of the entries, the rows lo < id <= hi, into their roots. A
+// row's texts are lent (sqlitedb.Row): the id is copied into its root's buffer, the tool
+// and claimant are looked up (entryMaker clones what it keeps), and the root is compared.
+func readEntries(open func() (*sqlitedb.Raw, error), roots []rootLoad, p int, lo, hi int64) error {
+	db, err := open()
+	if err != nil {
+		return err
+	}
+	defer db.Close()
 	var m entryMaker
-	var lastRoot string
-	var r *rootLoad // roots[i] of lastRoot: each part writes its own fields of it
-	return readRows(db, `SELECT root_id || char(0) || entry_id || char(0) || tool || char(0) || claimed_by, claimed_at, size, trivial
-		FROM entries WHERE id > ? AND id <= ? ORDER BY id`, []driver.NamedValue{{Ordinal: 1, Value: lo}, {Ordinal: 2, Value: hi}},
-		func(row []driver.Value) error {
-			text, _ := row[0].(string)
-			root, rest, ok1 := strings.Cut(text, "\x00")
-			id, rest, ok2 := strings.Cut(rest, "\x00")
-			tool, claimant, ok3 := strings.Cut(rest, "\x00")
-			if !ok1 || !ok2 || !ok3 || strings.IndexByte(claimant, 0) >= 0 {
-				return errReload
-			}
-			if r == nil || root != lastRoot {
+	var r *rootLoad // the root of the last row: each part writes its own fields of it
+	return db.Query(`SELECT root_id, entry_id, tool, claimed_by, claimed_at, size, trivial
+		FROM entries WHERE id > ?1 AND id <= ?2 ORDER BY id`, []int64{lo, hi},
+		func(row *sqlitedb.Row) error {
+			root, id := row.Text(0), row.Bytes(1)
+			if r == nil || root != r.root {
 				// By index, reading only the root field: the other part writes its own fields of
 				// these rootLoads meanwhile, and a comparison by value would copy them.
 				i := sort.Search(len(roots), func(i int) bool { return roots[i].root >= root })
 				if i == len(roots) || roots[i].root != root {
 					return errReload
 				}
-				r, lastRoot = &roots[i], root
+				r = &roots[i]
 			}
 			i, b := r.next[p], r.nextB[p]
 			if i >= r.end[p] || int(b)+len(id) > int(r.endB[p]) {
@@ -284,7 +300,7 @@ func readEntries(db *sql.DB, roots []rootLoad, p int, lo, hi int64) error {
 			}
 			r.next[p]++
 			r.nextB[p] += int32(copy(r.ids[b:], id))
-			e := m.entry(tool, claimant, asInt(row[1]), int32(asInt(row[2])), asInt(row[3]) != 0)
+			e := m.entry(row.Text(2), row.Text(3), row.Int(4), int32(row.Int(5)), row.Int(6) != 0)
 			if len(id) > 0 {
 				// r.ids[b:b+len(id)] is written once, here, and never again.
 				e.ID = unsafe.String(&r.ids[b], len(id))
@@ -386,61 +402,4 @@ type LoadSize struct {
 // Bytes is what the sessions and entries should take in memory once loaded.
 func (z LoadSize) Bytes() int64 {
 	return int64(z.Sessions)*sessionBytes + int64(max(z.Entries, 0))*entryBytes
-}
-
-// readRows runs query on one connection of db and calls fn with each row as the driver
-// gives it, without database/sql's per-row Scan: fn must not keep row past its call
-// (the values themselves, strings and byte slices, are its to keep).
-func readRows(db *sql.DB, query string, args []driver.NamedValue, fn func(row []driver.Value) error) error {
-	return queryRaw(db, query, args, func(rows driver.Rows) error {
-		row := make([]driver.Value, len(rows.Columns()))
-		for {
-			if err := rows.Next(row); err != nil {
-				if err == io.EOF {
-					return nil
-				}
-				return err
-			}
-			if err := fn(row); err != nil {
-				return err
-			}
-		}
-	})
-}
-
-// queryRaw runs query on one connection of db and hands fn the driver's rows.
-func queryRaw(db *sql.DB, query string, args []driver.NamedValue, fn func(driver.Rows) error) error {
-	ctx := context.Background()
-	conn, err := db.Conn(ctx)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	return conn.Raw(func(dc any) error {
-		q, ok := dc.(driver.QueryerContext)
-		if !ok {
-			return fmt.Errorf("the SQLite driver cannot query a connection directly")
-		}
-		rows, err := q.QueryContext(ctx, query, args)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		return fn(rows)
-	})
-}
-
-// asInt reads an INTEGER column (NULL reads as 0).
-func asInt(v driver.Value) int64 {
-	switch v := v.(type) {
-	case int64:
-		return v
-	case float64:
-		return int64(v)
-	case bool:
-		if v {
-			return 1
-		}
-	}
-	return 0
 }

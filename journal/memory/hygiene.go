@@ -11,7 +11,6 @@ import (
 	"math"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -96,15 +95,17 @@ func (s *Store) Signals(ctx context.Context, projects []string, limit int, now t
 	}
 	// One project's, as every extraction payload asks for: kept until they may change.
 	key := signalsKey{projects[0], limit}
-	if out, ok := s.signals.get(key, s.writes.Load(), s.staleBefore(now), now); ok {
-		return out, nil
+	staleBefore := s.staleBefore(now)
+	noneStale := func(a keptAnswer[keptSignals]) bool { return staleBefore < a.v.next }
+	if a, ok := s.signals.get(key, s.writes.Load(), now, noneStale); ok {
+		return slices.Clone(a.signals), nil
 	}
 	writes := s.writes.Load() // before the read: a write committed meanwhile makes the answer old at once
 	out, next, err := s.readSignals(ctx, projects, limit, now, true)
 	if err != nil {
 		return nil, err
 	}
-	s.signals.put(key, signalsAnswer{writes: writes, at: now, next: next, signals: out})
+	s.signals.put(key, writes, now, keptSignals{next: next, signals: out})
 	return slices.Clone(out), nil
 }
 
@@ -280,47 +281,17 @@ func (s *Store) readSignals(ctx context.Context, projects []string, limit int, n
 // its project's signals, and 1,000 payloads a second read them 1,000 times (a tenth of a
 // payload call's CPU, docs/performance.md); they change only with a write to the store or
 // when a memory becomes stale.
-type signalsMemo struct {
-	mu sync.Mutex
-	m  map[signalsKey]signalsAnswer
-}
+type signalsMemo = readMemo[signalsKey, keptSignals]
 
 type signalsKey struct {
 	project string
 	limit   int
 }
 
-// signalsAnswer is an answer read with writes committed, at at, good until staleBefore
-// reaches next.
-type signalsAnswer struct {
-	writes  int64
-	at      time.Time
+// keptSignals is an answer good until staleBefore reaches next.
+type keptSignals struct {
 	next    int64
 	signals []Signal
-}
-
-// signalsMemoMax bounds the projects kept: past it the memo starts again.
-const signalsMemoMax = 256
-
-// get is key's answer if the store has committed no write since (writes), no memory has
-// become stale since (staleBefore is staleBefore(now)), and now is not before it was read.
-func (m *signalsMemo) get(key signalsKey, writes, staleBefore int64, now time.Time) ([]Signal, bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	a, ok := m.m[key]
-	if !ok || a.writes != writes || staleBefore >= a.next || now.Before(a.at) {
-		return nil, false
-	}
-	return slices.Clone(a.signals), true
-}
-
-func (m *signalsMemo) put(key signalsKey, a signalsAnswer) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.m == nil || len(m.m) >= signalsMemoMax {
-		m.m = map[signalsKey]signalsAnswer{}
-	}
-	m.m[key] = a
 }
 
 // nextStale is the least last use or update, in unix ms, of the live memories of projects

@@ -9,7 +9,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -170,8 +169,9 @@ func (s *Store) Related(ctx context.Context, project, text string, limit int) ([
 	}
 	key := relatedKey{project: project, limit: limit, text: maphash.String(relatedSeed, text)}
 	now := time.Now()
-	if out, ok := s.related.get(key, s.writes.Load(), now); ok {
-		return out, nil
+	young := func(a keptAnswer[[]Memory]) bool { return now.Sub(a.at) <= relatedMemoAge }
+	if out, ok := s.related.get(key, s.writes.Load(), now, young); ok {
+		return slices.Clone(out), nil
 	}
 	writes := s.writes.Load() // before the read: a write committed meanwhile makes the answer old at once
 	rare, err := s.rarest(ctx, firstWords(text, maxRelatedTerms), relatedWords)
@@ -188,7 +188,7 @@ func (s *Store) Related(ctx context.Context, project, text string, limit int) ([
 			out = append(out, h.Memory)
 		}
 	}
-	s.related.put(key, relatedAnswer{writes: writes, at: now, memories: out})
+	s.related.put(key, writes, now, out)
 	return slices.Clone(out), nil
 }
 
@@ -196,10 +196,7 @@ func (s *Store) Related(ctx context.Context, project, text string, limit int) ([
 // that lost its context) carries the same related memories, and looking them up was two
 // fifths of a payload call's CPU (docs/performance.md). An answer is good while the store
 // has committed no write since, for at most relatedMemoAge.
-type relatedMemo struct {
-	mu sync.Mutex
-	m  map[relatedKey]relatedAnswer
-}
+type relatedMemo = readMemo[relatedKey, []Memory]
 
 type relatedKey struct {
 	project string
@@ -207,39 +204,10 @@ type relatedKey struct {
 	text    uint64 // the text's hash
 }
 
-type relatedAnswer struct {
-	writes   int64
-	at       time.Time
-	memories []Memory
-}
-
-// relatedSeed hashes Related's texts; relatedMemoMax bounds the answers kept (past it the
-// memo starts again) and relatedMemoAge how long one is kept.
+// relatedSeed hashes Related's texts; relatedMemoAge is how long an answer is kept.
 var relatedSeed = maphash.MakeSeed()
 
-const (
-	relatedMemoMax = 256
-	relatedMemoAge = time.Minute
-)
-
-func (m *relatedMemo) get(key relatedKey, writes int64, now time.Time) ([]Memory, bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	a, ok := m.m[key]
-	if !ok || a.writes != writes || now.Before(a.at) || now.Sub(a.at) > relatedMemoAge {
-		return nil, false
-	}
-	return slices.Clone(a.memories), true
-}
-
-func (m *relatedMemo) put(key relatedKey, a relatedAnswer) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.m == nil || len(m.m) >= relatedMemoMax {
-		m.m = map[relatedKey]relatedAnswer{}
-	}
-	m.m[key] = a
-}
+const relatedMemoAge = time.Minute
 
 // similar is the live memories of project whose Similarity to content reaches SimilarFloor,
 // best first, at most similarScan: Remember answers with the best five other than the memory

@@ -23,22 +23,7 @@ type Raw struct {
 // mode=ro), waits out a writer's lock for up to 5 s, and runs pragmas on it.
 func OpenRaw(path string, readOnly bool, pragmas ...string) (*Raw, error) {
 	r := &Raw{tls: libc.NewTLS()}
-	name, err := libc.CString(path)
-	if err != nil {
-		r.tls.Close()
-		return nil, err
-	}
-	defer libc.Xfree(r.tls, name)
-	pp := r.tls.Alloc(int(unsafe.Sizeof(uintptr(0))))
-	defer r.tls.Free(int(unsafe.Sizeof(uintptr(0))))
-	flags := int32(sqlite3.SQLITE_OPEN_READWRITE)
-	if readOnly {
-		flags = sqlite3.SQLITE_OPEN_READONLY
-	}
-	rc := sqlite3.Xsqlite3_open_v2(r.tls, name, pp, flags|sqlite3.SQLITE_OPEN_NOMUTEX, 0)
-	r.db = *(*uintptr)(ptr(pp))
-	if rc != sqlite3.SQLITE_OK {
-		err := r.err(rc, "open "+path)
+	if err := r.open(path, readOnly); err != nil {
 		r.Close()
 		return nil, err
 	}
@@ -50,6 +35,28 @@ func OpenRaw(path string, readOnly bool, pragmas ...string) (*Raw, error) {
 		}
 	}
 	return r, nil
+}
+
+// open opens the handle; what it allocates in C is freed before it returns, so that
+// Close, which ends the TLS, may follow.
+func (r *Raw) open(path string, readOnly bool) error {
+	name, err := libc.CString(path)
+	if err != nil {
+		return err
+	}
+	defer libc.Xfree(r.tls, name)
+	pp := r.tls.Alloc(int(unsafe.Sizeof(uintptr(0))))
+	defer r.tls.Free(int(unsafe.Sizeof(uintptr(0))))
+	flags := int32(sqlite3.SQLITE_OPEN_READWRITE)
+	if readOnly {
+		flags = sqlite3.SQLITE_OPEN_READONLY
+	}
+	rc := sqlite3.Xsqlite3_open_v2(r.tls, name, pp, flags|sqlite3.SQLITE_OPEN_NOMUTEX, 0)
+	r.db = *(*uintptr)(ptr(pp)) // set even when the open failed: Close frees it
+	if rc != sqlite3.SQLITE_OK {
+		return r.err(rc, "open "+path)
+	}
+	return nil
 }
 
 // Close closes the connection.

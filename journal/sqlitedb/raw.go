@@ -37,26 +37,36 @@ func OpenRaw(path string, readOnly bool, pragmas ...string) (*Raw, error) {
 	return r, nil
 }
 
-// open opens the handle; what it allocates in C is freed before it returns, so that
-// Close, which ends the TLS, may follow.
+// open opens the handle (r.db is set even when the open fails: Close frees it).
 func (r *Raw) open(path string, readOnly bool) error {
-	name, err := libc.CString(path)
-	if err != nil {
-		return err
-	}
-	defer libc.Xfree(r.tls, name)
-	pp := r.tls.Alloc(int(unsafe.Sizeof(uintptr(0))))
-	defer r.tls.Free(int(unsafe.Sizeof(uintptr(0))))
 	flags := int32(sqlite3.SQLITE_OPEN_READWRITE)
 	if readOnly {
 		flags = sqlite3.SQLITE_OPEN_READONLY
 	}
-	rc := sqlite3.Xsqlite3_open_v2(r.tls, name, pp, flags|sqlite3.SQLITE_OPEN_NOMUTEX, 0)
-	r.db = *(*uintptr)(ptr(pp)) // set even when the open failed: Close frees it
-	if rc != sqlite3.SQLITE_OK {
-		return r.err(rc, "open "+path)
+	db, rc, err := r.withOut(path, func(name, out uintptr) int32 {
+		return sqlite3.Xsqlite3_open_v2(r.tls, name, out, flags|sqlite3.SQLITE_OPEN_NOMUTEX, 0)
+	})
+	r.db = db
+	if err == nil && rc != sqlite3.SQLITE_OK {
+		err = r.err(rc, "open "+path)
 	}
-	return nil
+	return err
+}
+
+// withOut calls f with s as a C string and room for the pointer f's C function returns
+// through its last argument (a sqlite3** or a sqlite3_stmt**), and returns that pointer and
+// f's result. Both are freed before it returns, so that Close, which ends the TLS, may follow.
+func (r *Raw) withOut(s string, f func(cs, out uintptr) int32) (uintptr, int32, error) {
+	cs, err := libc.CString(s)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer libc.Xfree(r.tls, cs)
+	size := int(unsafe.Sizeof(uintptr(0)))
+	out := r.tls.Alloc(size)
+	defer r.tls.Free(size)
+	rc := f(cs, out)
+	return *(*uintptr)(ptr(out)), rc, nil
 }
 
 // Close closes the connection.
@@ -75,17 +85,15 @@ func (r *Raw) Close() error {
 // Query runs query with its integer args bound to ?1, ?2… and calls fn with each row; fn
 // must not keep what a Row lends past its call.
 func (r *Raw) Query(query string, args []int64, fn func(*Row) error) error {
-	q, err := libc.CString(query)
+	stmt, rc, err := r.withOut(query, func(q, out uintptr) int32 {
+		return sqlite3.Xsqlite3_prepare_v2(r.tls, r.db, q, -1, out, 0)
+	})
 	if err != nil {
 		return err
 	}
-	defer libc.Xfree(r.tls, q)
-	pp := r.tls.Alloc(int(unsafe.Sizeof(uintptr(0))))
-	defer r.tls.Free(int(unsafe.Sizeof(uintptr(0))))
-	if rc := sqlite3.Xsqlite3_prepare_v2(r.tls, r.db, q, -1, pp, 0); rc != sqlite3.SQLITE_OK {
+	if rc != sqlite3.SQLITE_OK {
 		return r.err(rc, "prepare "+query)
 	}
-	stmt := *(*uintptr)(ptr(pp))
 	if stmt == 0 { // only a comment or white space
 		return nil
 	}

@@ -158,7 +158,7 @@ var stmtSQL = [nStmts]string{
 				touched_at = excluded.touched_at, data = excluded.data`,
 	sUpsertGone:        `INSERT INTO gone (session_id, at) VALUES (?, ?) ON CONFLICT (session_id) DO UPDATE SET at = excluded.at`,
 	sDeleteGone:        `DELETE FROM gone WHERE session_id = ?`,
-	sInsertEntry:       `INSERT OR IGNORE INTO entries (root_id, entry_id, tool, created_at, body, size, trivial) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+	sInsertEntry:       `INSERT OR IGNORE INTO entries (root_id, entry_id, tool, created_at, body, size, trivial, title) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
 	sClaimEntry:        `UPDATE entries SET claimed_by = ?, claimed_at = ? WHERE root_id = ? AND entry_id = ? AND claimed_by = ''`,
 	sDeleteClaimed:     `DELETE FROM entries WHERE root_id = ? AND claimed_by = ?`,
 	sReleaseAllClaimed: `UPDATE entries SET claimed_by = '', claimed_at = 0 WHERE root_id = ? AND claimed_by != ''`,
@@ -166,8 +166,8 @@ var stmtSQL = [nStmts]string{
 	sDeleteEntries:     `DELETE FROM entries WHERE root_id = ?`,
 	sReleaseEntry:      `UPDATE entries SET claimed_by = '', claimed_at = 0 WHERE root_id = ? AND entry_id = ?`,
 	sDeleteEntry:       `DELETE FROM entries WHERE root_id = ? AND entry_id = ?`,
-	sCopyEntry: `INSERT OR IGNORE INTO entries (root_id, entry_id, tool, claimed_by, claimed_at, created_at, body, size, trivial)
-				SELECT ?, ?, tool, claimed_by, claimed_at, created_at, body, size, trivial FROM entries WHERE root_id = ? AND entry_id = ?`,
+	sCopyEntry: `INSERT OR IGNORE INTO entries (root_id, entry_id, tool, claimed_by, claimed_at, created_at, body, size, trivial, title)
+				SELECT ?, ?, tool, claimed_by, claimed_at, created_at, body, size, trivial, title FROM entries WHERE root_id = ? AND entry_id = ?`,
 	sInsertLedger: `INSERT OR IGNORE INTO ledger (child_id, root_id, project, directory, day, at, entries, tokens_in, tokens_out, cost, model, turns)
 				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 	sInsertOutbox:     `INSERT INTO outbox (host_id, call, created_at) VALUES (?, ?, ?)`,
@@ -181,9 +181,10 @@ var stmtSQL = [nStmts]string{
 	sPruneProvenance:  `DELETE FROM provenance WHERE at < ?`,
 	sTrimProvenance:   `DELETE FROM provenance WHERE id <= (SELECT max(id) FROM provenance) - ?`,
 	// Provenance (issue 29): a claimant's entries are copied before they are deleted as
-	// completed, in the same transaction.
+	// completed, in the same transaction. A row older than the title column (NULL) has its
+	// title read from its body.
 	sRecordCompleted: `INSERT INTO provenance (child_id, root_id, entry_id, tool, title, at)
-				SELECT claimed_by, root_id, entry_id, tool, substr(coalesce(CAST(body AS TEXT) ->> '$.title', ''), 1, ?), ?
+				SELECT claimed_by, root_id, entry_id, tool, substr(coalesce(title, CAST(body AS TEXT) ->> '$.title', ''), 1, ?), ?
 				FROM entries WHERE root_id = ? AND claimed_by = ? ORDER BY id`,
 }
 
@@ -416,7 +417,7 @@ func writeEntries(t *batchTx, ops []runtime.EntryOp, now time.Time) error {
 		switch op.Kind {
 		case runtime.EntryInsert:
 			body, _ := json.Marshal(op.Body)
-			_, err = t.exec(sInsertEntry, op.Root, op.ID, op.Body.Tool, ms(op.At), body, op.Size, op.Trivial)
+			_, err = t.exec(sInsertEntry, op.Root, op.ID, op.Body.Tool, ms(op.At), body, op.Size, op.Trivial, op.Body.Title)
 		case runtime.EntryClaim:
 			for _, id := range op.IDs {
 				if _, err = t.exec(sClaimEntry, op.Claimant, ms(op.At), op.Root, id); err != nil {

@@ -1,14 +1,19 @@
 package journal_test
 
 import (
+	"database/sql"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/thatch-dev/thatch/journal"
+	"github.com/thatch-dev/thatch/journal/migrate"
 	"github.com/thatch-dev/thatch/runtime"
 	"github.com/thatch-dev/thatch/runtime/scenario"
 )
@@ -144,5 +149,62 @@ func TestProvenanceListsABoundedNumberOfCalls(t *testing.T) {
 	}
 	if len(got) != 1 || len(got[0].Calls) != journal.ProvenanceCalls || got[0].More != 7 || got[0].Calls[0].ID != "c0000" {
 		t.Fatalf("got %d extractions, %+v", len(got), got)
+	}
+}
+
+// TestProvenanceOfEntriesBeforeTitles: entries written before the title column (a journal
+// at version 8) keep their calls' titles, read from their bodies, when they complete after
+// the upgrade; an entry written after it keeps the title it was written with, moved to
+// another root too.
+func TestProvenanceOfEntriesBeforeTitles(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "thatch.db")
+	db, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := migrate.Apply(db, os.DirFS("."), "migrations/00[1-8]_*.sql", "journal"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`SELECT title FROM entries`); err == nil {
+		t.Fatal("the version-8 schema already has entries.title: the test does not build an old journal")
+	}
+	for _, e := range []struct{ id, title string }{{"c1", "go test ./..."}, {"c2", ""}} {
+		body, _ := json.Marshal(runtime.Body{Tool: "bash", Title: e.title, Output: "ok"})
+		if _, err := db.Exec(`INSERT INTO entries (root_id, entry_id, tool, created_at, body, size) VALUES ('ses_a', ?, 'bash', 1, ?, 10)`,
+			e.id, body); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+
+	s, err := journal.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	t0 := scenario.Epoch
+	commitOps(t, s, t0, insertOp("ses_a", "c3", "read", "main.go", t0))
+	commitOps(t, s, t0, runtime.EntryOp{Kind: runtime.EntryMove, Root: "ses_b", From: "ses_a", ID: "c3"})
+	for _, root := range []string{"ses_a", "ses_b"} {
+		ids := []string{"c1", "c2"}
+		if root == "ses_b" {
+			ids = []string{"c3"}
+		}
+		commitOps(t, s, t0.Add(time.Second),
+			runtime.EntryOp{Kind: runtime.EntryClaim, Root: root, Claimant: "ses_x_" + root, IDs: ids, At: t0},
+			runtime.EntryOp{Kind: runtime.EntryDeleteClaimed, Root: root, Claimant: "ses_x_" + root, At: t0})
+	}
+	got, err := s.Provenance([]string{"ses_x_ses_a", "ses_x_ses_b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []runtime.Provenance{
+		{Extraction: "ses_x_ses_a", Session: "ses_a", At: t0, Calls: []runtime.CompletedCall{
+			{ID: "c1", Tool: "bash", Title: "go test ./..."}, {ID: "c2", Tool: "bash"}}},
+		{Extraction: "ses_x_ses_b", Session: "ses_b", At: t0, Calls: []runtime.CompletedCall{{ID: "c3", Tool: "read", Title: "main.go"}}},
+	}
+	slices.SortFunc(got, func(a, b runtime.Provenance) int { return strings.Compare(a.Extraction, b.Extraction) })
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("provenance:\n got %+v\nwant %+v", got, want)
 	}
 }

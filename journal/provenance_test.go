@@ -208,3 +208,42 @@ func TestProvenanceOfEntriesBeforeTitles(t *testing.T) {
 		t.Fatalf("provenance:\n got %+v\nwant %+v", got, want)
 	}
 }
+
+// TestClaimTakesEveryIDAsGiven: one claim takes each of its entries whatever its id holds
+// (nothing, a NUL, quotes, a backslash, other scripts), leaves the root's other entries
+// pending, and does not take an entry another claimant holds.
+func TestClaimTakesEveryIDAsGiven(t *testing.T) {
+	s := open(t)
+	t0 := scenario.Epoch
+	ids := []string{"", "a\x00b", `q"uote`, `x\y`, "ü/é", "ses_task/c1"}
+	var ops []runtime.EntryOp
+	for _, id := range append(slices.Clone(ids), "left", "other") {
+		ops = append(ops, insertOp("ses_a", id, "bash", "t", t0))
+	}
+	commitOps(t, s, t0, ops...)
+	st := runtime.NewState()
+	st.Sessions["ses_a"] = &runtime.Session{ID: "ses_a", HostID: "h1", Kind: runtime.KindTop, Directory: "/w"}
+	fx := runtime.NewEffects()
+	fx.Sessions["ses_a"] = true
+	if err := s.Commit(&runtime.Batch{Now: t0, State: st, Effects: fx}); err != nil {
+		t.Fatal(err)
+	}
+	commitOps(t, s, t0,
+		runtime.EntryOp{Kind: runtime.EntryClaim, Root: "ses_a", Claimant: "ses_y", IDs: []string{"other"}, At: t0},
+		runtime.EntryOp{Kind: runtime.EntryClaim, Root: "ses_a", Claimant: "ses_x", IDs: append(slices.Clone(ids), "other"), At: t0})
+	loaded, _, _, err := s.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, e := range loaded.Sessions["ses_a"].Entries {
+		got[e.ID] = e.Claimant()
+	}
+	want := map[string]string{"left": "", "other": "ses_y"}
+	for _, id := range ids {
+		want[id] = "ses_x"
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("claimants by entry:\n got %q\nwant %q", got, want)
+	}
+}

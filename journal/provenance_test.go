@@ -185,6 +185,10 @@ func TestProvenanceOfEntriesBeforeTitles(t *testing.T) {
 	t0 := scenario.Epoch
 	commitOps(t, s, t0, insertOp("ses_a", "c3", "read", "main.go", t0))
 	commitOps(t, s, t0, runtime.EntryOp{Kind: runtime.EntryMove, Root: "ses_b", From: "ses_a", ID: "c3"})
+	var moved sql.NullString
+	if err := s.DB().QueryRow(`SELECT title FROM entries WHERE root_id = 'ses_b' AND entry_id = 'c3'`).Scan(&moved); err != nil || moved.String != "main.go" {
+		t.Fatalf("the moved entry's title column: %+v, %v; want main.go", moved, err)
+	}
 	for _, root := range []string{"ses_a", "ses_b"} {
 		ids := []string{"c1", "c2"}
 		if root == "ses_b" {

@@ -3,6 +3,7 @@ package journal_test
 import (
 	"database/sql"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -258,18 +259,27 @@ func TestEntrySizeAndTrivialReload(t *testing.T) {
 	}
 }
 
-// TestMigrationSizesOldEntries: a journal of the schema before issue 14 (migrations 001 to
-// 004) opened by this thatch gains the ledger, and its entries get a size from their body
-// (at most 1000) and are not trivial.
-func TestMigrationSizesOldEntries(t *testing.T) {
+// oldJournal creates a journal file of the schema of migrations 1 to version (at most 9) and
+// returns its path and a connection to it, for a test to fill and close before thatch opens it.
+func oldJournal(t *testing.T, version int) (string, *sql.DB) {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "thatch.db")
 	db, err := sql.Open("sqlite", "file:"+path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := migrate.Apply(db, os.DirFS("."), "migrations/00[1-4]_*.sql", "journal"); err != nil {
+	t.Cleanup(func() { db.Close() })
+	if err := migrate.Apply(db, os.DirFS("."), fmt.Sprintf("migrations/00[1-%d]_*.sql", version), "journal"); err != nil {
 		t.Fatal(err)
 	}
+	return path, db
+}
+
+// TestMigrationSizesOldEntries: a journal of the schema before issue 14 (migrations 001 to
+// 004) opened by this thatch gains the ledger, and its entries get a size from their body
+// (at most 1000) and are not trivial.
+func TestMigrationSizesOldEntries(t *testing.T) {
+	path, db := oldJournal(t, 4)
 	var version int
 	if err := db.QueryRow(`SELECT max(version) FROM schema_migrations`).Scan(&version); err != nil || version != 4 {
 		t.Fatalf("old journal at version %d (%v), want 4", version, err)
@@ -321,14 +331,7 @@ func TestMigrationSizesOldEntries(t *testing.T) {
 // keeps its ledger rows, which name only their project key; a new row of the same day and
 // project names the folder for them all.
 func TestMigrationLedgerDirectory(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "thatch.db")
-	db, err := sql.Open("sqlite", "file:"+path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := migrate.Apply(db, os.DirFS("."), "migrations/00[1-5]_*.sql", "journal"); err != nil {
-		t.Fatal(err)
-	}
+	path, db := oldJournal(t, 5)
 	if _, err := db.Exec(`INSERT INTO ledger (child_id, root_id, project, day, at, entries, tokens_in, tokens_out, cost, model, turns)
 		VALUES ('c1', 'ses_a', '4b0ea68d', '2026-03-02', 1, 2, 100, 20, 0.001, 'x/y', 1)`); err != nil {
 		t.Fatal(err)

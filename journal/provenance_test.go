@@ -4,8 +4,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -13,7 +11,6 @@ import (
 	"time"
 
 	"github.com/thatch-dev/thatch/journal"
-	"github.com/thatch-dev/thatch/journal/migrate"
 	"github.com/thatch-dev/thatch/runtime"
 	"github.com/thatch-dev/thatch/runtime/scenario"
 )
@@ -24,6 +21,18 @@ func commitOps(t *testing.T, s *journal.Store, now time.Time, ops ...runtime.Ent
 	fx := runtime.NewEffects()
 	fx.Entries = ops
 	if err := s.Commit(&runtime.Batch{Now: now, State: runtime.NewState(), Effects: fx}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// commitTopSession commits a top-level session id at now, so that Load keeps its entries.
+func commitTopSession(t *testing.T, s *journal.Store, id string, now time.Time) {
+	t.Helper()
+	st := runtime.NewState()
+	st.Sessions[id] = &runtime.Session{ID: id, HostID: "h1", Kind: runtime.KindTop, Directory: "/w"}
+	fx := runtime.NewEffects()
+	fx.Sessions[id] = true
+	if err := s.Commit(&runtime.Batch{Now: now, State: st, Effects: fx}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -41,13 +50,7 @@ func TestProvenance(t *testing.T) {
 	s := open(t)
 	t0 := scenario.Epoch
 	long := strings.Repeat("é", journal.ProvenanceTitleMax+30)
-	st := runtime.NewState()
-	st.Sessions["ses_a"] = &runtime.Session{ID: "ses_a", HostID: "h1", Kind: runtime.KindTop, Directory: "/w"}
-	fx := runtime.NewEffects()
-	fx.Sessions["ses_a"] = true
-	if err := s.Commit(&runtime.Batch{Now: t0, State: st, Effects: fx}); err != nil {
-		t.Fatal(err)
-	}
+	commitTopSession(t, s, "ses_a", t0)
 	commitOps(t, s, t0,
 		insertOp("ses_a", "c1", "bash", "go test ./...", t0),
 		insertOp("ses_a", "c2", "read", "", t0),
@@ -157,14 +160,7 @@ func TestProvenanceListsABoundedNumberOfCalls(t *testing.T) {
 // the upgrade; an entry written after it keeps the title it was written with, moved to
 // another root too.
 func TestProvenanceOfEntriesBeforeTitles(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "thatch.db")
-	db, err := sql.Open("sqlite", "file:"+path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := migrate.Apply(db, os.DirFS("."), "migrations/00[1-8]_*.sql", "journal"); err != nil {
-		t.Fatal(err)
-	}
+	path, db := oldJournal(t, 8)
 	if _, err := db.Exec(`SELECT title FROM entries`); err == nil {
 		t.Fatal("the version-8 schema already has entries.title: the test does not build an old journal")
 	}
@@ -225,13 +221,7 @@ func TestClaimTakesEveryIDAsGiven(t *testing.T) {
 		ops = append(ops, insertOp("ses_a", id, "bash", "t", t0))
 	}
 	commitOps(t, s, t0, ops...)
-	st := runtime.NewState()
-	st.Sessions["ses_a"] = &runtime.Session{ID: "ses_a", HostID: "h1", Kind: runtime.KindTop, Directory: "/w"}
-	fx := runtime.NewEffects()
-	fx.Sessions["ses_a"] = true
-	if err := s.Commit(&runtime.Batch{Now: t0, State: st, Effects: fx}); err != nil {
-		t.Fatal(err)
-	}
+	commitTopSession(t, s, "ses_a", t0)
 	commitOps(t, s, t0,
 		runtime.EntryOp{Kind: runtime.EntryClaim, Root: "ses_a", Claimant: "ses_y", IDs: []string{"other"}, At: t0},
 		runtime.EntryOp{Kind: runtime.EntryClaim, Root: "ses_a", Claimant: "ses_x", IDs: append(slices.Clone(ids), "other"), At: t0})

@@ -260,8 +260,9 @@ func TestEntrySizeAndTrivialReload(t *testing.T) {
 }
 
 // oldJournal creates a journal file of the schema of migrations 1 to version (at most 9) and
-// returns its path and a connection to it, for a test to fill and close before thatch opens it.
-func oldJournal(t *testing.T, version int) (string, *sql.DB) {
+// returns a connection to it for the test to fill, and upgrade, which closes it and opens the
+// file as this thatch does (migrating it), for the rest of the test.
+func oldJournal(t *testing.T, version int) (db *sql.DB, upgrade func() *journal.Store) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "thatch.db")
 	db, err := sql.Open("sqlite", "file:"+path)
@@ -272,14 +273,23 @@ func oldJournal(t *testing.T, version int) (string, *sql.DB) {
 	if err := migrate.Apply(db, os.DirFS("."), fmt.Sprintf("migrations/00[1-%d]_*.sql", version), "journal"); err != nil {
 		t.Fatal(err)
 	}
-	return path, db
+	return db, func() *journal.Store {
+		t.Helper()
+		db.Close()
+		s, err := journal.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
 }
 
 // TestMigrationSizesOldEntries: a journal of the schema before issue 14 (migrations 001 to
 // 004) opened by this thatch gains the ledger, and its entries get a size from their body
 // (at most 1000) and are not trivial.
 func TestMigrationSizesOldEntries(t *testing.T) {
-	path, db := oldJournal(t, 4)
+	db, upgrade := oldJournal(t, 4)
 	var version int
 	if err := db.QueryRow(`SELECT max(version) FROM schema_migrations`).Scan(&version); err != nil || version != 4 {
 		t.Fatalf("old journal at version %d (%v), want 4", version, err)
@@ -299,13 +309,7 @@ func TestMigrationSizesOldEntries(t *testing.T) {
 	if _, err := db.Exec(`SELECT size FROM entries`); err == nil {
 		t.Fatal("the old schema already has entries.size: the test does not build a version-4 journal")
 	}
-	db.Close()
-
-	s, err := journal.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := upgrade()
 	all, _ := filepath.Glob("migrations/*.sql")
 	if err := s.DB().QueryRow(`SELECT max(version) FROM schema_migrations`).Scan(&version); err != nil || version != len(all) {
 		t.Fatalf("migrated journal at version %d (%v), want %d, the last migration", version, err, len(all))
@@ -331,18 +335,12 @@ func TestMigrationSizesOldEntries(t *testing.T) {
 // keeps its ledger rows, which name only their project key; a new row of the same day and
 // project names the folder for them all.
 func TestMigrationLedgerDirectory(t *testing.T) {
-	path, db := oldJournal(t, 5)
+	db, upgrade := oldJournal(t, 5)
 	if _, err := db.Exec(`INSERT INTO ledger (child_id, root_id, project, day, at, entries, tokens_in, tokens_out, cost, model, turns)
 		VALUES ('c1', 'ses_a', '4b0ea68d', '2026-03-02', 1, 2, 100, 20, 0.001, 'x/y', 1)`); err != nil {
 		t.Fatal(err)
 	}
-	db.Close()
-
-	s, err := journal.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := upgrade()
 	old := runtime.CostRow{Day: "2026-03-02", Project: "4b0ea68d", Extractions: 1, Entries: 2, Tokens: 120, TokensIn: 100, TokensOut: 20,
 		USD: 0.001, Models: []string{"x/y"}}
 	checkCosts(t, costs(t, s, "2026-03-02"), []runtime.CostRow{old})

@@ -160,7 +160,7 @@ func TestProvenanceListsABoundedNumberOfCalls(t *testing.T) {
 // the upgrade; an entry written after it keeps the title it was written with, moved to
 // another root too.
 func TestProvenanceOfEntriesBeforeTitles(t *testing.T) {
-	path, db := oldJournal(t, 8)
+	db, upgrade := oldJournal(t, 8)
 	if _, err := db.Exec(`SELECT title FROM entries`); err == nil {
 		t.Fatal("the version-8 schema already has entries.title: the test does not build an old journal")
 	}
@@ -171,13 +171,7 @@ func TestProvenanceOfEntriesBeforeTitles(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	db.Close()
-
-	s, err := journal.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := upgrade()
 	t0 := scenario.Epoch
 	commitOps(t, s, t0, insertOp("ses_a", "c3", "read", "main.go", t0))
 	commitOps(t, s, t0, runtime.EntryOp{Kind: runtime.EntryMove, Root: "ses_b", From: "ses_a", ID: "c3"})

@@ -442,7 +442,7 @@ func (s *Store) scoreMatches(ctx context.Context, projects, terms, kinds []strin
 			rows.Close()
 			return nil, err
 		}
-		m.words, m.tags = tokens(m.content), tokens(strings.Join(decodeTags(tagList), " "))
+		m.words, m.tags = tokens(m.content), tagWords(tagList)
 		found = append(found, m)
 	}
 	rows.Close()
@@ -575,6 +575,18 @@ func tokens(text string) []string {
 		out = append(out, strings.ToLower(text[start:end])) // no copy when it is lower-case ASCII
 		i = end
 	}
+}
+
+// tagWords is tokens of a memory's tags joined, from its tags column (a JSON list of
+// strings, written by json.Marshal). A column without a backslash holds each tag's text
+// as it is, between quotes, commas and brackets that are no word's: its words are the
+// column's own, read without decoding it (decoding a hundred candidates' tags was a
+// twelfth of a search's CPU at 1,000,000 memories). An escape takes the long way.
+func tagWords(col string) []string {
+	if strings.HasPrefix(col, "[") && !strings.Contains(col, `\`) {
+		return tokens(col)
+	}
+	return tokens(strings.Join(decodeTags(col), " "))
 }
 
 // nextWord is the bounds of the first word of text at or after i, as FTS5's unicode61

@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -45,6 +46,41 @@ func TestTokens(t *testing.T) {
 		want := strings.FieldsFunc(strings.ToLower(text), func(r rune) bool { return !isWordRune(r) })
 		if got := tokens(text); !slices.Equal(got, want) {
 			t.Fatalf("case %d: tokens(%q) = %q, want %q", i, text, got, want)
+		}
+	}
+}
+
+// tagWords must read a tags column's words as decoding it and tokenizing the tags joined
+// does, for every column the store writes (json.Marshal of a list of strings).
+func TestTagWordsAreTheDecodedTagsWords(t *testing.T) {
+	pieces := []string{"go", "Build", "svc-12-04", "src/x/y.go", " ", ",", "[", "]", `"`, `\`, "<", ">", "&", "é", "日本", "\xff", "\u2028", "\t", "\n", "x"}
+	rng := rand.New(rand.NewPCG(5, 6))
+	fast := 0
+	for i := range 20000 {
+		tags := make([]string, rng.IntN(5))
+		for j := range tags {
+			for range rng.IntN(6) {
+				tags[j] += pieces[rng.IntN(len(pieces))]
+			}
+		}
+		col, err := json.Marshal(tags)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := tokens(strings.Join(decodeTags(string(col)), " "))
+		if got := tagWords(string(col)); !slices.Equal(got, want) {
+			t.Fatalf("case %d: tagWords(%s) = %q, want %q", i, col, got, want)
+		}
+		if !strings.Contains(string(col), `\`) {
+			fast++
+		}
+	}
+	if fast < 1000 {
+		t.Fatalf("only %d of the columns took the way without decoding", fast)
+	}
+	for _, col := range []string{`null`, `[]`, `[""]`, `{"a":1}`, ``} {
+		if got, want := tagWords(col), tokens(strings.Join(decodeTags(col), " ")); !slices.Equal(got, want) {
+			t.Errorf("tagWords(%q) = %q, want %q", col, got, want)
 		}
 	}
 }

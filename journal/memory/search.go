@@ -89,16 +89,25 @@ func (s *Store) Search(ctx context.Context, c Caller, query string, kinds []stri
 	if err != nil {
 		return SearchResult{}, fmt.Errorf("search memories: %w", err)
 	}
-	hits, err := s.rank(ctx, one(c.Project), terms, kinds, 4*limit, true, counts)
+	// The best 4×limit by relevance, re-ranked with the recency bonus; only the hits
+	// answered are read whole.
+	best, err := s.scoreMatches(ctx, one(c.Project), terms, kinds, 4*limit, true, counts, rankCandidates)
 	if err != nil {
 		return SearchResult{}, fmt.Errorf("search memories: %w", err)
 	}
-	for i, h := range hits {
-		hits[i].Score = h.Score * (1 + 0.25*recency(h.Memory.UsedAt, now) + 0.15*recency(&h.Memory.UpdatedAt, now))
+	for i, m := range best {
+		var used *time.Time
+		if m.usedAt != 0 {
+			t := toTime(m.usedAt)
+			used = &t
+		}
+		updated := toTime(m.updatedAt)
+		best[i].score = m.score * (1 + 0.25*recency(used, now) + 0.15*recency(&updated, now))
 	}
-	sort.SliceStable(hits, func(i, j int) bool { return hits[i].Score > hits[j].Score })
-	if len(hits) > limit {
-		hits = hits[:limit]
+	sort.SliceStable(best, func(i, j int) bool { return best[i].score > best[j].score })
+	hits, err := s.readHits(ctx, best, limit)
+	if err != nil {
+		return SearchResult{}, fmt.Errorf("search memories: %w", err)
 	}
 	ids := make([]string, len(hits))
 	used := toTime(toMS(now))
@@ -314,36 +323,43 @@ func (s *Store) rank(ctx context.Context, projects, terms, kinds []string, n int
 	if err != nil {
 		return nil, err
 	}
-	if len(best) == 0 {
-		return []Hit{}, nil
-	}
-	seqs := make([]int64, len(best))
-	for i, m := range best {
-		seqs[i] = m.seq
-	}
-	list, _ := json.Marshal(seqs)
-	rows, err := s.r.QueryContext(ctx, `SELECT `+memoryCols+`, m.seq FROM memories m WHERE m.seq IN (SELECT value FROM json_each(?)) AND m.forgotten_at = 0`, string(list))
-	if err != nil {
-		return nil, err
-	}
-	read := make(map[int64]Memory, len(best))
-	for rows.Next() {
-		var seq int64
-		m, err := scanMemory(rows, &seq)
+	return s.readHits(ctx, best, n)
+}
+
+// readHits reads whole the first n of best that are still live, in best's order, with
+// their scores. A memory forgotten since it was scored makes room for the next.
+func (s *Store) readHits(ctx context.Context, best []matched, n int) ([]Hit, error) {
+	hits := make([]Hit, 0, min(n, len(best)))
+	for len(best) > 0 && len(hits) < n {
+		next := best[:min(n-len(hits), len(best))]
+		best = best[len(next):]
+		seqs := make([]int64, len(next))
+		for i, m := range next {
+			seqs[i] = m.seq
+		}
+		list, _ := json.Marshal(seqs)
+		rows, err := s.r.QueryContext(ctx, `SELECT `+memoryCols+`, m.seq FROM memories m WHERE m.seq IN (SELECT value FROM json_each(?)) AND m.forgotten_at = 0`, string(list))
 		if err != nil {
-			rows.Close()
 			return nil, err
 		}
-		read[seq] = m
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	hits := make([]Hit, 0, len(best))
-	for _, b := range best {
-		if m, ok := read[b.seq]; ok { // not forgotten meanwhile
-			hits = append(hits, Hit{Memory: m, Score: b.score})
+		read := make(map[int64]Memory, len(next))
+		for rows.Next() {
+			var seq int64
+			m, err := scanMemory(rows, &seq)
+			if err != nil {
+				rows.Close()
+				return nil, err
+			}
+			read[seq] = m
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+		for _, b := range next {
+			if m, ok := read[b.seq]; ok {
+				hits = append(hits, Hit{Memory: m, Score: b.score})
+			}
 		}
 	}
 	return hits, nil
@@ -352,12 +368,14 @@ func (s *Store) rank(ctx context.Context, projects, terms, kinds []string, n int
 // matched is a memory matching a ranked search: its row, its words as the index sees them,
 // and its BM25 relevance.
 type matched struct {
-	seq     int64
-	id      string
-	content string
-	words   []string // tokens(content)
-	tags    []string // tokens of its tags
-	score   float64
+	seq       int64
+	id        string
+	usedAt    int64 // ms, 0 for never
+	updatedAt int64 // ms
+	content   string
+	words     []string // tokens(content)
+	tags      []string // tokens of its tags
+	score     float64
 }
 
 // scoreMatches is the live memories of projects (none = every project) matching any of
@@ -369,8 +387,9 @@ type matched struct {
 // computed here, because FTS5's bm25() counts each term's documents by walking the term's
 // whole document list, every project's, at every query: 4–5 ms a search at 100,000
 // memories. The words table already holds those counts. Content weighs twice the tags, as
-// in the index's rank setting. Only what scoring needs is read of each candidate (seq, id,
-// content, tags); reading all 14 columns of 100 rows was a fifth of a look-alike check.
+// in the index's rank setting. Only what scoring and a search's recency bonus need is read
+// of each candidate (seq, id, its times, content, tags); reading all 14 columns of 100 rows
+// was a fifth of a look-alike check.
 func (s *Store) scoreMatches(ctx context.Context, projects, terms, kinds []string, n int, whole bool, counts *wordCounts, candidates int) ([]matched, error) {
 	if counts == nil {
 		c, err := s.frequencies(ctx, terms)
@@ -422,7 +441,7 @@ func (s *Store) scoreMatches(ctx context.Context, projects, terms, kinds []strin
 		return nil, nil
 	}
 	list, _ := json.Marshal(seqs)
-	query := `SELECT m.seq, m.id, m.content, m.tags FROM memories m WHERE m.seq IN (SELECT value FROM json_each(?)) AND m.forgotten_at = 0`
+	query := `SELECT m.seq, m.id, m.used_at, m.updated_at, m.content, m.tags FROM memories m WHERE m.seq IN (SELECT value FROM json_each(?)) AND m.forgotten_at = 0`
 	args := []any{string(list)}
 	if len(kinds) > 0 {
 		query += ` AND m.kind IN (` + placeholders(len(kinds)) + `)`
@@ -438,7 +457,7 @@ func (s *Store) scoreMatches(ctx context.Context, projects, terms, kinds []strin
 	for rows.Next() {
 		var m matched
 		var tagList string
-		if err := rows.Scan(&m.seq, &m.id, &m.content, &tagList); err != nil {
+		if err := rows.Scan(&m.seq, &m.id, &m.usedAt, &m.updatedAt, &m.content, &tagList); err != nil {
 			rows.Close()
 			return nil, err
 		}

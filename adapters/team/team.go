@@ -588,12 +588,17 @@ type catchUp struct {
 // batch at a time, while a tool's write waits for at most one batch.
 const applyBatch = 256
 
+// readerHeartbeat is how often the team's server tells a reader its pull is alive. A
+// reader notices a lost pull (the node holding its consumer gone) at two missed beats:
+// with nats.go's default of 5 s a teammate's versions stopped arriving for 10 s.
+const readerHeartbeat = time.Second
+
 // consume applies the consumer's messages until it fails or ctx ends: as many as wait
 // (up to applyBatch) in one transaction, so a backfill does not pay a commit per version
 // while one change at a time is applied at once. It says the stream sequence of the last
 // message applied, and once it has caught up with the stream.
 func (t *Team) consume(ctx context.Context, cons jetstream.Consumer, project string, caught *catchUp) (uint64, error) {
-	it, err := cons.Messages()
+	it, err := cons.Messages(jetstream.PullHeartbeat(readerHeartbeat))
 	if err != nil {
 		return 0, err
 	}

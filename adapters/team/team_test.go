@@ -2,6 +2,7 @@ package team_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -163,6 +164,40 @@ func TestTeamOfflineIsNotAnError(t *testing.T) {
 	}
 	if errors.Is(err, context.Canceled) {
 		t.Fatal(err)
+	}
+}
+
+// TestReaderAsksForHeartbeats: a teammate's reader asks the team's server for a heartbeat
+// every second on its pulls, so it notices a lost pull (the node holding its consumer gone)
+// within two seconds. Without it nats.go asks every 5 s and notices at 10: with a node of a
+// 3-node cluster stopped, 3 of 12 trials stalled 9.9-10.3 s; with it none over 6.1 s.
+func TestReaderAsksForHeartbeats(t *testing.T) {
+	c := teamtest.Start(t, 1)
+	nc, err := nats.Connect(c.URL(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	pulls, err := nc.SubscribeSync("$JS.API.CONSUMER.MSG.NEXT." + team.Stream + ".>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	join(t, "bob", c.URL(0))
+	m, err := pulls.NextMsg(30 * time.Second)
+	if err != nil {
+		t.Fatalf("no pull from bob's reader: %v", err)
+	}
+	var pull struct {
+		Heartbeat time.Duration `json:"idle_heartbeat"`
+	}
+	if err := json.Unmarshal(m.Data, &pull); err != nil {
+		t.Fatalf("pull %s: %v", m.Data, err)
+	}
+	if pull.Heartbeat != time.Second {
+		t.Fatalf("the reader's pull asks for a heartbeat every %v (%s), want every second", pull.Heartbeat, m.Data)
 	}
 }
 

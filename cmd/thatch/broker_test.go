@@ -20,6 +20,7 @@ import (
 	"github.com/thatch-dev/thatch/adapters/fakehost"
 	"github.com/thatch-dev/thatch/cmd/internal/daemon"
 	"github.com/thatch-dev/thatch/cmd/internal/daemon/daemontest"
+	"github.com/thatch-dev/thatch/internal/freeport"
 )
 
 // natsServerBinary builds nats-server from the module thatch already depends on.
@@ -29,12 +30,11 @@ func natsServerBinary(t *testing.T) string {
 
 func freePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := freeport.Port()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return p
 }
 
 // TestBrokerRestarts: thatch uses a separate nats-server process (file store) by URL; the

@@ -2,11 +2,12 @@ package teamtest
 
 import (
 	"fmt"
-	"net"
 	"strings"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/thatch-dev/thatch/internal/freeport"
 )
 
 // TB is what the cluster needs of a test (testing.TB has it): the benchmark passes its own.
@@ -26,12 +27,11 @@ type Cluster struct {
 }
 
 func freePort(t TB) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := freeport.Port()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return p
 }
 
 // Start runs a cluster of n nodes (n 1: a single server, no cluster) and stops it when t

@@ -1,7 +1,7 @@
 package daemontest
 
 import (
-	"net"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,17 +13,17 @@ import (
 	"github.com/thatch-dev/thatch/adapters/fakehost"
 	"github.com/thatch-dev/thatch/adapters/natsbus"
 	"github.com/thatch-dev/thatch/cmd/internal/daemon"
+	"github.com/thatch-dev/thatch/internal/freeport"
 )
 
 // FreeAddr is a free loopback host:port at the time of the call.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := freeport.Port()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return fmt.Sprintf("127.0.0.1:%d", p)
 }
 
 // NewEmbedded is a rig whose broker is the one thatch embeds (THATCH_NATS_URL unset): the

@@ -1,4 +1,3 @@
-// Package freeport finds loopback TCP ports for the servers tests start.
 package freeport
 
 import (

@@ -882,7 +882,9 @@ func TestLoopPayloadAskedAgainCommitsNothing(t *testing.T) {
 	r.hello("b1")
 	r.created("ses_a")
 	r.deliver("tool_c1", "tool.execute.after", `{"sessionID":"ses_a","callID":"c1","tool":"bash","args":{},"output":"x"}`)
-	r.waitView("the events to be applied", func(v runtime.View) bool { return v.Pos == 3 })
+	// Applied, and the session-start reminder answered: its answer is a commit of its own,
+	// which a loaded machine could otherwise make land among the payloads below.
+	r.waitView("the events to be applied and the reminder answered", func(v runtime.View) bool { return v.Pos == 3 && v.Outstanding == 0 })
 	payload := func() runtime.Answer {
 		t.Helper()
 		a := r.loop.Tool(context.Background(), runtime.ToolCall{Name: runtime.ToolPayload, SessionID: "ses_a", Args: json.RawMessage(`{}`)}, 0)
@@ -892,6 +894,7 @@ func TestLoopPayloadAskedAgainCommitsNothing(t *testing.T) {
 		return a
 	}
 	first := payload() // claims c1: committed
+	r.waitView("no host call outstanding", func(v runtime.View) bool { return v.Outstanding == 0 })
 	claimed := j.count()
 	advance(20 * time.Second)
 	for range 3 {

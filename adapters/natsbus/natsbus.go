@@ -477,8 +477,20 @@ func (c *Consumer) Run(ctx context.Context) error {
 				}
 			}
 		}
+		// A broker deleting a stream stops its consumers before it removes the stream's
+		// files: a stream created again at once takes up the old files, which the deletion
+		// then takes away under it, and no publish to it is answered (nats-server 2.15).
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(recreatePause):
+		}
 	}
 }
+
+// recreatePause is how long the consumer waits, once its consumer or stream is gone,
+// before it makes them again: what a broker takes to finish deleting a stream.
+const recreatePause = time.Second
 
 // purgeApplied purges from the stream every event up to the consumer's ack floor: each
 // of them was acknowledged, so applied and committed by the journal (thatch acknowledges

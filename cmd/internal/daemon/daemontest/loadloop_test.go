@@ -131,6 +131,9 @@ func TestLoadPayloadsWhileStatusAnswers(t *testing.T) {
 	const sessions, perSession = 1000, 2
 	r := New(t, "v1")
 	r.Log = quietLog() // a load test measures thatch, not its debug log
+	// A thousand claims at once on two cores that make test also keeps busy: the rig's 2 s
+	// host timeout (4 s for a commit) is this test's flake, not its subject.
+	r.Cfg.HostTimeoutMS = 10_000
 	seedPayloadJournal(t, r.DataDir, r.Host.Dir, sessions, perSession)
 	r.Start()
 	ctx := r.Ctx()

@@ -10,10 +10,10 @@ import (
 )
 
 // metaKeys is the keys of the meta table, which these tests write, but the live count
-// (migration 11), which the store keeps.
+// (migration 11) and the team clock (persisted at open), which the store keeps.
 func metaKeys(t *testing.T, s *Store) map[string]bool {
 	t.Helper()
-	keys, err := ids(context.Background(), s.r, `SELECT key FROM meta WHERE key != 'live_memories'`)
+	keys, err := ids(context.Background(), s.r, `SELECT key FROM meta WHERE key NOT IN ('live_memories', ?, ?)`, metaClockWall, metaClockLogical)
 	if err != nil {
 		t.Fatal(err)
 	}

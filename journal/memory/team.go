@@ -36,23 +36,29 @@ func (s *Store) loadTeam() error {
 	if err := s.w.QueryRow(`SELECT value FROM team_state WHERE key = 'node'`).Scan(&s.team.node); err != nil {
 		return fmt.Errorf("read the team node id: %w", err)
 	}
-	var wall, logical int64
-	err := s.w.QueryRow(`SELECT coalesce((SELECT value FROM meta WHERE key = ?), 0), coalesce((SELECT value FROM meta WHERE key = ?), 0)`,
+	var wall, logical sql.NullInt64
+	err := s.w.QueryRow(`SELECT (SELECT value FROM meta WHERE key = ?), (SELECT value FROM meta WHERE key = ?)`,
 		metaClockWall, metaClockLogical).Scan(&wall, &logical)
 	if err != nil {
 		return fmt.Errorf("read the team clock: %w", err)
 	}
-	s.team.clock = Clock{Wall: wall, Logical: uint32(logical)}
-	if wall != 0 {
+	if wall.Valid {
 		// Every version written moves the clock in its transaction (moveClock), so the
 		// persisted clock is at least every memory's: no scan of them at each open.
+		s.team.clock = Clock{Wall: wall.Int64, Logical: uint32(logical.Int64)}
 		return nil
 	}
-	var most int64 // no clock persisted yet: the newest memory's, if any has one
+	// No clock persisted yet (a store made before the team clock, or filled by import
+	// only): the newest memory's, if any has one, persisted so that the scan is done once.
+	var most int64
 	if err := s.w.QueryRow(`SELECT coalesce(max(hlc_wall), 0) FROM memories`).Scan(&most); err != nil {
 		return fmt.Errorf("read the team clock: %w", err)
 	}
 	s.team.clock = Clock{Wall: most}
+	if _, err := s.w.Exec(`INSERT INTO meta (key, value) VALUES (?, ?), (?, 0) ON CONFLICT (key) DO UPDATE SET value = excluded.value`,
+		metaClockWall, most, metaClockLogical); err != nil {
+		return fmt.Errorf("write the team clock: %w", err)
+	}
 	return nil
 }
 

@@ -248,6 +248,49 @@ func TestTeamClockSurvivesRestart(t *testing.T) {
 	}
 }
 
+// TestTeamClockOfAStoreWithoutOne: a store whose clock was never persisted (made before the
+// team clock, or filled by import only) takes its newest memory's at the first open, and
+// persists it: the next open reads it instead of scanning every memory again, and the
+// next version is later than every memory's.
+func TestTeamClockOfAStoreWithoutOne(t *testing.T) {
+	path := t.TempDir() + "/memories.db"
+	ctx := context.Background()
+	s := openAt(t, path, Options{Author: "alice"})
+	m := remember(t, s, Caller{Project: teamProject, SessionID: "ses_a"}, "one")
+	const wall = int64(4_000_000_000_000) // after t0 and the machine's now
+	if _, err := s.w.Exec(`UPDATE memories SET hlc_wall = ? WHERE id = ?`, wall, m.Memory.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.w.Exec(`DELETE FROM meta WHERE key IN (?, ?)`, metaClockWall, metaClockLogical); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+
+	s = openAt(t, path, Options{Author: "alice"})
+	if s.team.clock.Wall != wall {
+		t.Fatalf("clock at open: %+v, want the newest memory's wall %d", s.team.clock, wall)
+	}
+	// A memory written under the clock (which no version does) shows whether the next open
+	// scans again: it must read the persisted clock instead.
+	if _, err := s.w.Exec(`UPDATE memories SET hlc_wall = ? WHERE id = ?`, wall+1000, m.Memory.ID); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s = openAt(t, path, Options{Author: "alice"})
+	if s.team.clock.Wall != wall {
+		t.Fatalf("clock at the second open: %+v, want the persisted %d, not a new scan", s.team.clock, wall)
+	}
+	if err := s.Share(ctx, teamProject, true, t0); err != nil {
+		t.Fatal(err)
+	}
+	remember(t, s, Caller{Project: teamProject, SessionID: "ses_a"}, "two")
+	out, _ := s.Outbox(ctx, 10)
+	v, _ := DecodeVersion(out[len(out)-1].Record)
+	if v.HLC.Wall < wall {
+		t.Errorf("a version after the open has clock %v, before the newest memory's %d", v.HLC, wall)
+	}
+}
+
 // TestTeamKeepsNewerFormats: a record of a newer format is kept unapplied, and applied by a
 // build that reads that format.
 func TestTeamKeepsNewerFormats(t *testing.T) {

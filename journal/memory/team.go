@@ -55,8 +55,11 @@ func (s *Store) loadTeam() error {
 		return fmt.Errorf("read the team clock: %w", err)
 	}
 	s.team.clock = Clock{Wall: most}
-	if _, err := s.w.Exec(`INSERT INTO meta (key, value) VALUES (?, ?), (?, 0) ON CONFLICT (key) DO UPDATE SET value = excluded.value`,
-		metaClockWall, most, metaClockLogical); err != nil {
+	ctx := context.Background()
+	if err := s.withTx(ctx, func(tx cachedTx) error {
+		_, err := s.moveClock(ctx, tx, func(c Clock) Clock { return c })
+		return err
+	}); err != nil {
 		return fmt.Errorf("write the team clock: %w", err)
 	}
 	return nil
